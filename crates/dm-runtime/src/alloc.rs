@@ -1,0 +1,83 @@
+//! Remote memory allocation for a CS core (Sherman §4.2): chunks come from the
+//! memory servers by RPC ([`dm_verbs::ms::RPC_ALLOC_CHUNK`], default 8 MiB) in
+//! round-robin order over the MSs, and are carved locally with no further
+//! round trip. An MS that is out of memory is skipped; when every MS is, the
+//! allocation fails with [`VerbError::MsOutOfMemory`].
+
+use dm_verbs::ms::RPC_ALLOC_CHUNK;
+use dm_verbs::{GlobalAddr, VerbError};
+use std::cell::Cell;
+
+/// Per-core chunk carver. Not shared across cores.
+pub struct ChunkAlloc {
+    cur: Cell<GlobalAddr>,
+    left: Cell<u64>,
+    next_ms: Cell<u16>,
+    num_ms: u16,
+    chunk_bytes: u64,
+}
+
+impl ChunkAlloc {
+    /// Carver over `num_ms` MSs whose chunks are `chunk_bytes` long; the first
+    /// chunk is requested from `first_ms` (spread cores over MSs).
+    pub fn new(num_ms: u16, chunk_bytes: u64, first_ms: u16) -> Self {
+        ChunkAlloc {
+            cur: Cell::new(GlobalAddr::NULL),
+            left: Cell::new(0),
+            next_ms: Cell::new(first_ms % num_ms.max(1)),
+            num_ms,
+            chunk_bytes,
+        }
+    }
+
+    /// Allocates `size` bytes aligned to `align` (a power of two, at most 4096).
+    /// Errors: `OutOfBounds` if `size` exceeds a chunk, `MsOutOfMemory` when no
+    /// MS has a chunk left, or any verb error of the RPC.
+    pub async fn alloc(&self, size: u64, align: u64) -> Result<GlobalAddr, VerbError> {
+        if size > self.chunk_bytes || !align.is_power_of_two() {
+            return Err(VerbError::OutOfBounds {
+                addr: GlobalAddr::NULL,
+                len: size,
+            });
+        }
+        loop {
+            let cur = self.cur.get();
+            if !cur.is_null() {
+                let pad = (align - cur.local_offset() % align) % align;
+                if pad + size <= self.left.get() {
+                    let a = cur.add(pad);
+                    self.cur.set(a.add(size));
+                    self.left.set(self.left.get() - pad - size);
+                    return Ok(a);
+                }
+            }
+            self.refill().await?;
+        }
+    }
+
+    async fn refill(&self) -> Result<(), VerbError> {
+        let mut last = VerbError::MsOutOfMemory { ms: 0 };
+        for _ in 0..self.num_ms {
+            let ms = self.next_ms.get();
+            self.next_ms.set((ms + 1) % self.num_ms);
+            match crate::rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await {
+                Ok(r) if r.len() == 8 => {
+                    let a = GlobalAddr::from_u64(u64::from_le_bytes(r.try_into().unwrap()));
+                    self.cur.set(a);
+                    self.left.set(self.chunk_bytes);
+                    return Ok(());
+                }
+                Ok(_) => {
+                    return Err(VerbError::RpcFailed {
+                        ms,
+                        handler: RPC_ALLOC_CHUNK,
+                        reason: "bad reply".into(),
+                    })
+                }
+                Err(e @ VerbError::MsOutOfMemory { .. }) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+}

@@ -1,0 +1,111 @@
+//! Per-core state shared by the executor and the futures it polls.
+//!
+//! Who may touch what: every field is touched only by the OS thread that runs
+//! the core's executor (the `Cell`/`RefCell`s are never shared across threads).
+//! Other cores reach a core only through its [`crate::task::Inbox`], a mutex-guarded
+//! queue drained once per scheduling round. Futures find their core through the
+//! thread-local `CURRENT`, which the executor sets while it polls a task.
+
+use crate::task::{Inbox, TaskSlot};
+use dm_verbs::{Clock, VerbError, VerbOutput, VerbStats, WorkRequest};
+use slab::Slab;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::Waker;
+
+/// A posted WR waiting for its completion. The slot owns the result buffer, so a
+/// future dropped while its WR is in flight frees nothing the fabric still uses.
+pub(crate) struct InFlight {
+    pub(crate) gen: u32,
+    pub(crate) waker: Option<Waker>,
+    pub(crate) result: Option<Result<VerbOutput, VerbError>>,
+    /// The future was dropped; the completion just frees the slot.
+    pub(crate) abandoned: bool,
+}
+
+pub(crate) struct CoreState {
+    pub(crate) exec_id: u32,
+    pub(crate) tasks: RefCell<Slab<TaskSlot>>,
+    pub(crate) run_queue: RefCell<VecDeque<u32>>,
+    pub(crate) inflight: RefCell<Slab<InFlight>>,
+    pub(crate) next_gen: Cell<u32>,
+    /// WRs posted this round, per MS (one post list = one doorbell each).
+    pub(crate) pending: RefCell<Vec<Vec<WorkRequest>>>,
+    /// Bit i set: MS i has pending WRs (MS ids >= 64 share bit 63 and are scanned).
+    pub(crate) pending_mask: Cell<u64>,
+    /// Stats of the task being polled (copied in and out around each poll).
+    pub(crate) cur: Cell<VerbStats>,
+    pub(crate) cur_posted: Cell<u32>,
+    pub(crate) cur_ms_mask: Cell<u64>,
+    pub(crate) cur_task: Cell<Option<u32>>,
+    /// Totals of the core.
+    pub(crate) total: Cell<VerbStats>,
+    pub(crate) clock: Clock,
+    pub(crate) inbox: Arc<Inbox>,
+    pub(crate) num_ms: u16,
+}
+
+thread_local! {
+    pub(crate) static CURRENT: Cell<*const CoreState> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` with the core whose executor is polling on this thread.
+/// Panics with a clear message outside a dm-runtime task.
+pub(crate) fn with_current<R>(f: impl FnOnce(&CoreState) -> R) -> R {
+    let p = CURRENT.with(|c| c.get());
+    assert!(
+        !p.is_null(),
+        "dm-runtime: verb or runtime call outside a task polled by a dm-runtime executor"
+    );
+    // SAFETY: CURRENT is set only by `Executor::tick` on this thread to a CoreState that
+    // the executor keeps alive (inside an Rc it owns) for the whole tick, and reset before
+    // the tick returns; we only hand out a shared reference for the duration of `f`.
+    f(unsafe { &*p })
+}
+
+/// Like [`with_current`] but returns `None` outside a task.
+pub(crate) fn try_current<R>(f: impl FnOnce(&CoreState) -> R) -> Option<R> {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        None
+    } else {
+        // SAFETY: as in `with_current`.
+        Some(f(unsafe { &*p }))
+    }
+}
+
+impl CoreState {
+    /// Queues a task on this core's run queue if it exists and is not queued yet.
+    pub(crate) fn schedule(&self, key: u32) {
+        let mut tasks = self.tasks.borrow_mut();
+        if let Some(t) = tasks.get_mut(key as usize) {
+            if !t.queued {
+                t.queued = true;
+                self.run_queue.borrow_mut().push_back(key);
+            }
+        }
+    }
+
+    /// Adds a WR to this round's post list for `ms`, counted against the polled task.
+    pub(crate) fn post(&self, wr: WorkRequest) {
+        let ms = wr.verb.ms();
+        let mut s = self.cur.get();
+        s.count_post(&wr.verb);
+        self.cur.set(s);
+        let mut t = self.total.get();
+        t.count_post(&wr.verb);
+        self.total.set(t);
+        self.cur_posted.set(self.cur_posted.get() + 1);
+        let bit = 1u64 << (ms.min(63));
+        self.cur_ms_mask.set(self.cur_ms_mask.get() | bit);
+        self.pending_mask.set(self.pending_mask.get() | bit);
+        let mut p = self.pending.borrow_mut();
+        let i = (ms as usize).min(p.len());
+        if i == p.len() {
+            // An MS id the fabric does not have: a list of its own, the fabric fails it.
+            p.push(Vec::new());
+        }
+        p[i].push(wr);
+    }
+}

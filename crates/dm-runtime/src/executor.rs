@@ -1,0 +1,278 @@
+//! The executor of one core.
+//!
+//! A scheduling round ([`Executor::tick`]):
+//! 1. drain the cross-core inbox (if its flag is set);
+//! 2. poll the CQ in batches of [`ExecConfig::cq_batch`], storing each result in
+//!    its in-flight slot and waking the owner;
+//! 3. poll at most [`ExecConfig::max_polls_per_round`] ready tasks, FIFO;
+//! 4. hand each QP that got WRs this round one post list (one doorbell).
+//!
+//! On `sim` every task poll, WR and non-empty CQ poll charges the core's
+//! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
+
+use crate::core::{CoreState, CURRENT};
+use crate::task::{self, JoinHandle, TaskSlot};
+use dm_verbs::{Completion, Queues, VerbStats};
+use slab::Slab;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+/// Executor tuning.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecConfig {
+    /// Tasks polled per round before the CQ is polled again (fairness bound).
+    pub max_polls_per_round: usize,
+    /// Completions taken per `poll_cq` call.
+    pub cq_batch: usize,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            max_polls_per_round: 256,
+            cq_batch: 64,
+        }
+    }
+}
+
+/// One core's executor over that core's [`Queues`].
+pub struct Executor<Q: Queues> {
+    core: Rc<CoreState>,
+    queues: Q,
+    cfg: ExecConfig,
+    cq_buf: Vec<Completion>,
+}
+
+impl<Q: Queues> Executor<Q> {
+    /// An executor for `queues`, which reach `num_ms` memory servers.
+    pub fn new(queues: Q, num_ms: u16, cfg: ExecConfig) -> Self {
+        let (exec_id, inbox) = task::register_executor();
+        let core = Rc::new(CoreState {
+            exec_id,
+            tasks: RefCell::new(Slab::new()),
+            run_queue: RefCell::new(VecDeque::new()),
+            inflight: RefCell::new(Slab::new()),
+            next_gen: Cell::new(0),
+            pending: RefCell::new((0..num_ms).map(|_| Vec::new()).collect()),
+            pending_mask: Cell::new(0),
+            cur: Cell::new(VerbStats::default()),
+            cur_posted: Cell::new(0),
+            cur_ms_mask: Cell::new(0),
+            cur_task: Cell::new(None),
+            total: Cell::new(VerbStats::default()),
+            clock: queues.clock(),
+            inbox,
+            num_ms,
+        });
+        Executor {
+            core,
+            queues,
+            cfg,
+            cq_buf: Vec::with_capacity(cfg.cq_batch),
+        }
+    }
+
+    /// Process-unique id of this executor.
+    pub fn id(&self) -> u32 {
+        self.core.exec_id
+    }
+
+    /// The queues this executor drives.
+    pub fn queues(&self) -> &Q {
+        &self.queues
+    }
+
+    /// Spawns `fut` on this core; it runs on the next ticks.
+    pub fn spawn<F: Future + 'static>(&self, fut: F) -> JoinHandle<F::Output> {
+        spawn_on(&self.core, fut)
+    }
+
+    /// Tasks not yet finished.
+    pub fn live_tasks(&self) -> usize {
+        self.core.tasks.borrow().len()
+    }
+
+    /// True if some task is ready to run.
+    pub fn has_ready(&self) -> bool {
+        !self.core.run_queue.borrow().is_empty() || self.core.inbox.flag.load(Ordering::Relaxed)
+    }
+
+    /// WRs posted and not yet completed.
+    pub fn inflight(&self) -> usize {
+        self.core.inflight.borrow().len()
+    }
+
+    /// Verb totals of this core.
+    pub fn stats(&self) -> VerbStats {
+        self.core.total.get()
+    }
+
+    /// One scheduling round (see the module docs). Returns the number of task polls.
+    pub fn tick(&mut self) -> usize {
+        let core: &CoreState = &self.core;
+        let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
+        let cost = self.queues.cpu_cost();
+        // 1. cross-core wakes
+        if core.inbox.flag.swap(false, Ordering::Acquire) {
+            let keys = std::mem::take(&mut *core.inbox.keys.lock().unwrap());
+            for k in keys {
+                core.schedule(k);
+            }
+        }
+        // 2. completions
+        loop {
+            let n = self.queues.poll_cq(&mut self.cq_buf, self.cfg.cq_batch);
+            if n == 0 {
+                break;
+            }
+            if cost.cq_poll_ns > 0 {
+                self.queues.charge_cpu(cost.cq_poll_ns);
+            }
+            for c in self.cq_buf.drain(..) {
+                deliver(core, c);
+            }
+            if n < self.cfg.cq_batch {
+                break;
+            }
+        }
+        // 3. ready tasks
+        let mut polls = 0;
+        while polls < self.cfg.max_polls_per_round {
+            let Some(key) = core.run_queue.borrow_mut().pop_front() else {
+                break;
+            };
+            let (fut, stats) = {
+                let mut tasks = core.tasks.borrow_mut();
+                let Some(t) = tasks.get_mut(key as usize) else {
+                    continue;
+                };
+                t.queued = false;
+                match t.future.take() {
+                    Some(f) => (f, t.stats),
+                    None => continue,
+                }
+            };
+            polls += 1;
+            if cost.poll_ns > 0 {
+                self.queues.charge_cpu(cost.poll_ns);
+            }
+            core.cur.set(stats);
+            core.cur_posted.set(0);
+            core.cur_ms_mask.set(0);
+            core.cur_task.set(Some(key));
+            let waker = task::waker(core.exec_id, key);
+            let mut fut = fut;
+            let res = fut.as_mut().poll(&mut Context::from_waker(&waker));
+            core.cur_task.set(None);
+            let mut s = core.cur.get();
+            s.doorbells += core.cur_ms_mask.get().count_ones() as u64;
+            if res.is_pending() && core.cur_posted.get() > 0 {
+                s.rtts += 1;
+                let mut t = core.total.get();
+                t.rtts += 1;
+                core.total.set(t);
+            }
+            let mut tasks = core.tasks.borrow_mut();
+            match res {
+                Poll::Ready(()) => {
+                    tasks.remove(key as usize);
+                }
+                Poll::Pending => {
+                    let t = &mut tasks[key as usize];
+                    t.future = Some(fut);
+                    t.stats = s;
+                }
+            }
+        }
+        // 4. one post list (doorbell) per QP
+        let mask = core.pending_mask.replace(0);
+        if mask != 0 {
+            let mut pending = core.pending.borrow_mut();
+            let mut t = core.total.get();
+            for (ms, list) in pending.iter_mut().enumerate() {
+                if list.is_empty() {
+                    continue;
+                }
+                if cost.post_ns > 0 {
+                    self.queues.charge_cpu(cost.post_ns * list.len() as u64);
+                }
+                t.doorbells += 1;
+                self.queues.post_list(ms as u16, list);
+            }
+            core.total.set(t);
+        }
+        CURRENT.with(|c| c.set(prev));
+        polls
+    }
+
+    /// Runs `fut` to completion on this core, ticking until it finishes (busy
+    /// polling, as an RDMA core does). For `loopback`/`rdma`; under `sim` use
+    /// [`crate::SimRuntime`], which advances virtual time.
+    pub fn block_on<F: Future + 'static>(&mut self, fut: F) -> F::Output {
+        let h = self.spawn(fut);
+        loop {
+            if let Some(v) = h.try_take() {
+                return v;
+            }
+            self.tick();
+        }
+    }
+}
+
+fn deliver(core: &CoreState, c: Completion) {
+    let key = (c.wr_id & 0xffff_ffff) as usize;
+    let gen = (c.wr_id >> 32) as u32;
+    let mut inf = core.inflight.borrow_mut();
+    let Some(slot) = inf.get_mut(key) else { return };
+    if slot.gen != gen {
+        return;
+    }
+    tracing::trace!(key, ok = c.result.is_ok(), "completion");
+    if slot.abandoned {
+        inf.remove(key);
+        return;
+    }
+    if let Ok(out) = &c.result {
+        let mut s = core.total.get();
+        s.count_completion(out);
+        core.total.set(s);
+    }
+    slot.result = Some(c.result);
+    let w = slot.waker.take();
+    drop(inf);
+    if let Some(w) = w {
+        w.wake();
+    }
+}
+
+pub(crate) fn spawn_on<F: Future + 'static>(core: &CoreState, fut: F) -> JoinHandle<F::Output> {
+    let (boxed, handle) = task::wrap(fut);
+    let key = core.tasks.borrow_mut().insert(TaskSlot {
+        future: Some(boxed),
+        queued: true,
+        stats: VerbStats::default(),
+    }) as u32;
+    core.run_queue.borrow_mut().push_back(key);
+    handle
+}
+
+impl<Q: Queues> Drop for Executor<Q> {
+    fn drop(&mut self) {
+        task::unregister_executor(self.core.exec_id);
+        // Drop task futures with this core current, so their verb futures can clean up.
+        let core: &CoreState = &self.core;
+        let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
+        let futs: Vec<_> = core
+            .tasks
+            .borrow_mut()
+            .drain()
+            .filter_map(|t| t.future)
+            .collect();
+        drop(futs);
+        CURRENT.with(|c| c.set(prev));
+    }
+}

@@ -1,0 +1,121 @@
+//! Many simulated cores in one OS thread, driven by the simulator's virtual clock.
+//!
+//! [`SimRuntime`] owns one [`Executor`] per simulated CS core. [`SimRuntime::run`]
+//! asks the simulator which core is due next ([`SimFabric::next_core`]), ticks
+//! that core's executor (its CPU costs advance the core's virtual clock), and
+//! reports back whether the core still has ready tasks. Cross-core wakes
+//! (inboxes) are turned into simulator notifications after each tick. The run
+//! ends when no event is left: every task finished, or the remaining ones wait
+//! on something that will never happen (their join handles stay empty, nothing hangs).
+
+use crate::executor::{ExecConfig, Executor};
+use crate::task::{JoinHandle, REMOTE_WOKEN};
+use dm_verbs::sim::{SimFabric, SimQueues};
+use dm_verbs::Fabric;
+use std::collections::HashMap;
+use std::future::Future;
+
+/// A simulated cluster's compute side: executors for simulated cores.
+pub struct SimRuntime {
+    fabric: SimFabric,
+    execs: Vec<Executor<SimQueues>>,
+    by_exec_id: HashMap<u32, usize>,
+    cfg: ExecConfig,
+    ticks: u64,
+}
+
+/// Identifies a simulated core inside its [`SimRuntime`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SimCore(pub usize);
+
+impl SimRuntime {
+    pub fn new(fabric: SimFabric) -> Self {
+        SimRuntime {
+            fabric,
+            execs: Vec::new(),
+            by_exec_id: HashMap::new(),
+            cfg: ExecConfig::default(),
+            ticks: 0,
+        }
+    }
+
+    /// Executor tuning for cores added afterwards.
+    pub fn with_exec_config(mut self, cfg: ExecConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    pub fn fabric(&self) -> &SimFabric {
+        &self.fabric
+    }
+
+    /// Adds core `core` of compute server `cs`.
+    pub fn add_core(&mut self, cs: u16, core: u16) -> SimCore {
+        let q = self.fabric.open_queues(cs, core);
+        let idx = q.core_index();
+        assert_eq!(
+            idx,
+            self.execs.len(),
+            "open every core of a SimFabric through one SimRuntime"
+        );
+        let ex = Executor::new(q, self.fabric.num_ms(), self.cfg);
+        self.by_exec_id.insert(ex.id(), idx);
+        self.execs.push(ex);
+        SimCore(idx)
+    }
+
+    /// Spawns `fut` on `core`.
+    pub fn spawn_on<F: Future + 'static>(
+        &mut self,
+        core: SimCore,
+        fut: F,
+    ) -> JoinHandle<F::Output> {
+        let h = self.execs[core.0].spawn(fut);
+        self.fabric.notify(core.0);
+        h
+    }
+
+    /// The executor of `core` (stats, live tasks).
+    pub fn executor(&self, core: SimCore) -> &Executor<SimQueues> {
+        &self.execs[core.0]
+    }
+
+    /// Number of cores.
+    pub fn cores(&self) -> usize {
+        self.execs.len()
+    }
+
+    /// Scheduling rounds run so far (all cores).
+    pub fn ticks(&self) -> u64 {
+        self.ticks
+    }
+
+    /// Runs until the simulation is idle. Returns the virtual time then, ns.
+    pub fn run(&mut self) -> u64 {
+        while let Some(c) = self.fabric.next_core() {
+            self.ticks += 1;
+            self.execs[c].tick();
+            self.route_remote_wakes();
+            let runnable = self.execs[c].has_ready();
+            self.fabric.core_yielded(c, runnable);
+        }
+        self.fabric.now_ns()
+    }
+
+    /// Runs `fut` on `core` until the simulation is idle and returns its output,
+    /// or `None` if it never finished (it waited on something that never came).
+    pub fn block_on<F: Future + 'static>(&mut self, core: SimCore, fut: F) -> Option<F::Output> {
+        let h = self.spawn_on(core, fut);
+        self.run();
+        h.try_take()
+    }
+
+    fn route_remote_wakes(&mut self) {
+        let woken = REMOTE_WOKEN.with(|w| std::mem::take(&mut *w.borrow_mut()));
+        for id in woken {
+            if let Some(&idx) = self.by_exec_id.get(&id) {
+                self.fabric.notify(idx);
+            }
+        }
+    }
+}

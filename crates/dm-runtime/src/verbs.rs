@@ -1,0 +1,172 @@
+//! Verb futures: what index code awaits.
+//!
+//! Polling a [`VerbFuture`] the first time appends its WR to this round's post
+//! list for the target MS and parks the task (a switch point); the executor rings
+//! one doorbell per QP at the end of the round and wakes the task when the CQ
+//! returns its `wr_id`. `wr_id = (generation << 32) | in-flight slab key`, so a
+//! late completion for a dropped future can never wake a reused slot.
+
+use crate::core::{with_current, InFlight};
+use dm_verbs::{GlobalAddr, Verb, VerbError, VerbOutput, WorkRequest};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// A posted (or about to be posted) verb. Resolves to the verb's output or its error.
+pub struct VerbFuture {
+    state: State,
+}
+
+enum State {
+    Init(Verb),
+    Posted { key: u32, gen: u32 },
+    Done,
+}
+
+impl VerbFuture {
+    pub fn new(verb: Verb) -> Self {
+        VerbFuture {
+            state: State::Init(verb),
+        }
+    }
+}
+
+impl Future for VerbFuture {
+    type Output = Result<VerbOutput, VerbError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Init(verb) => {
+                let (key, gen) = with_current(|c| {
+                    let gen = c.next_gen.get().wrapping_add(1);
+                    c.next_gen.set(gen);
+                    let key = c.inflight.borrow_mut().insert(InFlight {
+                        gen,
+                        waker: Some(cx.waker().clone()),
+                        result: None,
+                        abandoned: false,
+                    }) as u32;
+                    tracing::trace!(key, ms = verb.ms(), kind = ?verb.kind(), "post");
+                    c.post(WorkRequest {
+                        wr_id: ((gen as u64) << 32) | key as u64,
+                        verb,
+                    });
+                    (key, gen)
+                });
+                self.state = State::Posted { key, gen };
+                Poll::Pending
+            }
+            State::Posted { key, gen } => with_current(|c| {
+                let mut inf = c.inflight.borrow_mut();
+                let slot = &mut inf[key as usize];
+                debug_assert_eq!(slot.gen, gen);
+                match slot.result.take() {
+                    Some(r) => {
+                        inf.remove(key as usize);
+                        if let Ok(out) = &r {
+                            let mut s = c.cur.get();
+                            s.count_completion(out);
+                            c.cur.set(s);
+                        }
+                        Poll::Ready(r)
+                    }
+                    None => {
+                        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                            slot.waker = Some(cx.waker().clone());
+                        }
+                        drop(inf);
+                        self.state = State::Posted { key, gen };
+                        Poll::Pending
+                    }
+                }
+            }),
+            State::Done => panic!("VerbFuture polled after completion"),
+        }
+    }
+}
+
+impl Drop for VerbFuture {
+    fn drop(&mut self) {
+        if let State::Posted { key, .. } = self.state {
+            crate::core::try_current(|c| {
+                let mut inf = c.inflight.borrow_mut();
+                if let Some(slot) = inf.get_mut(key as usize) {
+                    if slot.result.is_some() {
+                        inf.remove(key as usize);
+                    } else {
+                        slot.abandoned = true;
+                        slot.waker = None;
+                    }
+                }
+            });
+        }
+    }
+}
+
+fn expect_read(r: Result<VerbOutput, VerbError>) -> Result<Vec<u8>, VerbError> {
+    match r? {
+        VerbOutput::Read(b) | VerbOutput::Rpc(b) => Ok(b),
+        other => unreachable!("READ/RPC completed with {other:?}"),
+    }
+}
+
+fn expect_atomic(r: Result<VerbOutput, VerbError>) -> Result<u64, VerbError> {
+    match r? {
+        VerbOutput::Atomic(v) => Ok(v),
+        other => unreachable!("atomic completed with {other:?}"),
+    }
+}
+
+/// RDMA READ of `len` bytes at `addr`. Not a snapshot above 8 bytes.
+pub async fn read(addr: GlobalAddr, len: u32) -> Result<Vec<u8>, VerbError> {
+    expect_read(VerbFuture::new(Verb::Read { addr, len }).await)
+}
+
+/// RDMA WRITE of `data` at `addr`.
+pub async fn write(addr: GlobalAddr, data: Vec<u8>) -> Result<(), VerbError> {
+    VerbFuture::new(Verb::Write { addr, data })
+        .await
+        .map(|_| ())
+}
+
+/// 8-byte CAS; returns the old value (success iff it equals `expect`).
+pub async fn cas(addr: GlobalAddr, expect: u64, swap: u64) -> Result<u64, VerbError> {
+    expect_atomic(VerbFuture::new(Verb::Cas { addr, expect, swap }).await)
+}
+
+/// Masked CAS (needs `Capability::MaskedCas`); returns the old value.
+pub async fn masked_cas(
+    addr: GlobalAddr,
+    expect: u64,
+    swap: u64,
+    compare_mask: u64,
+    swap_mask: u64,
+) -> Result<u64, VerbError> {
+    expect_atomic(
+        VerbFuture::new(Verb::MaskedCas {
+            addr,
+            expect,
+            swap,
+            compare_mask,
+            swap_mask,
+        })
+        .await,
+    )
+}
+
+/// 8-byte FAA; returns the old value.
+pub async fn faa(addr: GlobalAddr, add: u64) -> Result<u64, VerbError> {
+    expect_atomic(VerbFuture::new(Verb::Faa { addr, add }).await)
+}
+
+/// Two-sided RPC to handler `handler` on MS `ms`; returns the reply.
+pub async fn rpc(ms: u16, handler: u16, payload: Vec<u8>) -> Result<Vec<u8>, VerbError> {
+    expect_read(
+        VerbFuture::new(Verb::Rpc {
+            ms,
+            handler,
+            payload,
+        })
+        .await,
+    )
+}

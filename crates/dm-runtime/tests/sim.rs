@@ -1,0 +1,367 @@
+//! Runtime + sim fabric: ordering, atomicity, tearing, determinism, scale, errors.
+
+use dm_runtime::alloc::ChunkAlloc;
+use dm_runtime::sync::{LocalLockTable, SharedCell};
+use dm_runtime::{cas, faa, read, write, yield_now, SimRuntime};
+use dm_verbs::ms::SUPERBLOCK_BYTES;
+use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::{GlobalAddr, MsConfig, VerbError};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+fn small_cfg() -> SimConfig {
+    SimConfig {
+        num_ms: 2,
+        ms: MsConfig {
+            region_bytes: 64 << 20,
+            chunk_bytes: 1 << 20,
+            device_bytes: 4096,
+            cores: 1,
+        },
+        ..Default::default()
+    }
+}
+
+fn rt(cfg: SimConfig) -> SimRuntime {
+    SimRuntime::new(SimFabric::new(cfg))
+}
+
+#[test]
+fn write_then_write_in_order_per_qp() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let a = GlobalAddr::new(1, 128);
+    let out = r.block_on(c, async move {
+        // Both WRITEs go out in one post list on the same QP; the second must win.
+        let w1 = write(a, vec![1u8; 64]);
+        let w2 = write(a, vec![2u8; 64]);
+        let (x, y) = futures::join!(w1, w2);
+        x.unwrap();
+        y.unwrap();
+        read(a, 64).await.unwrap()
+    });
+    assert_eq!(out.unwrap(), vec![2u8; 64]);
+    assert_eq!(
+        r.executor(c).stats().doorbells,
+        2,
+        "one doorbell for both WRITEs, one for the READ"
+    );
+}
+
+#[test]
+fn faa_and_cas_are_atomic_across_coroutines() {
+    let mut r = rt(small_cfg());
+    let a = GlobalAddr::new(0, 256);
+    let b = GlobalAddr::new(0, 264);
+    let cores: Vec<_> = (0..4).map(|i| r.add_core(i / 2, i % 2)).collect();
+    for &c in &cores {
+        for _ in 0..50 {
+            r.spawn_on(c, async move {
+                for _ in 0..20 {
+                    faa(a, 1).await.unwrap();
+                    loop {
+                        let old = u64::from_le_bytes(read(b, 8).await.unwrap().try_into().unwrap());
+                        if cas(b, old, old + 1).await.unwrap() == old {
+                            break;
+                        }
+                        yield_now().await;
+                    }
+                }
+            });
+        }
+    }
+    r.run();
+    let f = r.fabric();
+    assert_eq!(
+        u64::from_le_bytes(f.peek(a, 8).unwrap().try_into().unwrap()),
+        4 * 50 * 20
+    );
+    assert_eq!(
+        u64::from_le_bytes(f.peek(b, 8).unwrap().try_into().unwrap()),
+        4 * 50 * 20
+    );
+}
+
+/// Writer flips a 1 KiB page between all-0x00 and all-0xFF; readers count pages
+/// that are neither (torn).
+fn torn_reads(tear: TearGranularity, seed: u64) -> (u64, u64) {
+    let mut cfg = small_cfg();
+    cfg.seed = seed;
+    cfg.faults = Faults {
+        tear,
+        tear_window_ns: 200,
+        ..Default::default()
+    };
+    let mut r = rt(cfg);
+    let page = GlobalAddr::new(0, SUPERBLOCK_BYTES);
+    let w = r.add_core(0, 0);
+    let rd = r.add_core(1, 0);
+    r.spawn_on(w, async move {
+        for i in 0..400u32 {
+            write(page, vec![if i % 2 == 0 { 0xff } else { 0 }; 1024])
+                .await
+                .unwrap();
+        }
+    });
+    let torn = Rc::new(RefCell::new((0u64, 0u64)));
+    for _ in 0..8 {
+        let t = torn.clone();
+        r.spawn_on(rd, async move {
+            for _ in 0..100 {
+                let p = read(page, 1024).await.unwrap();
+                let mixed = p.iter().any(|&b| b != p[0]);
+                let mut t = t.borrow_mut();
+                t.0 += mixed as u64;
+                t.1 += 1;
+            }
+        });
+    }
+    r.run();
+    let x = *torn.borrow();
+    x
+}
+
+#[test]
+fn torn_reads_visible_in_strict_model_and_absent_when_off() {
+    let (torn, total) = torn_reads(TearGranularity::Word, 7);
+    assert_eq!(total, 800);
+    assert!(torn > 0, "strict model must show torn READs");
+    let (torn_cl, _) = torn_reads(TearGranularity::CacheLine, 7);
+    assert!(torn_cl > 0, "cache-line model must show torn READs");
+    let (none, total) = torn_reads(TearGranularity::Off, 7);
+    assert_eq!(total, 800);
+    assert_eq!(none, 0, "tearing switched off: every READ is a snapshot");
+}
+
+#[test]
+fn torn_pieces_follow_granularity() {
+    // With 64-byte granularity every cache line of a READ is uniform.
+    let mut cfg = small_cfg();
+    cfg.faults = Faults {
+        tear: TearGranularity::CacheLine,
+        tear_window_ns: 200,
+        ..Default::default()
+    };
+    let mut r = rt(cfg);
+    let page = GlobalAddr::new(0, SUPERBLOCK_BYTES);
+    let w = r.add_core(0, 0);
+    let rd = r.add_core(1, 0);
+    r.spawn_on(w, async move {
+        for i in 0..200u32 {
+            write(page, vec![if i % 2 == 0 { 0xff } else { 0 }; 512])
+                .await
+                .unwrap();
+        }
+    });
+    let h = r.spawn_on(rd, async move {
+        let mut bad = 0;
+        for _ in 0..200 {
+            let p = read(page, 512).await.unwrap();
+            bad += p
+                .chunks(64)
+                .filter(|l| l.iter().any(|&b| b != l[0]))
+                .count();
+        }
+        bad
+    });
+    r.run();
+    assert_eq!(h.try_take(), Some(0));
+}
+
+fn run_hash(seed: u64) -> (u64, u64) {
+    let mut cfg = small_cfg();
+    cfg.seed = seed;
+    cfg.faults.delay_prob = 0.3;
+    cfg.faults.delay_max_ns = 5_000;
+    let mut r = rt(cfg);
+    let cores: Vec<_> = (0..3).map(|i| r.add_core(i, 0)).collect();
+    for (i, &c) in cores.iter().enumerate() {
+        for t in 0..20u64 {
+            r.spawn_on(c, async move {
+                let a = GlobalAddr::new((t % 2) as u16, SUPERBLOCK_BYTES + 64 * t);
+                for k in 0..10u64 {
+                    write(a, (i as u64 * 1000 + k).to_le_bytes().to_vec())
+                        .await
+                        .unwrap();
+                    let _ = read(a, 64).await.unwrap();
+                    faa(GlobalAddr::new(0, 8), 1).await.unwrap();
+                }
+            });
+        }
+    }
+    let end = r.run();
+    (r.fabric().trace_hash(), end)
+}
+
+#[test]
+fn same_seed_same_trace_other_seed_other_trace() {
+    let a = run_hash(42);
+    let b = run_hash(42);
+    let c = run_hash(43);
+    assert_eq!(a, b);
+    assert_ne!(a.0, c.0);
+}
+
+#[test]
+fn thousands_of_tasks_per_core() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let done = Rc::new(RefCell::new(0u32));
+    for i in 0..10_000u64 {
+        let d = done.clone();
+        r.spawn_on(c, async move {
+            let a = GlobalAddr::new((i % 2) as u16, SUPERBLOCK_BYTES + 8 * (i % 1000));
+            faa(a, 1).await.unwrap();
+            read(a, 8).await.unwrap();
+            *d.borrow_mut() += 1;
+        });
+    }
+    r.run();
+    assert_eq!(*done.borrow(), 10_000);
+    assert_eq!(r.executor(c).live_tasks(), 0);
+    assert_eq!(r.executor(c).inflight(), 0);
+    let s = r.executor(c).stats();
+    assert_eq!((s.faa, s.read), (10_000, 10_000));
+}
+
+#[test]
+fn error_completions_reach_the_task() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let out = r
+        .block_on(c, async move {
+            let oob = read(GlobalAddr::new(0, (64 << 20) - 4), 8).await;
+            let bad_ms = read(GlobalAddr::new(9, 0), 8).await;
+            let mis = cas(GlobalAddr::new(0, 3), 0, 1).await;
+            let dev = cas(GlobalAddr::device(0, 8), 0, 1).await;
+            (oob, bad_ms, mis, dev)
+        })
+        .unwrap();
+    assert!(matches!(out.0, Err(VerbError::OutOfBounds { .. })));
+    assert!(matches!(out.1, Err(VerbError::OutOfBounds { .. })));
+    assert!(matches!(out.2, Err(VerbError::Misaligned { .. })));
+    assert_eq!(out.3, Ok(0), "device memory exists on this fabric");
+
+    let c2 = r.add_core(0, 1);
+    r.fabric().break_qp(c2.0, 1);
+    let out = r.block_on(c2, async move {
+        (
+            read(GlobalAddr::new(1, 0), 8).await,
+            read(GlobalAddr::new(0, 0), 8).await,
+        )
+    });
+    let (broken, fine) = out.unwrap();
+    assert_eq!(broken, Err(VerbError::QpError { ms: 1 }));
+    assert!(fine.is_ok());
+}
+
+#[test]
+fn chunk_exhaustion_is_ms_out_of_memory() {
+    let mut cfg = small_cfg();
+    cfg.ms.region_bytes = SUPERBLOCK_BYTES + 3 * (1 << 20);
+    let mut r = rt(cfg);
+    let c = r.add_core(0, 0);
+    let out = r
+        .block_on(c, async move {
+            let a = ChunkAlloc::new(2, 1 << 20, 0);
+            let mut got = Vec::new();
+            loop {
+                match a.alloc(256 << 10, 64).await {
+                    Ok(x) => got.push(x),
+                    Err(e) => return (got, e),
+                }
+            }
+        })
+        .unwrap();
+    // 2 MSs x 3 chunks x 4 allocations per chunk.
+    assert_eq!(out.0.len(), 24);
+    assert!(matches!(out.1, VerbError::MsOutOfMemory { .. }));
+    let mut uniq = out.0.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), 24, "no address handed out twice");
+    assert!(out.0.iter().any(|a| a.ms() == 0) && out.0.iter().any(|a| a.ms() == 1));
+}
+
+#[test]
+fn local_lock_fifo_and_bounded_hand_over() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let table = Rc::new(LocalLockTable::new(64, 2));
+    let log = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..5u32 {
+        let (t, l) = (table.clone(), log.clone());
+        r.spawn_on(c, async move {
+            let g = t.lock(7).await;
+            l.borrow_mut().push((i, g.handed_over()));
+            // Hold across a remote round trip, as a writer does.
+            read(GlobalAddr::new(0, 0), 8).await.unwrap();
+            if let Err(g) = g.try_hand_over() {
+                drop(g);
+            }
+        });
+    }
+    r.run();
+    let l = log.borrow();
+    assert_eq!(
+        l.iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4],
+        "FIFO"
+    );
+    assert_eq!(
+        l.iter().map(|x| x.1).collect::<Vec<_>>(),
+        vec![false, true, true, false, true],
+        "at most 2 hand-overs in a row"
+    );
+}
+
+#[test]
+fn shared_cell_wakes_other_simulated_cores() {
+    let mut r = rt(small_cfg());
+    let a = r.add_core(0, 0);
+    let b = r.add_core(0, 1);
+    let cell = Arc::new(SharedCell::<Vec<u8>>::new());
+    let waiters: Vec<_> = (0..10)
+        .map(|_| {
+            let c = cell.clone();
+            r.spawn_on(b, async move { c.get().await })
+        })
+        .collect();
+    let c = cell.clone();
+    r.spawn_on(a, async move {
+        let v = read(GlobalAddr::new(0, 0), 16).await.unwrap();
+        c.set(v);
+    });
+    r.run();
+    for w in waiters {
+        assert_eq!(w.try_take(), Some(vec![0u8; 16]));
+    }
+}
+
+#[test]
+fn per_task_accounting_counts_round_trips() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let s = r
+        .block_on(c, async move {
+            let before = dm_runtime::task_stats();
+            let a = GlobalAddr::new(0, 64);
+            // Round trip 1: CAS. Round trip 2: READ of two MSs in parallel (2 doorbells).
+            cas(a, 0, 1).await.unwrap();
+            let (x, y) = futures::join!(read(a, 32), read(GlobalAddr::new(1, 64), 32));
+            x.unwrap();
+            y.unwrap();
+            // Round trip 3: WRITE + unlock WRITE in one post list.
+            let (p, q) = futures::join!(write(a.add(8), vec![1; 24]), write(a, vec![0; 8]));
+            p.unwrap();
+            q.unwrap();
+            dm_runtime::task_stats().since(&before)
+        })
+        .unwrap();
+    assert_eq!((s.cas, s.read, s.write), (1, 2, 2));
+    assert_eq!(s.rtts, 3);
+    assert_eq!(s.doorbells, 4);
+    assert_eq!(s.bytes_read, 64);
+    assert_eq!(s.bytes_written, 32);
+}

@@ -1,0 +1,287 @@
+//! `sim`: the embedded default backend, a deterministic discrete-event
+//! simulation of a DM cluster in **virtual nanoseconds**.
+//!
+//! Memory servers are byte arrays. Every WR goes through a network model
+//! ([`NetModel`]): the CS NIC's message rate and link, half an RTT on the wire,
+//! the MS NIC's message rate and link, the NIC atomic unit (host-memory atomics
+//! pay PCIe and serialise per bucket; device-memory atomics are fast), MS CPU
+//! cores for RPCs, then half an RTT back. WRs on one QP execute in posting
+//! order. One OS thread simulates every CS core; the runtime (dm-runtime's sim
+//! driver) asks [`SimFabric::next_core`] which core runs next and ticks it.
+//!
+//! **Torn READs** ([`TearGranularity`]): with tearing on, a READ takes a
+//! snapshot when it starts executing at the MS and another when its transfer
+//! ends (`len / bandwidth + tear_window_ns` later); each aligned granule (8 B
+//! words in the strict model, 64 B cache lines otherwise) of the result comes
+//! from one of the two, chosen at random, independently of address order. So a
+//! READ overlapping a WRITE returns any mix of old and new pieces in any order,
+//! and every piece is a value that memory really held during the READ.
+//! WRITEs and atomics apply at one instant.
+//!
+//! Same [`SimConfig`] (seed included) and same program give the same run: the
+//! same events at the same virtual times, summarised by [`SimFabric::trace_hash`].
+
+mod world;
+
+use crate::{
+    Caps, Clock, Completion, CpuCost, Fabric, FabricKind, MsConfig, Queues, RpcHandler, WorkRequest,
+};
+use std::cell::RefCell;
+use std::rc::Rc;
+use world::World;
+
+/// Granularity at which a torn READ mixes old and new data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TearGranularity {
+    /// READs are atomic snapshots (tearing switched off).
+    Off,
+    /// 64-byte cache lines (what PCIe typically shows).
+    CacheLine,
+    /// 8-byte words: the strict model, all RDMA promises. Index tests use this.
+    Word,
+}
+
+impl TearGranularity {
+    pub(crate) fn bytes(self) -> Option<u64> {
+        match self {
+            TearGranularity::Off => None,
+            TearGranularity::CacheLine => Some(64),
+            TearGranularity::Word => Some(8),
+        }
+    }
+}
+
+/// Network and CPU model. All times in virtual ns. Defaults and their sources:
+///
+/// | parameter | default | source |
+/// |---|---|---|
+/// | `rtt_ns` | 2000 | RTT ~2 µs for small verbs (Sherman §2, SMART §2.1) |
+/// | `link_bytes_per_ns` | 12.5 | 100 Gbps ConnectX-5/6 link = 12.5 GB/s (Sherman §5.1, SMART §3.2.2) |
+/// | `nic_msg_ns` | 22 | ~45 M small verbs/s per ConnectX-6 NIC (SMART §3.2.2), on CS and MS side |
+/// | `host_atomic_ns` | 600 | host-memory atomics take 2 PCIe transactions and serialise per bucket (Sherman §3.2.2); value to be calibrated (issue 9) |
+/// | `atomic_buckets` | 4096 | NIC atomic buckets keyed by 12 LSBs of the address (Sherman §3.2.2) |
+/// | `device_atomic_ns` | 9 | ~110 Mops of CAS on on-chip memory (Sherman §4.3) |
+/// | `ms_rpc_ns` | 1000 | MS CPU time to receive, dispatch and answer one RPC (placeholder, issue 7 calibrates) |
+/// | `cpu` | poll 60, post 30, cq_poll 40 | CS CPU time per task poll / WR posted / CQ poll (order of a few cache misses) |
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NetModel {
+    pub rtt_ns: u64,
+    pub link_bytes_per_ns: f64,
+    pub nic_msg_ns: u64,
+    pub host_atomic_ns: u64,
+    pub atomic_buckets: u64,
+    pub device_atomic_ns: u64,
+    pub ms_rpc_ns: u64,
+    pub cpu: CpuCost,
+}
+
+impl Default for NetModel {
+    fn default() -> Self {
+        NetModel {
+            rtt_ns: 2000,
+            link_bytes_per_ns: 12.5,
+            nic_msg_ns: 22,
+            host_atomic_ns: 600,
+            atomic_buckets: 4096,
+            device_atomic_ns: 9,
+            ms_rpc_ns: 1000,
+            cpu: CpuCost {
+                poll_ns: 60,
+                post_ns: 30,
+                cq_poll_ns: 40,
+            },
+        }
+    }
+}
+
+/// Fault injection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Faults {
+    /// Torn READs; default [`TearGranularity::Word`] (the strict model).
+    pub tear: TearGranularity,
+    /// Extra virtual ns a READ's execution window lasts beyond its transfer time,
+    /// widening the chance to overlap a WRITE (default 0).
+    pub tear_window_ns: u64,
+    /// Probability that a completion is delayed (reorders completions across QPs;
+    /// execution order per QP is unchanged). Default 0.
+    pub delay_prob: f64,
+    /// Maximum extra delay of a delayed completion, ns (uniform in `0..=max`).
+    pub delay_max_ns: u64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            tear: TearGranularity::Word,
+            tear_window_ns: 0,
+            delay_prob: 0.0,
+            delay_max_ns: 0,
+        }
+    }
+}
+
+/// Everything a simulated cluster is built from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SimConfig {
+    pub num_ms: u16,
+    pub ms: MsConfig,
+    pub net: NetModel,
+    pub faults: Faults,
+    /// Offer masked CAS (ConnectX extended atomics); default true.
+    pub masked_cas: bool,
+    /// Seed of every random choice (tearing, delays).
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            num_ms: 1,
+            ms: MsConfig::default(),
+            net: NetModel::default(),
+            faults: Faults::default(),
+            masked_cas: true,
+            seed: 1,
+        }
+    }
+}
+
+/// A simulated cluster. Cheap to clone (shared handle); single-threaded (`!Send`).
+#[derive(Clone)]
+pub struct SimFabric {
+    world: Rc<RefCell<World>>,
+}
+
+impl SimFabric {
+    pub fn new(cfg: SimConfig) -> Self {
+        SimFabric {
+            world: Rc::new(RefCell::new(World::new(cfg))),
+        }
+    }
+
+    /// The configuration the cluster was built with.
+    pub fn config(&self) -> SimConfig {
+        self.world.borrow().cfg
+    }
+
+    /// Global virtual time, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.world.borrow().now
+    }
+
+    /// Runs network events until some core is due to run; returns its index
+    /// (as [`SimQueues::core_index`]) with the global clock set to its start
+    /// time. `None` when nothing at all is scheduled (the simulation is idle).
+    pub fn next_core(&self) -> Option<usize> {
+        self.world.borrow_mut().next_core()
+    }
+
+    /// Tells the simulator that `core` finished a tick. `runnable`: it still has
+    /// ready tasks, so it runs again at its own clock; otherwise it sleeps until
+    /// a completion or [`SimFabric::notify`] wakes it.
+    pub fn core_yielded(&self, core: usize, runnable: bool) {
+        self.world.borrow_mut().core_yielded(core, runnable)
+    }
+
+    /// Wakes `core` (a cross-core wake): it runs at `max(now, its clock)`.
+    pub fn notify(&self, core: usize) {
+        self.world.borrow_mut().notify(core)
+    }
+
+    /// Puts the QP from `core` to memory server `ms` in the error state (fault
+    /// injection): later WRs on it complete with `VerbError::QpError`.
+    pub fn break_qp(&self, core: usize, ms: u16) {
+        self.world.borrow_mut().break_qp(core, ms)
+    }
+
+    /// Hash of every event processed so far (time, kind, core, wr_id, data).
+    pub fn trace_hash(&self) -> u64 {
+        self.world.borrow().trace_hash
+    }
+
+    /// Verbs executed at memory servers so far.
+    pub fn verbs_executed(&self) -> u64 {
+        self.world.borrow().verbs_executed
+    }
+
+    /// Bytes handed out by memory server `ms`'s chunk allocator (superblock included).
+    pub fn ms_bytes_used(&self, ms: u16) -> u64 {
+        self.world.borrow().ms_bytes_used(ms)
+    }
+
+    /// Reads MS memory directly, outside simulated time (tests and checks only).
+    pub fn peek(&self, addr: crate::GlobalAddr, len: usize) -> Result<Vec<u8>, crate::VerbError> {
+        self.world.borrow().peek(addr, len)
+    }
+}
+
+impl Fabric for SimFabric {
+    type Queues = SimQueues;
+
+    fn kind(&self) -> FabricKind {
+        FabricKind::Sim
+    }
+
+    fn caps(&self) -> Caps {
+        let c = self.world.borrow().cfg;
+        Caps {
+            masked_cas: c.masked_cas,
+            device_memory_bytes: c.ms.device_bytes,
+        }
+    }
+
+    fn num_ms(&self) -> u16 {
+        self.world.borrow().cfg.num_ms
+    }
+
+    fn ms_config(&self) -> MsConfig {
+        self.world.borrow().cfg.ms
+    }
+
+    fn open_queues(&self, cs: u16, _core: u16) -> SimQueues {
+        let core = self.world.borrow_mut().add_core(cs);
+        SimQueues {
+            world: self.world.clone(),
+            core,
+        }
+    }
+
+    fn register_rpc(&self, id: u16, h: RpcHandler) {
+        self.world.borrow_mut().register_rpc(id, h)
+    }
+}
+
+/// One simulated core's QPs and CQ.
+pub struct SimQueues {
+    world: Rc<RefCell<World>>,
+    core: usize,
+}
+
+impl SimQueues {
+    /// Index of this core in the simulator (what [`SimFabric::next_core`] returns).
+    pub fn core_index(&self) -> usize {
+        self.core
+    }
+}
+
+impl Queues for SimQueues {
+    fn post_list(&mut self, ms: u16, wrs: &mut Vec<WorkRequest>) {
+        self.world.borrow_mut().post_list(self.core, ms, wrs)
+    }
+
+    fn poll_cq(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
+        self.world.borrow_mut().poll_cq(self.core, out, max)
+    }
+
+    fn clock(&self) -> Clock {
+        Clock::Virtual(self.world.borrow().core_clock(self.core))
+    }
+
+    fn charge_cpu(&mut self, ns: u64) {
+        self.world.borrow_mut().charge_cpu(self.core, ns)
+    }
+
+    fn cpu_cost(&self) -> CpuCost {
+        self.world.borrow().cfg.net.cpu
+    }
+}

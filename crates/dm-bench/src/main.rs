@@ -1,3 +1,50 @@
+//! `dm-bench`: benchmarks and checks for the dm workspace.
+//!
+//! Subcommands (see `dm-bench --help`):
+//! - `verbs`: the main job until the B+tree lands: a cluster of CS coroutines
+//!   issuing READ/WRITE/CAS/FAA to the memory servers on `sim` or `loopback`,
+//!   reporting throughput, latency and per-operation verb accounting, and
+//!   verifying the final memory state.
+//! - `runtime`: ns per task switch of dm-runtime vs tokio's `LocalSet`.
+//! - `sim-speed`: simulated verbs per wall second on one core.
+
+mod report;
+mod runtime_bench;
+mod sim_speed;
+mod verbs_bench;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "dm-bench",
+    version,
+    about = "Benchmarks and checks for range indexes on disaggregated memory"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Verb micro-benchmark over the fabric and runtime (sim or loopback).
+    Verbs(verbs_bench::Args),
+    /// Task-switch cost: dm-runtime vs tokio current-thread + LocalSet, on loopback.
+    Runtime(runtime_bench::Args),
+    /// Simulator speed: simulated verbs per wall second on one core.
+    SimSpeed(sim_speed::Args),
+}
+
 fn main() {
-    println!("Hello, world!");
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Verbs(a) => verbs_bench::run(a),
+        Cmd::Runtime(a) => runtime_bench::run(a),
+        Cmd::SimSpeed(a) => sim_speed::run(a),
+    };
+    if let Err(e) = r {
+        eprintln!("dm-bench: error: {e:#}");
+        std::process::exit(1);
+    }
 }

@@ -30,7 +30,7 @@ pub(crate) struct CoreState {
     pub(crate) run_queue: RefCell<VecDeque<u32>>,
     pub(crate) inflight: RefCell<Slab<InFlight>>,
     pub(crate) next_gen: Cell<u32>,
-    /// WRs posted this round, per MS (one post list = one doorbell each).
+    /// WRs posted this round, per MS plus one list for invalid MS ids (one post list = one doorbell each).
     pub(crate) pending: RefCell<Vec<Vec<WorkRequest>>>,
     /// Bit i set: MS i has pending WRs (MS ids >= 64 share bit 63 and are scanned).
     pub(crate) pending_mask: Cell<u64>,
@@ -100,12 +100,9 @@ impl CoreState {
         let bit = 1u64 << (ms.min(63));
         self.cur_ms_mask.set(self.cur_ms_mask.get() | bit);
         self.pending_mask.set(self.pending_mask.get() | bit);
-        let mut p = self.pending.borrow_mut();
-        let i = (ms as usize).min(p.len());
-        if i == p.len() {
-            // An MS id the fabric does not have: a list of its own, the fabric fails it.
-            p.push(Vec::new());
-        }
-        p[i].push(wr);
+        // Lists 0..num_ms are the QPs; the last list collects WRs for MS ids the
+        // fabric does not have (posted as MS `num_ms`, so they fail as OutOfBounds).
+        let i = (ms as usize).min(self.num_ms as usize);
+        self.pending.borrow_mut()[i].push(wr);
     }
 }

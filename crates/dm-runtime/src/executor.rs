@@ -57,7 +57,7 @@ impl<Q: Queues> Executor<Q> {
             run_queue: RefCell::new(VecDeque::new()),
             inflight: RefCell::new(Slab::new()),
             next_gen: Cell::new(0),
-            pending: RefCell::new((0..num_ms).map(|_| Vec::new()).collect()),
+            pending: RefCell::new((0..=num_ms).map(|_| Vec::new()).collect()),
             pending_mask: Cell::new(0),
             cur: Cell::new(VerbStats::default()),
             cur_posted: Cell::new(0),

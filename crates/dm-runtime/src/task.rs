@@ -17,8 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
+/// A spawned task's future, type-erased.
+pub(crate) type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
+
 pub(crate) struct TaskSlot {
-    pub(crate) future: Option<Pin<Box<dyn Future<Output = ()>>>>,
+    pub(crate) future: Option<BoxedTask>,
     pub(crate) queued: bool,
     pub(crate) stats: dm_verbs::VerbStats,
 }
@@ -138,9 +141,7 @@ impl<T> Future for JoinHandle<T> {
 }
 
 /// Wraps `fut` so that its output lands in a join slot.
-pub(crate) fn wrap<F: Future + 'static>(
-    fut: F,
-) -> (Pin<Box<dyn Future<Output = ()>>>, JoinHandle<F::Output>) {
+pub(crate) fn wrap<F: Future + 'static>(fut: F) -> (BoxedTask, JoinHandle<F::Output>) {
     let slot = Rc::new(RefCell::new(JoinSlot {
         value: None,
         waiter: None,

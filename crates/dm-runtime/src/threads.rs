@@ -4,11 +4,16 @@ use crate::executor::{ExecConfig, Executor};
 use dm_verbs::Fabric;
 use std::future::Future;
 
-/// Runs `n` cores of compute server `cs`, each on its own OS thread (pinned to a
-/// CPU with `core_affinity` when `pin` and the CPU exists), each driving its own
-/// [`Executor`] until the future `make(i)` built on that thread finishes.
-/// Returns the outputs in core order.
-pub fn run_threads<F, M, Fut>(fabric: &F, cs: u16, n: usize, pin: bool, make: M) -> Vec<Fut::Output>
+/// Runs one OS thread per entry of `cores` (`(cs, core)` pairs), pinned to CPU
+/// `i` with `core_affinity` when `pin` and that CPU exists; each thread drives its
+/// own [`Executor`] until the future `make(i)` built on that thread finishes.
+/// Returns the outputs in the order of `cores`.
+pub fn run_threads<F, M, Fut>(
+    fabric: &F,
+    cores: &[(u16, u16)],
+    pin: bool,
+    make: M,
+) -> Vec<Fut::Output>
 where
     F: Fabric + Send + Sync,
     M: Fn(usize) -> Fut + Send + Sync,
@@ -21,15 +26,16 @@ where
         Vec::new()
     };
     std::thread::scope(|s| {
-        let hs: Vec<_> = (0..n)
+        let hs: Vec<_> = (0..cores.len())
             .map(|i| {
+                let (cs, core) = cores[i];
                 let make = &make;
                 let cpu = cpus.get(i).copied();
                 s.spawn(move || {
                     if let Some(c) = cpu {
                         core_affinity::set_for_current(c);
                     }
-                    let q = fabric.open_queues(cs, i as u16);
+                    let q = fabric.open_queues(cs, core);
                     let mut ex = Executor::new(q, fabric.num_ms(), ExecConfig::default());
                     ex.block_on(make(i))
                 })

@@ -504,7 +504,7 @@ impl World {
         addr: GlobalAddr,
         f: impl FnOnce(u64) -> Option<u64>,
     ) -> Result<u64, VerbError> {
-        if addr.local_offset() % 8 != 0 {
+        if !addr.local_offset().is_multiple_of(8) {
             return Err(VerbError::Misaligned { addr });
         }
         let old = u64::from_le_bytes(self.peek(addr, 8)?.try_into().unwrap());

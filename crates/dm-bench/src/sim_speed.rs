@@ -1,0 +1,78 @@
+//! `dm-bench sim-speed`: how many simulated verbs the `sim` backend executes per
+//! wall-clock second on one OS thread (one core), with the default network
+//! model and torn READs on. Workload: `cores` simulated cores x `coros` tasks,
+//! each looping over 64-byte READs, WRITEs and FAAs on one MS.
+
+use crate::report::write_json;
+use anyhow::Result;
+use dm_runtime::SimRuntime;
+use dm_verbs::ms::SUPERBLOCK_BYTES;
+use dm_verbs::sim::{SimConfig, SimFabric};
+use dm_verbs::{GlobalAddr, MsConfig};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// Simulated CS cores.
+    #[arg(long, default_value_t = 16)]
+    pub cores: u16,
+    /// Tasks per core.
+    #[arg(long, default_value_t = 8)]
+    pub coros: u32,
+    /// Verbs per task.
+    #[arg(long, default_value_t = 10_000)]
+    pub verbs: u64,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let cfg = SimConfig {
+        num_ms: 2,
+        ms: MsConfig {
+            region_bytes: 16 << 20,
+            chunk_bytes: 1 << 20,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let fabric = SimFabric::new(cfg);
+    let mut rt = SimRuntime::new(fabric.clone());
+    for c in 0..a.cores {
+        let core = rt.add_core(c / 8, c % 8);
+        for t in 0..a.coros {
+            let n = a.verbs;
+            rt.spawn_on(core, async move {
+                let a = GlobalAddr::new(
+                    ((c as u32 + t) % 2) as u16,
+                    SUPERBLOCK_BYTES + 64 * (t as u64 % 1024),
+                );
+                for i in 0..n {
+                    match i % 3 {
+                        0 => drop(dm_runtime::read(a, 64).await.unwrap()),
+                        1 => dm_runtime::write(a, vec![i as u8; 64]).await.unwrap(),
+                        _ => drop(dm_runtime::faa(a, 1).await.unwrap()),
+                    }
+                }
+            });
+        }
+    }
+    let t = Instant::now();
+    let virt = rt.run();
+    let secs = t.elapsed().as_secs_f64();
+    let verbs = fabric.verbs_executed();
+    let rate = verbs as f64 / secs;
+    println!(
+        "dm-bench sim-speed: {verbs} verbs simulated in {secs:.3} s wall ({:.2} M verbs/s), {:.3} ms virtual, {} cores x {} tasks",
+        rate / 1e6,
+        virt as f64 / 1e6,
+        a.cores,
+        a.coros
+    );
+    write_json(
+        a.json.as_deref(),
+        &json!({"sim_verbs_per_sec": rate, "verbs": verbs, "wall_seconds": secs, "virtual_ns": virt}),
+    )
+}

@@ -1,0 +1,110 @@
+//! The dm-bench binary end to end, small sizes.
+
+use std::process::Command;
+
+fn bench(args: &[&str]) -> (bool, String, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!(
+        "dm-bench-test-{}-{}",
+        std::process::id(),
+        args.join("_").len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join(format!("{}.json", args.join("_").replace(['-', ','], "")));
+    let out = Command::new(env!("CARGO_BIN_EXE_dm-bench"))
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run dm-bench");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let v = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    (out.status.success(), text, v)
+}
+
+#[test]
+fn verbs_on_sim_verifies_and_is_deterministic() {
+    let args = [
+        "verbs",
+        "--fabric",
+        "sim",
+        "--ms",
+        "2",
+        "--cs",
+        "2",
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+        "--ops",
+        "4000",
+    ];
+    let (ok, text, v) = bench(&args);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0);
+    assert_eq!(v["ops"], 4000);
+    assert_eq!(v["clock"], "virtual");
+    assert!(v["throughput_mops"].as_f64().unwrap() > 0.0);
+    assert!(v["per_op"]["rtts"].as_f64().unwrap() >= 1.0);
+    let (_, _, v2) = bench(&args);
+    assert_eq!(
+        v["fabric_detail"]["trace_hash"],
+        v2["fabric_detail"]["trace_hash"]
+    );
+}
+
+#[test]
+fn verbs_on_loopback_verifies() {
+    let (ok, text, v) = bench(&[
+        "verbs",
+        "--fabric",
+        "loopback",
+        "--cs",
+        "1",
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+        "--ops",
+        "4000",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0);
+    assert_eq!(v["clock"], "wall");
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let (ok, text, _) = bench(&["verbs", "--mix", "50,50"]);
+    assert!(!ok);
+    assert!(text.contains("--mix"), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+}
+
+#[test]
+fn runtime_and_sim_speed_write_their_keys() {
+    let (ok, text, v) = bench(&["runtime", "--tasks", "50", "--iters", "50", "--reps", "1"]);
+    assert!(ok, "{text}");
+    for k in [
+        "dm_runtime_ns_per_switch",
+        "tokio_localset_ns_per_switch",
+        "dm_runtime_ns_per_yield",
+        "tokio_localset_ns_per_yield",
+    ] {
+        assert!(v[k].as_f64().unwrap() > 0.0, "{k}");
+    }
+    let (ok, text, v) = bench(&[
+        "sim-speed",
+        "--cores",
+        "2",
+        "--coros",
+        "2",
+        "--verbs",
+        "100",
+    ]);
+    assert!(ok, "{text}");
+    assert!(v["sim_verbs_per_sec"].as_f64().unwrap() > 0.0);
+}

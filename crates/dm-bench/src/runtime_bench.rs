@@ -40,6 +40,9 @@ pub struct Args {
     pub reps: u32,
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run only dm-runtime's verb variant (for profiling); prints its ns per switch.
+    #[arg(long)]
+    pub dm_only: bool,
 }
 
 fn fabric() -> LoopbackFabric {
@@ -185,6 +188,13 @@ fn best(reps: u32, mut f: impl FnMut() -> f64) -> f64 {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if a.dm_only {
+        println!(
+            "dm-runtime verb switch: {:.1} ns",
+            best(a.reps, || dm_verbs_run(a.tasks, a.iters))
+        );
+        return Ok(());
+    }
     let dm_switch = best(a.reps, || dm_verbs_run(a.tasks, a.iters));
     let tokio_switch = best(a.reps, || tokio_run(a.tasks, a.iters, true));
     let dm_yield = best(a.reps, || dm_yield_run(a.tasks, a.iters));

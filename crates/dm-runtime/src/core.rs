@@ -35,12 +35,12 @@ pub(crate) struct CoreState {
     /// Bit i set: MS i has pending WRs (MS ids >= 64 share bit 63 and are scanned).
     pub(crate) pending_mask: Cell<u64>,
     /// Stats of the task being polled (copied in and out around each poll).
-    pub(crate) cur: Cell<VerbStats>,
+    pub(crate) cur: RefCell<VerbStats>,
     pub(crate) cur_posted: Cell<u32>,
     pub(crate) cur_ms_mask: Cell<u64>,
     pub(crate) cur_task: Cell<Option<u32>>,
     /// Totals of the core.
-    pub(crate) total: Cell<VerbStats>,
+    pub(crate) total: RefCell<VerbStats>,
     pub(crate) clock: Clock,
     pub(crate) inbox: Arc<Inbox>,
     pub(crate) num_ms: u16,
@@ -90,12 +90,8 @@ impl CoreState {
     /// Adds a WR to this round's post list for `ms`, counted against the polled task.
     pub(crate) fn post(&self, wr: WorkRequest) {
         let ms = wr.verb.ms();
-        let mut s = self.cur.get();
-        s.count_post(&wr.verb);
-        self.cur.set(s);
-        let mut t = self.total.get();
-        t.count_post(&wr.verb);
-        self.total.set(t);
+        self.cur.borrow_mut().count_post(&wr.verb);
+        self.total.borrow_mut().count_post(&wr.verb);
         self.cur_posted.set(self.cur_posted.get() + 1);
         let bit = 1u64 << (ms.min(63));
         self.cur_ms_mask.set(self.cur_ms_mask.get() | bit);

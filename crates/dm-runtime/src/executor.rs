@@ -59,11 +59,11 @@ impl<Q: Queues> Executor<Q> {
             next_gen: Cell::new(0),
             pending: RefCell::new((0..=num_ms).map(|_| Vec::new()).collect()),
             pending_mask: Cell::new(0),
-            cur: Cell::new(VerbStats::default()),
+            cur: RefCell::new(VerbStats::default()),
             cur_posted: Cell::new(0),
             cur_ms_mask: Cell::new(0),
             cur_task: Cell::new(None),
-            total: Cell::new(VerbStats::default()),
+            total: RefCell::new(VerbStats::default()),
             clock: queues.clock(),
             inbox,
             num_ms,
@@ -108,7 +108,7 @@ impl<Q: Queues> Executor<Q> {
 
     /// Verb totals of this core.
     pub fn stats(&self) -> VerbStats {
-        self.core.total.get()
+        *self.core.total.borrow()
     }
 
     /// One scheduling round (see the module docs). Returns the number of task polls.
@@ -160,7 +160,7 @@ impl<Q: Queues> Executor<Q> {
             if cost.poll_ns > 0 {
                 self.queues.charge_cpu(cost.poll_ns);
             }
-            core.cur.set(stats);
+            *core.cur.borrow_mut() = stats;
             core.cur_posted.set(0);
             core.cur_ms_mask.set(0);
             core.cur_task.set(Some(key));
@@ -168,13 +168,11 @@ impl<Q: Queues> Executor<Q> {
             let mut fut = fut;
             let res = fut.as_mut().poll(&mut Context::from_waker(&waker));
             core.cur_task.set(None);
-            let mut s = core.cur.get();
+            let mut s = *core.cur.borrow();
             s.doorbells += core.cur_ms_mask.get().count_ones() as u64;
             if res.is_pending() && core.cur_posted.get() > 0 {
                 s.rtts += 1;
-                let mut t = core.total.get();
-                t.rtts += 1;
-                core.total.set(t);
+                core.total.borrow_mut().rtts += 1;
             }
             let mut tasks = core.tasks.borrow_mut();
             match res {
@@ -192,7 +190,7 @@ impl<Q: Queues> Executor<Q> {
         let mask = core.pending_mask.replace(0);
         if mask != 0 {
             let mut pending = core.pending.borrow_mut();
-            let mut t = core.total.get();
+            let mut t = core.total.borrow_mut();
             for (ms, list) in pending.iter_mut().enumerate() {
                 if list.is_empty() {
                     continue;
@@ -203,7 +201,6 @@ impl<Q: Queues> Executor<Q> {
                 t.doorbells += 1;
                 self.queues.post_list(ms as u16, list);
             }
-            core.total.set(t);
         }
         CURRENT.with(|c| c.set(prev));
         polls
@@ -237,15 +234,17 @@ fn deliver(core: &CoreState, c: Completion) {
         return;
     }
     if let Ok(out) = &c.result {
-        let mut s = core.total.get();
-        s.count_completion(out);
-        core.total.set(s);
+        core.total.borrow_mut().count_completion(out);
     }
     slot.result = Some(c.result);
     let w = slot.waker.take();
     drop(inf);
+    // Fast path: a task of this core, scheduled without the waker's thread-local lookup.
     if let Some(w) = w {
-        w.wake();
+        match task::local_key(&w, core.exec_id) {
+            Some(k) => core.schedule(k),
+            None => w.wake(),
+        }
     }
 }
 

@@ -54,7 +54,7 @@ pub fn now_ns() -> u64 {
 /// Verb counters of the running task so far (take a difference around an
 /// operation to get its per-operation cost).
 pub fn task_stats() -> VerbStats {
-    core::with_current(|c| c.cur.get())
+    core::with_current(|c| *c.cur.borrow())
 }
 
 /// Number of memory servers the current core reaches.

@@ -94,6 +94,18 @@ static VTABLE: RawWakerVTable = RawWakerVTable::new(
     |_| {},
 );
 
+/// If `w` is a dm-runtime task waker of executor `exec`, the task key.
+#[inline]
+pub(crate) fn local_key(w: &Waker, exec: u32) -> Option<u32> {
+    if std::ptr::eq(w.vtable(), &VTABLE) {
+        let d = w.data() as usize;
+        if (d >> 32) as u32 == exec {
+            return Some(d as u32);
+        }
+    }
+    None
+}
+
 pub(crate) fn waker(exec: u32, key: u32) -> Waker {
     let data = ((exec as usize) << 32) | key as usize;
     // SAFETY: the vtable functions only interpret `data` as an integer; there is no

@@ -64,9 +64,7 @@ impl Future for VerbFuture {
                     Some(r) => {
                         inf.remove(key as usize);
                         if let Ok(out) = &r {
-                            let mut s = c.cur.get();
-                            s.count_completion(out);
-                            c.cur.set(s);
+                            c.cur.borrow_mut().count_completion(out);
                         }
                         Poll::Ready(r)
                     }

@@ -21,7 +21,6 @@ use crate::{
     Capability, Caps, Clock, Completion, CpuCost, Fabric, FabricKind, GlobalAddr, MsConfig,
     MsMemory, Queues, RpcHandler, Verb, VerbError, VerbOutput, WorkRequest,
 };
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -319,7 +318,7 @@ impl Fabric for LoopbackFabric {
     fn open_queues(&self, _cs: u16, _core: u16) -> LoopbackQueues {
         LoopbackQueues {
             s: self.s.clone(),
-            cq: VecDeque::new(),
+            cq: Vec::new(),
             broken: vec![false; self.s.cfg.num_ms as usize],
         }
     }
@@ -334,7 +333,7 @@ impl Fabric for LoopbackFabric {
 /// One core's QPs and CQ on the loopback fabric. `Send`.
 pub struct LoopbackQueues {
     s: Arc<Shared>,
-    cq: VecDeque<Completion>,
+    cq: Vec<Completion>,
     broken: Vec<bool>,
 }
 
@@ -363,7 +362,7 @@ impl Queues for LoopbackQueues {
             } else {
                 self.s.execute(wr.verb)
             };
-            self.cq.push_back(Completion {
+            self.cq.push(Completion {
                 wr_id: wr.wr_id,
                 result,
             });
@@ -372,7 +371,11 @@ impl Queues for LoopbackQueues {
 
     fn poll_cq(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
         let n = self.cq.len().min(max);
-        out.extend(self.cq.drain(..n));
+        if n == self.cq.len() {
+            out.append(&mut self.cq);
+        } else {
+            out.extend(self.cq.drain(..n));
+        }
         n
     }
 

@@ -240,9 +240,11 @@ impl Fabric for SimFabric {
 
     fn open_queues(&self, cs: u16, _core: u16) -> SimQueues {
         let core = self.world.borrow_mut().add_core(cs);
+        let clock = self.world.borrow().core_clock(core);
         SimQueues {
             world: self.world.clone(),
             core,
+            clock,
         }
     }
 
@@ -255,6 +257,8 @@ impl Fabric for SimFabric {
 pub struct SimQueues {
     world: Rc<RefCell<World>>,
     core: usize,
+    /// This core's virtual clock, shared with the simulator.
+    clock: Rc<std::cell::Cell<u64>>,
 }
 
 impl SimQueues {
@@ -274,11 +278,11 @@ impl Queues for SimQueues {
     }
 
     fn clock(&self) -> Clock {
-        Clock::Virtual(self.world.borrow().core_clock(self.core))
+        Clock::Virtual(self.clock.clone())
     }
 
     fn charge_cpu(&mut self, ns: u64) {
-        self.world.borrow_mut().charge_cpu(self.core, ns)
+        self.clock.set(self.clock.get() + ns);
     }
 
     fn cpu_cost(&self) -> CpuCost {

@@ -74,29 +74,6 @@ enum Event {
     },
 }
 
-struct Entry {
-    time: u64,
-    seq: u64,
-    ev: Event,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.time, self.seq) == (o.time, o.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.time, self.seq).cmp(&(o.time, o.seq))
-    }
-}
-
 pub(super) struct World {
     pub(super) cfg: SimConfig,
     pub(super) now: u64,
@@ -106,18 +83,16 @@ pub(super) struct World {
     ms: Vec<SimMs>,
     cs_nics: Vec<CsNic>,
     cores: Vec<Core>,
-    events: BinaryHeap<Reverse<Entry>>,
+    /// Min-heap of keys `time << 64 | seq << 24 | slot` (slot in `payloads`): one
+    /// u128 compare per sift step; ties in time go in posting (seq) order.
+    events: BinaryHeap<Reverse<u128>>,
+    payloads: slab::Slab<Event>,
     seq: u64,
 }
 
+/// Folds `v` into the trace hash (one multiply-rotate round; order-sensitive).
 fn mix(h: u64, v: u64) -> u64 {
-    // FNV-1a over the 8 bytes of v, folded into h.
-    let mut h = h;
-    for b in v.to_le_bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
+    (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
 }
 
 impl World {
@@ -145,17 +120,18 @@ impl World {
             cs_nics: Vec::new(),
             cores: Vec::new(),
             events: BinaryHeap::new(),
+            payloads: slab::Slab::new(),
             seq: 0,
         }
     }
 
     fn push(&mut self, time: u64, ev: Event) {
         self.seq += 1;
-        self.events.push(Reverse(Entry {
-            time,
-            seq: self.seq,
-            ev,
-        }));
+        let slot = self.payloads.insert(ev) as u128;
+        assert!(slot < 1 << 24, "sim: more than 2^24 events pending");
+        self.events.push(Reverse(
+            ((time as u128) << 64) | ((self.seq as u128) << 24) | slot,
+        ));
     }
 
     pub(super) fn add_core(&mut self, cs: u16) -> usize {
@@ -190,11 +166,6 @@ impl World {
         self.cores[core].clock.clone()
     }
 
-    pub(super) fn charge_cpu(&mut self, core: usize, ns: u64) {
-        let c = &self.cores[core].clock;
-        c.set(c.get() + ns);
-    }
-
     pub(super) fn ms_bytes_used(&self, ms: u16) -> u64 {
         self.ms.get(ms as usize).map_or(0, |m| m.alloc.used())
     }
@@ -221,7 +192,9 @@ impl World {
     }
 
     pub(super) fn next_core(&mut self) -> Option<usize> {
-        while let Some(Reverse(Entry { time, ev, .. })) = self.events.pop() {
+        while let Some(Reverse(key)) = self.events.pop() {
+            let (time, slot) = ((key >> 64) as u64, (key & 0xff_ffff) as u32);
+            let ev = self.payloads.remove(slot as usize);
             self.now = self.now.max(time);
             match ev {
                 Event::CoreWake(c) => {
@@ -249,6 +222,14 @@ impl World {
                     self.trace_hash =
                         mix(mix(mix(self.trace_hash, self.now), core as u64), c.wr_id);
                     self.cores[core].cq.push_back(c);
+                    let k = &mut self.cores[core];
+                    if !k.scheduled && k.clock.get() <= self.now {
+                        // Idle core, due now: run it at once instead of a CoreWake round trip
+                        // through the heap (same virtual time, same determinism).
+                        self.trace_hash = mix(mix(self.trace_hash, self.now), core as u64);
+                        k.clock.set(self.now);
+                        return Some(core);
+                    }
                     self.wake(core);
                 }
             }
@@ -316,6 +297,11 @@ impl World {
 
     pub(super) fn post_list(&mut self, core: usize, ms: u16, wrs: &mut Vec<WorkRequest>) {
         let t0 = self.cores[core].clock.get();
+        assert!(
+            t0 >= self.now,
+            "sim: core {core} posts at {t0} ns, before global time {} ns",
+            self.now
+        );
         let net = self.cfg.net;
         for wr in wrs.drain(..) {
             if ms >= self.cfg.num_ms || self.cores[core].broken[ms as usize] {

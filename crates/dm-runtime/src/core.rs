@@ -34,8 +34,10 @@ pub(crate) struct CoreState {
     pub(crate) pending: RefCell<Vec<Vec<WorkRequest>>>,
     /// Bit i set: MS i has pending WRs (MS ids >= 64 share bit 63 and are scanned).
     pub(crate) pending_mask: Cell<u64>,
-    /// Stats of the task being polled (copied in and out around each poll).
+    /// Counters of the current poll of the running task (a delta, folded into
+    /// the task's `TaskSlot::stats` after the poll if `cur_dirty`).
     pub(crate) cur: RefCell<VerbStats>,
+    pub(crate) cur_dirty: Cell<bool>,
     pub(crate) cur_posted: Cell<u32>,
     pub(crate) cur_ms_mask: Cell<u64>,
     pub(crate) cur_task: Cell<Option<u32>>,
@@ -91,6 +93,7 @@ impl CoreState {
     pub(crate) fn post(&self, wr: WorkRequest) {
         let ms = wr.verb.ms();
         self.cur.borrow_mut().count_post(&wr.verb);
+        self.cur_dirty.set(true);
         self.total.borrow_mut().count_post(&wr.verb);
         self.cur_posted.set(self.cur_posted.get() + 1);
         let bit = 1u64 << (ms.min(63));

@@ -61,6 +61,7 @@ impl<Q: Queues> Executor<Q> {
             pending_mask: Cell::new(0),
             cur: RefCell::new(VerbStats::default()),
             cur_posted: Cell::new(0),
+            cur_dirty: Cell::new(false),
             cur_ms_mask: Cell::new(0),
             cur_task: Cell::new(None),
             total: RefCell::new(VerbStats::default()),
@@ -145,14 +146,14 @@ impl<Q: Queues> Executor<Q> {
             let Some(key) = core.run_queue.borrow_mut().pop_front() else {
                 break;
             };
-            let (fut, stats) = {
+            let fut = {
                 let mut tasks = core.tasks.borrow_mut();
                 let Some(t) = tasks.get_mut(key as usize) else {
                     continue;
                 };
                 t.queued = false;
                 match t.future.take() {
-                    Some(f) => (f, t.stats),
+                    Some(f) => f,
                     None => continue,
                 }
             };
@@ -160,29 +161,34 @@ impl<Q: Queues> Executor<Q> {
             if cost.poll_ns > 0 {
                 self.queues.charge_cpu(cost.poll_ns);
             }
-            *core.cur.borrow_mut() = stats;
-            core.cur_posted.set(0);
-            core.cur_ms_mask.set(0);
             core.cur_task.set(Some(key));
             let waker = task::waker(core.exec_id, key);
             let mut fut = fut;
             let res = fut.as_mut().poll(&mut Context::from_waker(&waker));
             core.cur_task.set(None);
-            let mut s = *core.cur.borrow();
-            s.doorbells += core.cur_ms_mask.get().count_ones() as u64;
-            if res.is_pending() && core.cur_posted.get() > 0 {
-                s.rtts += 1;
-                core.total.borrow_mut().rtts += 1;
-            }
+            tracing::trace!(task = key, ready = res.is_ready(), "switch");
             let mut tasks = core.tasks.borrow_mut();
             match res {
                 Poll::Ready(()) => {
                     tasks.remove(key as usize);
+                    core.cur_dirty.set(false);
+                    *core.cur.borrow_mut() = VerbStats::default();
+                    core.cur_posted.set(0);
+                    core.cur_ms_mask.set(0);
                 }
                 Poll::Pending => {
                     let t = &mut tasks[key as usize];
                     t.future = Some(fut);
-                    t.stats = s;
+                    // Fold this poll's counters (only if it counted anything) into the task.
+                    if core.cur_dirty.replace(false) {
+                        let mut d = core.cur.replace(VerbStats::default());
+                        d.doorbells += core.cur_ms_mask.replace(0).count_ones() as u64;
+                        if core.cur_posted.replace(0) > 0 {
+                            d.rtts += 1;
+                            core.total.borrow_mut().rtts += 1;
+                        }
+                        t.stats.add(&d);
+                    }
                 }
             }
         }

@@ -54,7 +54,16 @@ pub fn now_ns() -> u64 {
 /// Verb counters of the running task so far (take a difference around an
 /// operation to get its per-operation cost).
 pub fn task_stats() -> VerbStats {
-    core::with_current(|c| *c.cur.borrow())
+    core::with_current(|c| {
+        let mut s = c
+            .cur_task
+            .get()
+            .map_or_else(VerbStats::default, |k| c.tasks.borrow()[k as usize].stats);
+        s.add(&c.cur.borrow());
+        // The round trip this poll is about to wait for is not counted yet.
+        s.doorbells += c.cur_ms_mask.get().count_ones() as u64;
+        s
+    })
 }
 
 /// Number of memory servers the current core reaches.

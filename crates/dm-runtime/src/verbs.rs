@@ -65,6 +65,7 @@ impl Future for VerbFuture {
                         inf.remove(key as usize);
                         if let Ok(out) = &r {
                             c.cur.borrow_mut().count_completion(out);
+                            c.cur_dirty.set(true);
                         }
                         Poll::Ready(r)
                     }

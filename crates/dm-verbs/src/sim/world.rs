@@ -80,6 +80,8 @@ pub(super) struct World {
     pub(super) trace_hash: u64,
     pub(super) verbs_executed: u64,
     rng: ChaCha8Rng,
+    /// Link time per byte in picoseconds (from `link_bytes_per_ns`).
+    ps_per_byte: u64,
     ms: Vec<SimMs>,
     cs_nics: Vec<CsNic>,
     cores: Vec<Core>,
@@ -112,6 +114,7 @@ impl World {
             .collect();
         World {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            ps_per_byte: (1000.0 / cfg.net.link_bytes_per_ns).round().max(1.0) as u64,
             cfg,
             now: 0,
             trace_hash: 0xcbf2_9ce4_8422_2325,
@@ -187,8 +190,9 @@ impl World {
         )
     }
 
+    /// Time to move `bytes` over one link, ns (rounded up).
     fn transfer_ns(&self, bytes: u64) -> u64 {
-        (bytes as f64 / self.cfg.net.link_bytes_per_ns).ceil() as u64
+        (bytes * self.ps_per_byte).div_ceil(1000)
     }
 
     pub(super) fn next_core(&mut self) -> Option<usize> {
@@ -458,13 +462,20 @@ impl World {
         // Granules are aligned to absolute addresses; each comes from old or new.
         let base = addr.local_offset();
         let mut i = 0usize;
+        let (mut bits, mut left) = (0u64, 0u32);
         while i < out.len() {
             let abs = base + i as u64;
             let end = ((abs / g + 1) * g - base) as usize;
             let end = end.min(out.len());
-            if self.rng.gen::<bool>() {
+            if left == 0 {
+                bits = self.rng.gen();
+                left = 64;
+            }
+            if bits & 1 == 1 {
                 out[i..end].copy_from_slice(&old[i..end]);
             }
+            bits >>= 1;
+            left -= 1;
             i = end;
         }
         let len = out.len() as u64;

@@ -87,6 +87,11 @@ impl<Q: Queues> Executor<Q> {
         &self.queues
     }
 
+    /// The queues, mutably (fault injection such as breaking a QP in tests).
+    pub fn queues_mut(&mut self) -> &mut Q {
+        &mut self.queues
+    }
+
     /// Spawns `fut` on this core; it runs on the next ticks.
     pub fn spawn<F: Future + 'static>(&self, fut: F) -> JoinHandle<F::Output> {
         spawn_on(&self.core, fut)

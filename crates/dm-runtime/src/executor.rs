@@ -123,7 +123,8 @@ impl<Q: Queues> Executor<Q> {
         let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
         let cost = self.queues.cpu_cost();
         // 1. cross-core wakes
-        if core.inbox.flag.swap(false, Ordering::Acquire) {
+        if core.inbox.flag.load(Ordering::Relaxed) && core.inbox.flag.swap(false, Ordering::Acquire)
+        {
             let keys = std::mem::take(&mut *core.inbox.keys.lock().unwrap());
             for k in keys {
                 core.schedule(k);

@@ -111,7 +111,14 @@ impl SimRuntime {
     }
 
     fn route_remote_wakes(&mut self) {
-        let woken = REMOTE_WOKEN.with(|w| std::mem::take(&mut *w.borrow_mut()));
+        let woken = REMOTE_WOKEN.with(|w| {
+            let mut w = w.borrow_mut();
+            if w.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::take(&mut *w)
+            }
+        });
         for id in woken {
             if let Some(&idx) = self.by_exec_id.get(&id) {
                 self.fabric.notify(idx);

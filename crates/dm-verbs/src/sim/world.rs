@@ -456,10 +456,19 @@ impl World {
     }
 
     fn read_end(&mut self, core: usize, wr_id: u64, addr: GlobalAddr, old: Vec<u8>) {
-        let new = self.peek(addr, old.len()).expect("bounds checked at start");
         let g = self.cfg.faults.tear.bytes().unwrap_or(8);
-        let mut out = new;
-        // Granules are aligned to absolute addresses; each comes from old or new.
+        let mut out = old;
+        let off = self
+            .bounds(addr, out.len() as u64)
+            .expect("bounds checked at start") as usize;
+        let m = &self.ms[addr.ms() as usize];
+        let mem = if addr.is_device() {
+            &m.dev[off..]
+        } else {
+            &m.host[off..]
+        };
+        // Granules are aligned to absolute addresses; each keeps the value seen at
+        // the start of the READ or takes the one in memory now, at random.
         let base = addr.local_offset();
         let mut i = 0usize;
         let (mut bits, mut left) = (0u64, 0u32);
@@ -471,8 +480,8 @@ impl World {
                 bits = self.rng.gen();
                 left = 64;
             }
-            if bits & 1 == 1 {
-                out[i..end].copy_from_slice(&old[i..end]);
+            if bits & 1 == 0 {
+                out[i..end].copy_from_slice(&mem[i..end]);
             }
             bits >>= 1;
             left -= 1;

@@ -5,7 +5,7 @@ use dm_runtime::sync::{LocalLockTable, SharedCell};
 use dm_runtime::{cas, faa, read, write, yield_now, SimRuntime};
 use dm_verbs::ms::SUPERBLOCK_BYTES;
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
-use dm_verbs::{GlobalAddr, MsConfig, VerbError};
+use dm_verbs::{Fabric, GlobalAddr, MsConfig, VerbError};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -364,4 +364,72 @@ fn per_task_accounting_counts_round_trips() {
     assert_eq!(s.doorbells, 4);
     assert_eq!(s.bytes_read, 64);
     assert_eq!(s.bytes_written, 32);
+}
+
+#[test]
+fn rpc_handlers_run_on_ms_cores_and_serialise() {
+    let mut cfg = small_cfg();
+    cfg.ms.cores = 1;
+    let mut r = rt(cfg);
+    // A handler that charges 10 us of MS CPU and increments a word.
+    r.fabric().register_rpc(
+        7,
+        Arc::new(|m: &mut dyn dm_verbs::MsMemory, req: &[u8]| {
+            m.charge_cpu(10_000);
+            let a = GlobalAddr::new(m.ms_id(), u64::from_le_bytes(req.try_into().unwrap()));
+            Ok((m.faa(a, 1)? + 1).to_le_bytes().to_vec())
+        }),
+    );
+    let c = r.add_core(0, 0);
+    let out = r
+        .block_on(c, async move {
+            let t0 = dm_runtime::now_ns();
+            let req = || 4096u64.to_le_bytes().to_vec();
+            let (a, b) = futures::join!(dm_runtime::rpc(0, 7, req()), dm_runtime::rpc(0, 7, req()));
+            let t1 = dm_runtime::now_ns();
+            let unknown = dm_runtime::rpc(1, 99, vec![]).await;
+            (a.unwrap(), b.unwrap(), t1 - t0, unknown)
+        })
+        .unwrap();
+    let mut got = [
+        u64::from_le_bytes(out.0.try_into().unwrap()),
+        u64::from_le_bytes(out.1.try_into().unwrap()),
+    ];
+    got.sort();
+    assert_eq!(got, [1, 2]);
+    assert!(
+        out.2 >= 2 * 10_000,
+        "one MS core runs the two handlers one after the other: {} ns",
+        out.2
+    );
+    assert_eq!(out.3, Err(VerbError::UnknownRpc { ms: 1, handler: 99 }));
+}
+
+#[test]
+fn dropped_verb_future_never_wakes_a_reused_slot() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let a = GlobalAddr::new(0, 512);
+    let b = GlobalAddr::new(1, 512);
+    let out = r
+        .block_on(c, async move {
+            write(a, vec![0xaa; 8]).await.unwrap();
+            write(b, vec![0xbb; 8]).await.unwrap();
+            {
+                // Post a READ of `a`, then drop its future while the WR is in flight.
+                let mut f = Box::pin(read(a, 8));
+                assert!(futures::poll!(f.as_mut()).is_pending());
+            }
+            // The next verbs may reuse the in-flight slot; they must get their own results.
+            let x = read(b, 8).await.unwrap();
+            let y = read(b, 8).await.unwrap();
+            (x, y)
+        })
+        .unwrap();
+    assert_eq!(out, (vec![0xbb; 8], vec![0xbb; 8]));
+    assert_eq!(
+        r.executor(c).inflight(),
+        0,
+        "the abandoned slot was freed by its completion"
+    );
 }

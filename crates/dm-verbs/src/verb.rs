@@ -20,7 +20,7 @@ pub enum Verb {
     },
     /// Masked CAS (ConnectX extended atomics, Sherman §4.3): compares
     /// `old & compare_mask` with `expect & compare_mask` and, if equal, writes
-    /// `(old & !swap_mask) | (swap & swap_mask)`. Needs [`Capability::MaskedCas`].
+    /// `(old & !swap_mask) | (swap & swap_mask)`. Needs [`crate::Capability::MaskedCas`].
     MaskedCas {
         addr: GlobalAddr,
         expect: u64,

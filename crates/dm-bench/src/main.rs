@@ -7,11 +7,15 @@
 //!   verifying the final memory state.
 //! - `runtime`: ns per task switch of dm-runtime vs tokio's `LocalSet`.
 //! - `sim-speed`: simulated verbs per wall second on one core.
+//! - `workload`: statistics of a YCSB/Sherman operation stream, generated
+//!   ([`ycsb`]) or read from an index-microbench trace.
 
 mod report;
 mod runtime_bench;
 mod sim_speed;
 mod verbs_bench;
+mod workload_cmd;
+mod ycsb;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +38,8 @@ enum Cmd {
     Runtime(runtime_bench::Args),
     /// Simulator speed: simulated verbs per wall second on one core.
     SimSpeed(sim_speed::Args),
+    /// Statistics of a workload's operation stream (generated or from a trace).
+    Workload(workload_cmd::Args),
 }
 
 fn main() {
@@ -42,6 +48,7 @@ fn main() {
         Cmd::Verbs(a) => verbs_bench::run(a),
         Cmd::Runtime(a) => runtime_bench::run(a),
         Cmd::SimSpeed(a) => sim_speed::run(a),
+        Cmd::Workload(a) => workload_cmd::run(a),
     };
     if let Err(e) = r {
         eprintln!("dm-bench: error: {e:#}");

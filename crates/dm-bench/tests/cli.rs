@@ -9,7 +9,12 @@ fn bench(args: &[&str]) -> (bool, String, serde_json::Value) {
         args.join("_").len()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join(format!("{}.json", args.join("_").replace(['-', ','], "")));
+    let name: String = args
+        .join("_")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let json = dir.join(format!("{name}.json"));
     let out = Command::new(env!("CARGO_BIN_EXE_dm-bench"))
         .args(args)
         .arg("--json")
@@ -107,4 +112,27 @@ fn runtime_and_sim_speed_write_their_keys() {
     ]);
     assert!(ok, "{text}");
     assert!(v["sim_verbs_per_sec"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn workload_stats_from_generator_and_trace_sample() {
+    let (ok, text, v) = bench(&[
+        "workload",
+        "--workload",
+        "e",
+        "--keys",
+        "20000",
+        "--ops",
+        "20000",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["ops"], 20000);
+    let scans = v["by_kind"]["scan"].as_u64().unwrap();
+    assert!((18_600..19_400).contains(&scans), "{scans}");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+    let (ok, text, v) = bench(&["workload", "--workload", "e", "--trace-dir", dir]);
+    assert!(ok, "{text}");
+    assert_eq!(v["ops"], 2000);
+    let (ok, text, _) = bench(&["workload", "--workload", "nope"]);
+    assert!(!ok && text.contains("unknown workload"), "{text}");
 }

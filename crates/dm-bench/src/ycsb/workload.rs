@@ -1,0 +1,299 @@
+//! Workload specs and the operation stream.
+//!
+//! YCSB core workloads (YCSB 0.11 `workloads/workload{a..f}`; request
+//! distribution zipfian 0.99 unless `--theta`/`--dist` say otherwise):
+//!
+//! | name | mix | distribution |
+//! |---|---|---|
+//! | a | 50% read, 50% update | zipfian |
+//! | b | 95% read, 5% update | zipfian |
+//! | c | 100% read | zipfian |
+//! | d | 95% read, 5% insert | latest |
+//! | e | 95% scan (length uniform 1..=100), 5% insert | zipfian |
+//! | f | 50% read, 50% read-modify-write | zipfian |
+//! | load | 100% insert of new keys | (sequential key numbers, hashed) |
+//!
+//! Sherman's Table 2 mixes (Sherman §5.1): the loaded records are 80% of a key
+//! space of `records / 0.8` key numbers; "insert" is an upsert of a key number
+//! drawn from the distribution over the whole key space (so most inserts
+//! update an existing key, as Sherman reports about 2/3), lookups and range
+//! starts are drawn the same way; range length `--scan-len` (default 100).
+//!
+//! | name | mix |
+//! |---|---|
+//! | write-only | 100% insert |
+//! | write-intensive | 50% insert, 50% lookup |
+//! | read-intensive | 5% insert, 95% lookup |
+//! | range-only | 100% range |
+//! | range-write | 50% insert, 50% range |
+//!
+//! Key numbers map to keys with [`super::int_key`] (YCSB's FNV hashing), so
+//! load key *i* is the key YCSB's own load phase writes as record *i*.
+
+use super::gen::{ScrambledZipfian, SkewedLatest};
+use super::{int_key, Op};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Request distribution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dist {
+    /// Scrambled zipfian with this constant (YCSB `requestdistribution=zipfian`).
+    Zipfian(f64),
+    Uniform,
+    /// Skewed latest (YCSB `requestdistribution=latest`).
+    Latest,
+}
+
+/// Operation proportions (sum to 1).
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Mix {
+    pub read: f64,
+    pub update: f64,
+    pub insert: f64,
+    pub scan: f64,
+    pub rmw: f64,
+}
+
+/// A workload: mix, distribution and how inserts choose keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    pub name: String,
+    pub mix: Mix,
+    pub dist: Dist,
+    /// Longest scan (YCSB `maxscanlength`, uniform 1..=max); Sherman's fixed length when `fixed_scan`.
+    pub max_scan: u32,
+    pub fixed_scan: bool,
+    /// Sherman-style: key space = records / load_fraction and inserts are upserts in it.
+    pub upsert_load_fraction: Option<f64>,
+}
+
+impl Spec {
+    /// The spec named `name` (`a`..`f`, `load`, or a Sherman mix), with zipfian
+    /// constant `theta` (0 means uniform) and Sherman range length `scan_len`.
+    pub fn named(name: &str, theta: f64, scan_len: u32) -> Result<Spec, String> {
+        let z = if theta == 0.0 {
+            Dist::Uniform
+        } else {
+            Dist::Zipfian(theta)
+        };
+        let m = |read, update, insert, scan, rmw| Mix {
+            read,
+            update,
+            insert,
+            scan,
+            rmw,
+        };
+        let ycsb = |mix, dist| Spec {
+            name: name.to_string(),
+            mix,
+            dist,
+            max_scan: 100,
+            fixed_scan: false,
+            upsert_load_fraction: None,
+        };
+        let sherman = |mix| Spec {
+            name: name.to_string(),
+            mix,
+            dist: z,
+            max_scan: scan_len.max(1),
+            fixed_scan: true,
+            upsert_load_fraction: Some(0.8),
+        };
+        Ok(match name.to_ascii_lowercase().as_str() {
+            "a" => ycsb(m(0.5, 0.5, 0.0, 0.0, 0.0), z),
+            "b" => ycsb(m(0.95, 0.05, 0.0, 0.0, 0.0), z),
+            "c" => ycsb(m(1.0, 0.0, 0.0, 0.0, 0.0), z),
+            "d" => ycsb(m(0.95, 0.0, 0.05, 0.0, 0.0), Dist::Latest),
+            "e" => ycsb(m(0.0, 0.0, 0.05, 0.95, 0.0), z),
+            "f" => ycsb(m(0.5, 0.0, 0.0, 0.0, 0.5), z),
+            "load" | "la" => ycsb(m(0.0, 0.0, 1.0, 0.0, 0.0), z),
+            "write-only" => sherman(m(0.0, 0.0, 1.0, 0.0, 0.0)),
+            "write-intensive" => sherman(m(0.5, 0.0, 0.5, 0.0, 0.0)),
+            "read-intensive" => sherman(m(0.95, 0.0, 0.05, 0.0, 0.0)),
+            "range-only" => sherman(m(0.0, 0.0, 0.0, 1.0, 0.0)),
+            "range-write" => sherman(m(0.0, 0.0, 0.5, 0.5, 0.0)),
+            other => {
+                return Err(format!(
+                    "unknown workload {other:?}: use a-f, load, write-only, write-intensive, read-intensive, range-only or range-write"
+                ))
+            }
+        })
+    }
+}
+
+/// Deterministic operation stream for `spec` over `records` loaded records.
+pub struct Stream {
+    spec: Spec,
+    rng: ChaCha8Rng,
+    /// Key numbers in use: loaded records plus run-phase inserts (YCSB's insert counter).
+    next_insert: u64,
+    key_space: u64,
+    zipf: Option<ScrambledZipfian>,
+    latest: Option<SkewedLatest>,
+}
+
+impl Stream {
+    /// `ops`: run-phase operations planned (YCSB sizes its key chooser with
+    /// them: `records + 2 * ops * insertproportion` key numbers, redrawing any
+    /// number not inserted yet).
+    pub fn new(spec: Spec, records: u64, ops: u64, seed: u64) -> Self {
+        let key_space = match spec.upsert_load_fraction {
+            Some(f) => ((records as f64 / f).ceil() as u64).max(1),
+            None => records.max(1),
+        };
+        let chooser_items = match spec.upsert_load_fraction {
+            Some(_) => key_space,
+            None => key_space + (ops as f64 * spec.mix.insert * 2.0) as u64,
+        };
+        let zipf = match spec.dist {
+            Dist::Zipfian(t) => Some(ScrambledZipfian::new(0, chooser_items - 1, t)),
+            _ => None,
+        };
+        let latest = (spec.dist == Dist::Latest).then(|| SkewedLatest::new(records));
+        Stream {
+            spec,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            next_insert: records,
+            key_space,
+            zipf,
+            latest,
+        }
+    }
+
+    /// Key number for a request (YCSB's `nextKeynum`): below the insert counter.
+    fn keynum(&mut self) -> u64 {
+        let limit = if self.spec.upsert_load_fraction.is_some() {
+            self.key_space
+        } else {
+            self.next_insert
+        };
+        let n = match self.spec.dist {
+            Dist::Uniform => self.rng.gen_range(0..limit.max(1)),
+            Dist::Latest => self
+                .latest
+                .as_mut()
+                .unwrap()
+                .next(&mut self.rng, self.next_insert.max(1) - 1),
+            Dist::Zipfian(_) => {
+                // YCSB redraws until the key number is below the insert counter.
+                loop {
+                    let n = self.zipf.as_mut().unwrap().next(&mut self.rng);
+                    if n < limit {
+                        break n;
+                    }
+                }
+            }
+        };
+        n.min(limit.max(1) - 1)
+    }
+
+    /// The next operation.
+    pub fn next_op(&mut self) -> Op {
+        let m = self.spec.mix;
+        let p: f64 = self.rng.gen();
+        if p < m.read {
+            Op::Read(int_key(self.keynum()))
+        } else if p < m.read + m.update {
+            Op::Update(int_key(self.keynum()))
+        } else if p < m.read + m.update + m.insert {
+            if self.spec.upsert_load_fraction.is_some() {
+                Op::Insert(int_key(self.keynum()))
+            } else {
+                let n = self.next_insert;
+                self.next_insert += 1;
+                Op::Insert(int_key(n))
+            }
+        } else if p < m.read + m.update + m.insert + m.scan {
+            let k = int_key(self.keynum());
+            let len = if self.spec.fixed_scan {
+                self.spec.max_scan
+            } else {
+                self.rng.gen_range(1..=self.spec.max_scan)
+            };
+            Op::Scan(k, len)
+        } else {
+            Op::ReadModifyWrite(int_key(self.keynum()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// The load phase: key numbers `0..records`, each inserted once, in order.
+    pub fn load_keys(records: u64) -> impl Iterator<Item = Vec<u8>> {
+        (0..records).map(int_key)
+    }
+
+    fn ops(name: &str, n: usize, seed: u64) -> Vec<Op> {
+        let mut s = Stream::new(
+            Spec::named(name, 0.99, 100).unwrap(),
+            10_000,
+            n as u64,
+            seed,
+        );
+        (0..n).map(|_| s.next_op()).collect()
+    }
+
+    #[test]
+    fn same_seed_same_stream() {
+        assert_eq!(ops("a", 1000, 5), ops("a", 1000, 5));
+        assert_ne!(ops("a", 1000, 5), ops("a", 1000, 6));
+    }
+
+    #[test]
+    fn mixes_match_specs() {
+        let count = |v: &[Op]| {
+            let mut c = HashMap::new();
+            for o in v {
+                *c.entry(o.kind()).or_insert(0usize) += 1;
+            }
+            c
+        };
+        let c = count(&ops("a", 20_000, 1));
+        assert!((9_500..10_500).contains(&c["read"]) && (9_500..10_500).contains(&c["update"]));
+        let c = count(&ops("e", 20_000, 1));
+        assert!((18_600..19_400).contains(&c["scan"]), "{c:?}");
+        let c = count(&ops("write-intensive", 20_000, 1));
+        assert!((9_500..10_500).contains(&c["insert"]), "{c:?}");
+        assert!(Spec::named("zz", 0.99, 100).is_err());
+    }
+
+    #[test]
+    fn reads_address_existing_keys_and_inserts_are_new() {
+        let records = 10_000u64;
+        for name in ["a", "b", "c", "d", "e", "f"] {
+            let mut live: std::collections::HashSet<Vec<u8>> = load_keys(records).collect();
+            let mut s = Stream::new(Spec::named(name, 0.99, 100).unwrap(), records, 5_000, 3);
+            for _ in 0..5_000 {
+                match s.next_op() {
+                    Op::Insert(k) => assert!(live.insert(k), "{name}: insert of an existing key"),
+                    o => assert!(
+                        live.contains(o.key()),
+                        "{name}: {o:?} addresses a key never inserted"
+                    ),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sherman_inserts_are_mostly_updates() {
+        let records = 100_000u64;
+        let live: std::collections::HashSet<Vec<u8>> = load_keys(records).collect();
+        let mut s = Stream::new(
+            Spec::named("write-only", 0.0, 100).unwrap(),
+            records,
+            10_000,
+            4,
+        );
+        let hits = (0..10_000)
+            .filter(|_| live.contains(s.next_op().key()))
+            .count();
+        // Uniform over a key space 1.25x the loaded records: 80% hit an existing key.
+        assert!((7_700..8_300).contains(&hits), "{hits}");
+    }
+}

@@ -1,22 +1,29 @@
 //! # dm-tree: the B+tree family on disaggregated memory
 //!
-//! Status: scaffold. The foundation (issue 2) provides the fabric
-//! ([`dm_verbs`]) and the runtime ([`dm_runtime`]) this crate builds on; the
-//! trees land with their issues. What will live here, one module per design and
-//! one file per operation (search, insert, split, remove, scan), as the
-//! workspace's `ARCHITECTURE.md` lays out:
+//! Now: the fine-grained one-sided B-link tree (FG, Ziegler et al. §4-5) with
+//! FG+'s locking as Sherman §5 describes it: nodes spread over the MSs, lock-free
+//! reads validated by a node checksum, an RDMA CAS lock per node for writers,
+//! write-back of the whole node, release by WRITE.
 //!
-//! - `node`: the B-link node layout (1 KB default: level, count, fence keys
-//!   `[low, high)`, sibling pointer, lock/version word, sorted entries), written
-//!   down byte by byte, with validation that never accepts a torn node.
-//! - `fg`: the fine-grained one-sided tree (Ziegler et al. §4-5) and FG+ (Sherman §5).
-//! - `sherman`: command combination, hierarchical on-chip lock, two-level
-//!   versions, index cache (Sherman §4), as switches over the same code path.
-//! - `dex`: logical partitioning, path-aware caching, cost-aware offloading (DEX §4-6).
-//! - `nam`: coarse-grained (RPC) and hybrid designs (Ziegler et al. §4).
+//! ## What lives where
+//! - [`node`]: the byte layout, fences, checksum validation (why a checksum: see there).
+//! - [`tree`]: [`FgTree`], configuration, errors, locking and the root pointer.
+//! - `search`: traversal to the node covering a key at a level; `get`.
+//! - `insert`: upsert and update, node splits, parent insertion, root growth.
+//! - `remove`: delete without merge (nodes stay in place).
+//! - `scan`: ordered range scan across leaves via sibling pointers.
 //!
-//! Every tree implements one async API (`get`, `insert`, `update`, `remove`,
-//! `scan`, `bulk_load`) over any [`dm_verbs::Fabric`].
+//! Still to come (issue 3 and later): `bulk_load`, the CS index cache (FG+),
+//! Sherman's techniques, DEX and the NAM designs (see the issues).
+
+mod insert;
+pub mod node;
+mod remove;
+mod scan;
+mod search;
+pub mod tree;
+
+pub use tree::{FgTree, TreeConfig, TreeError};
 
 /// The default node size of the B+tree family in bytes (Sherman §5, FG+: 1 KB).
 pub const DEFAULT_NODE_BYTES: usize = 1024;

@@ -1,0 +1,134 @@
+//! Insert (upsert), update, node splits and root growth
+//! (Ziegler et al. §5.2; FG+ locking as in Sherman §5).
+//!
+//! A writer locks the leaf (CAS), READs it, changes it, writes it back and
+//! unlocks with a WRITE: 4 round trips without a split. A full node splits
+//! in half: the new right node is written first (its own WRITE, completed),
+//! then the left node with its new high fence and sibling pointer, so a reader
+//! always finds moved keys by following the sibling pointer (B-link). The
+//! separator then goes into the parent, found by a fresh traversal.
+//!
+//! Root growth: only the splitter of the current root node (the address the
+//! root pointer holds) may grow the tree, by CAS on the root pointer to a new
+//! root whose children are the old root and its new sibling. The splitter of a
+//! node further right at the top level (possible only while that growth is in
+//! progress) yields until the root has grown, then inserts into it. Growing
+//! from any other node would hang the old root's left part off nothing.
+
+use crate::node::{Fence, Node};
+use crate::search::Found;
+use crate::tree::{FgTree, TreeError};
+use dm_runtime::{write, yield_now};
+use dm_verbs::GlobalAddr;
+use std::future::Future;
+use std::pin::Pin;
+
+impl FgTree {
+    /// Inserts `key -> value`, replacing the value if the key exists.
+    pub async fn insert(&self, key: &[u8], value: u64) -> Result<(), TreeError> {
+        self.check_key(key)?;
+        self.upsert(key, value, true).await.map(|_| ())
+    }
+
+    /// Replaces the value of an existing key; `false` if the key is absent.
+    pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, TreeError> {
+        self.check_key(key)?;
+        self.upsert(key, value, false).await
+    }
+
+    async fn upsert(&self, key: &[u8], value: u64, may_insert: bool) -> Result<bool, TreeError> {
+        loop {
+            let Found::Node(a, _) = self.find(key, 0).await? else {
+                unreachable!("root at level >= 0")
+            };
+            let Some((a, mut n)) = self.lock_covering(a, key).await? else {
+                continue;
+            };
+            match n.find(key) {
+                Ok(i) => n.entries[i].1 = value,
+                Err(_) if !may_insert => {
+                    self.unlock(a).await?;
+                    return Ok(false);
+                }
+                Err(i) => n.entries.insert(i, (key.to_vec(), value)),
+            }
+            if n.entries.len() <= self.g.capacity() {
+                self.write_back_unlock(a, &n).await?;
+            } else {
+                self.split(a, n).await?;
+            }
+            return Ok(true);
+        }
+    }
+
+    /// Splits the locked, over-full node `n` at `a`, unlocks it and inserts the
+    /// separator into the parent level.
+    fn split<'a>(
+        &'a self,
+        a: GlobalAddr,
+        mut n: Node,
+    ) -> Pin<Box<dyn Future<Output = Result<(), TreeError>> + 'a>> {
+        Box::pin(async move {
+            let right_entries = n.entries.split_off(n.entries.len() / 2);
+            let sep = right_entries[0].0.clone();
+            let mut right = Node::empty(n.level, Fence::Key(sep.clone()), n.high.clone());
+            right.sibling = n.sibling;
+            right.entries = right_entries;
+            let ra = match self.alloc_node().await {
+                Ok(ra) => ra,
+                Err(e) => {
+                    // Nothing changed remotely: release the lock and report.
+                    self.unlock(a).await?;
+                    return Err(e);
+                }
+            };
+            write(ra, right.encode(&self.g)).await?;
+            n.high = Fence::Key(sep.clone());
+            n.sibling = ra;
+            self.write_back_unlock(a, &n).await?;
+            self.insert_parent(n.level + 1, a, sep, ra).await
+        })
+    }
+
+    /// Inserts separator `sep -> right` at `level`, after `left` split.
+    async fn insert_parent(
+        &self,
+        level: u8,
+        left: GlobalAddr,
+        sep: Vec<u8>,
+        right: GlobalAddr,
+    ) -> Result<(), TreeError> {
+        loop {
+            match self.find(&sep, level).await? {
+                Found::RootBelow(root) if root == left => {
+                    let mut r = Node::empty(level, Fence::NegInf, Fence::PosInf);
+                    r.entries = vec![
+                        (vec![0; self.cfg.key_bytes], left.to_u64()),
+                        (sep.clone(), right.to_u64()),
+                    ];
+                    let ra = self.alloc_node().await?;
+                    write(ra, r.encode(&self.g)).await?;
+                    if self.cas_root(root, ra).await? {
+                        return Ok(());
+                    }
+                    // Lost a race to grow the root (cannot happen while only the root's
+                    // splitter grows it, but stay safe): the node ra is leaked; retry.
+                }
+                Found::RootBelow(_) => yield_now().await,
+                Found::Node(pa, _) => {
+                    let Some((pa, mut p)) = self.lock_covering(pa, &sep).await? else {
+                        continue;
+                    };
+                    match p.find(&sep) {
+                        Ok(i) => p.entries[i].1 = right.to_u64(),
+                        Err(i) => p.entries.insert(i, (sep.clone(), right.to_u64())),
+                    }
+                    if p.entries.len() <= self.g.capacity() {
+                        return self.write_back_unlock(pa, &p).await;
+                    }
+                    return self.split(pa, p).await;
+                }
+            }
+        }
+    }
+}

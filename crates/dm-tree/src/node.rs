@@ -1,0 +1,295 @@
+//! B-link node layout (FG, Ziegler et al. §4-5; FG+ as Sherman §5 describes it)
+//! and its validation.
+//!
+//! Byte layout of one node (`node_bytes`, default 1024; `Kp` = key size
+//! rounded up to 8; all integers little-endian):
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 8 | lock word: 0 free, else the holder's tag (CAS to take, WRITE 0 to release) |
+//! | 8 | 8 | checksum of bytes `[16, node_bytes)` ([`checksum`]) |
+//! | 16 | 1 | level: 0 = leaf |
+//! | 17 | 1 | flags: bit 0 low fence is -inf, bit 1 high fence is +inf |
+//! | 18 | 2 | count: entries in use |
+//! | 20 | 4 | reserved (0) |
+//! | 24 | 8 | sibling pointer ([`GlobalAddr`] raw; NULL = rightmost) |
+//! | 32 | Kp | low fence key (inclusive) |
+//! | 32+Kp | Kp | high fence key (exclusive) |
+//! | 32+2Kp | count x (Kp+8) | sorted entries: key, then value (leaf) or child pointer (internal) |
+//!
+//! An internal node's first entry key equals its low fence: entry *i*'s child
+//! covers `[key_i, key_{i+1})` and the last one `[key_last, high fence)`.
+//!
+//! **Why a checksum.** A READ of more than 8 bytes is not a snapshot: its words
+//! may come from different versions, in any order. A version word inside the
+//! same READ proves nothing. So every write-back stores the checksum of the
+//! node's bytes after the checksum word, and a reader accepts a node image only if
+//! the checksum it recomputes matches. The hash folds words with
+//! `h = rotl((h ^ w) * P, 29)`, a bijection of `w` for fixed `h` followed by
+//! bijections of `h`. A torn image that differs from the version its checksum
+//! word came from in one word is therefore always rejected; with more differing
+//! words, a false accept has probability about 2^-64. The lock word is
+//! outside the checksum because it changes by CAS independently of the content.
+//! Writers hold the lock, so their own READ after locking sees a complete
+//! version (the previous holder's write-back completed before its unlock WRITE
+//! on the same QP).
+
+use dm_verbs::GlobalAddr;
+
+pub const OFF_LOCK: usize = 0;
+pub const OFF_CSUM: usize = 8;
+const OFF_LEVEL: usize = 16;
+const OFF_FLAGS: usize = 17;
+const OFF_COUNT: usize = 18;
+const OFF_SIBLING: usize = 24;
+const OFF_FENCES: usize = 32;
+const FLAG_LOW_INF: u8 = 1;
+const FLAG_HIGH_INF: u8 = 2;
+
+/// Checksum of `bytes` (a multiple of 8 long), see the module docs.
+pub fn checksum(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0x243f_6a88_85a3_08d3;
+    for w in bytes.chunks_exact(8) {
+        let w = u64::from_le_bytes(w.try_into().unwrap());
+        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+    h
+}
+
+/// Node geometry derived from the tree configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub node_bytes: usize,
+    /// Key size in bytes (1..=32).
+    pub key_bytes: usize,
+    /// Key slot size (key_bytes rounded up to 8).
+    pub kp: usize,
+}
+
+impl Geometry {
+    pub fn new(node_bytes: usize, key_bytes: usize) -> Self {
+        Geometry {
+            node_bytes,
+            key_bytes,
+            kp: key_bytes.div_ceil(8) * 8,
+        }
+    }
+
+    fn entries_off(&self) -> usize {
+        OFF_FENCES + 2 * self.kp
+    }
+
+    fn entry_bytes(&self) -> usize {
+        self.kp + 8
+    }
+
+    /// Entries a node holds.
+    pub fn capacity(&self) -> usize {
+        (self.node_bytes - self.entries_off()) / self.entry_bytes()
+    }
+}
+
+/// A fence key: a key, or an infinity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fence {
+    NegInf,
+    Key(Vec<u8>),
+    PosInf,
+}
+
+/// A decoded, validated node. Only [`Node::decode`] (checksum verified) makes one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub level: u8,
+    pub low: Fence,
+    pub high: Fence,
+    pub sibling: GlobalAddr,
+    /// Sorted by key; values are leaf values or child pointers.
+    pub entries: Vec<(Vec<u8>, u64)>,
+}
+
+impl Node {
+    /// An empty node covering `[low, high)`.
+    pub fn empty(level: u8, low: Fence, high: Fence) -> Self {
+        Node {
+            level,
+            low,
+            high,
+            sibling: GlobalAddr::NULL,
+            entries: Vec::new(),
+        }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.level == 0
+    }
+
+    /// Key is at or above the high fence: it belongs to a node further right.
+    pub fn beyond_high(&self, key: &[u8]) -> bool {
+        match &self.high {
+            Fence::PosInf => false,
+            Fence::Key(h) => key >= h.as_slice(),
+            Fence::NegInf => true,
+        }
+    }
+
+    /// Key is below the low fence (the node was reached through a stale pointer).
+    pub fn below_low(&self, key: &[u8]) -> bool {
+        match &self.low {
+            Fence::NegInf => false,
+            Fence::Key(l) => key < l.as_slice(),
+            Fence::PosInf => true,
+        }
+    }
+
+    /// Index of the entry whose key equals `key`.
+    pub fn find(&self, key: &[u8]) -> Result<usize, usize> {
+        self.entries
+            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+    }
+
+    /// Internal node: the child covering `key` (last entry with key <= `key`).
+    pub fn child_for(&self, key: &[u8]) -> GlobalAddr {
+        let i = match self.find(key) {
+            Ok(i) => i,
+            Err(0) => 0,
+            Err(i) => i - 1,
+        };
+        GlobalAddr::from_u64(self.entries[i].1)
+    }
+
+    /// Serialises into `node_bytes` bytes with lock word 0 and a fresh checksum.
+    pub fn encode(&self, g: &Geometry) -> Vec<u8> {
+        let mut b = vec![0u8; g.node_bytes];
+        b[OFF_LEVEL] = self.level;
+        let mut flags = 0;
+        if self.low == Fence::NegInf {
+            flags |= FLAG_LOW_INF;
+        }
+        if self.high == Fence::PosInf {
+            flags |= FLAG_HIGH_INF;
+        }
+        b[OFF_FLAGS] = flags;
+        b[OFF_COUNT..OFF_COUNT + 2].copy_from_slice(&(self.entries.len() as u16).to_le_bytes());
+        b[OFF_SIBLING..OFF_SIBLING + 8].copy_from_slice(&self.sibling.to_u64().to_le_bytes());
+        if let Fence::Key(k) = &self.low {
+            b[OFF_FENCES..OFF_FENCES + k.len()].copy_from_slice(k);
+        }
+        if let Fence::Key(k) = &self.high {
+            b[OFF_FENCES + g.kp..OFF_FENCES + g.kp + k.len()].copy_from_slice(k);
+        }
+        let mut o = g.entries_off();
+        for (k, v) in &self.entries {
+            b[o..o + k.len()].copy_from_slice(k);
+            b[o + g.kp..o + g.kp + 8].copy_from_slice(&v.to_le_bytes());
+            o += g.entry_bytes();
+        }
+        let c = checksum(&b[16..]);
+        b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    /// Validates and decodes a node image; `None` if the checksum does not
+    /// match (torn or being written) or the header is impossible.
+    pub fn decode(g: &Geometry, b: &[u8]) -> Option<Node> {
+        if b.len() != g.node_bytes {
+            return None;
+        }
+        let stored = u64::from_le_bytes(b[OFF_CSUM..OFF_CSUM + 8].try_into().unwrap());
+        if checksum(&b[16..]) != stored {
+            return None;
+        }
+        let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
+        if count > g.capacity() {
+            return None;
+        }
+        let flags = b[OFF_FLAGS];
+        let key_at = |o: usize| b[o..o + g.key_bytes].to_vec();
+        let low = if flags & FLAG_LOW_INF != 0 {
+            Fence::NegInf
+        } else {
+            Fence::Key(key_at(OFF_FENCES))
+        };
+        let high = if flags & FLAG_HIGH_INF != 0 {
+            Fence::PosInf
+        } else {
+            Fence::Key(key_at(OFF_FENCES + g.kp))
+        };
+        let mut entries = Vec::with_capacity(count);
+        let mut o = g.entries_off();
+        for _ in 0..count {
+            let v = u64::from_le_bytes(b[o + g.kp..o + g.kp + 8].try_into().unwrap());
+            entries.push((key_at(o), v));
+            o += g.entry_bytes();
+        }
+        Some(Node {
+            level: b[OFF_LEVEL],
+            low,
+            high,
+            sibling: GlobalAddr::from_u64(u64::from_le_bytes(
+                b[OFF_SIBLING..OFF_SIBLING + 8].try_into().unwrap(),
+            )),
+            entries,
+        })
+    }
+
+    /// Bytes of MS memory holding live entries (for memory accounting).
+    pub fn live_bytes(&self, g: &Geometry) -> usize {
+        self.entries.len() * g.entry_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(g: &Geometry) -> Node {
+        let mut n = Node::empty(0, Fence::Key(vec![1; 8]), Fence::PosInf);
+        n.sibling = GlobalAddr::new(1, 4096);
+        for i in 0..g.capacity() as u8 {
+            n.entries
+                .push((vec![2, i, 0, 0, 0, 0, 0, 0], i as u64 * 10));
+        }
+        n
+    }
+
+    #[test]
+    fn round_trip_and_capacity() {
+        let g = Geometry::new(1024, 8);
+        assert_eq!(g.capacity(), (1024 - 48) / 16);
+        let n = sample(&g);
+        let b = n.encode(&g);
+        assert_eq!(Node::decode(&g, &b), Some(n));
+        let g32 = Geometry::new(1024, 32);
+        assert_eq!(g32.capacity(), (1024 - 96) / 40);
+    }
+
+    #[test]
+    fn any_single_torn_word_is_rejected() {
+        let g = Geometry::new(1024, 8);
+        let old = sample(&g).encode(&g);
+        let mut n2 = sample(&g);
+        for e in &mut n2.entries {
+            e.1 += 1;
+        }
+        n2.sibling = GlobalAddr::new(0, 8192);
+        let new = n2.encode(&g);
+        // Every mix that takes exactly one word from the other version is rejected.
+        for w in 1..g.node_bytes / 8 {
+            let mut t = old.clone();
+            t[w * 8..w * 8 + 8].copy_from_slice(&new[w * 8..w * 8 + 8]);
+            if t != old {
+                assert_eq!(Node::decode(&g, &t), None, "word {w}");
+            }
+            let mut t = new.clone();
+            t[w * 8..w * 8 + 8].copy_from_slice(&old[w * 8..w * 8 + 8]);
+            if t != new {
+                assert_eq!(Node::decode(&g, &t), None, "word {w}");
+            }
+        }
+        // The lock word is outside the checksum.
+        let mut locked = old.clone();
+        locked[0] = 7;
+        assert!(Node::decode(&g, &locked).is_some());
+    }
+}

@@ -1,0 +1,54 @@
+//! Traversal (Ziegler et al. §5.1, B-link search) and `get`.
+
+use crate::node::Node;
+use crate::tree::{FgTree, TreeError};
+use dm_verbs::GlobalAddr;
+
+/// Outcome of a traversal towards `level`.
+pub(crate) enum Found {
+    /// The node at `level` covering the key (unlocked image).
+    Node(GlobalAddr, Node),
+    /// The tree's root is below `level`: (root address, root image).
+    RootBelow(GlobalAddr),
+}
+
+impl FgTree {
+    /// From the root down to the node at `level` whose fences cover `key`,
+    /// moving right along sibling pointers where a concurrent split moved the
+    /// key (B-link), restarting from the root if a node no longer covers it.
+    pub(crate) async fn find(&self, key: &[u8], level: u8) -> Result<Found, TreeError> {
+        'restart: loop {
+            let root = self.read_root().await?;
+            let mut a = root;
+            let mut n = self.read_node(a).await?;
+            if n.level < level {
+                return Ok(Found::RootBelow(root));
+            }
+            loop {
+                if n.below_low(key) {
+                    continue 'restart;
+                }
+                if n.beyond_high(key) {
+                    if n.sibling.is_null() {
+                        continue 'restart;
+                    }
+                    a = n.sibling;
+                } else if n.level == level {
+                    return Ok(Found::Node(a, n));
+                } else {
+                    a = n.child_for(key);
+                }
+                n = self.read_node(a).await?;
+            }
+        }
+    }
+
+    /// The value stored under `key`, if any.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
+        self.check_key(key)?;
+        match self.find(key, 0).await? {
+            Found::Node(_, n) => Ok(n.find(key).ok().map(|i| n.entries[i].1)),
+            Found::RootBelow(_) => unreachable!("the root is at level 0 or above"),
+        }
+    }
+}

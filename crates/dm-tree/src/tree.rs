@@ -1,0 +1,231 @@
+//! [`FgTree`]: one core's handle on a global B-link tree.
+
+use crate::node::{Fence, Geometry, Node, OFF_LOCK};
+use dm_runtime::alloc::ChunkAlloc;
+use dm_runtime::{cas, read, write, yield_now};
+use dm_verbs::{GlobalAddr, VerbError};
+use std::fmt;
+
+/// Where the tree lives and its shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeConfig {
+    /// Node size in bytes (default 1024); at least room for 4 entries.
+    pub node_bytes: usize,
+    /// Key size in bytes, 1..=32 (default 8: u64 keys as big-endian bytes).
+    /// Every key must have exactly this length.
+    pub key_bytes: usize,
+    /// Address of the 8-byte root pointer (default: MS 0, superblock offset 0).
+    pub root_ptr: GlobalAddr,
+    /// Chunk size the MSs hand out (must match the fabric's `MsConfig::chunk_bytes`).
+    pub chunk_bytes: u64,
+    /// Number of memory servers nodes are spread over (round-robin chunks).
+    pub num_ms: u16,
+}
+
+impl Default for TreeConfig {
+    fn default() -> Self {
+        TreeConfig {
+            node_bytes: crate::DEFAULT_NODE_BYTES,
+            key_bytes: 8,
+            root_ptr: GlobalAddr::new(0, 0),
+            chunk_bytes: 8 << 20,
+            num_ms: 1,
+        }
+    }
+}
+
+/// Why a tree operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TreeError {
+    /// The key's length differs from `TreeConfig::key_bytes`.
+    KeyLength { got: usize, want: usize },
+    /// The configuration is impossible (node too small for 4 entries, key size 0 or above 32).
+    BadConfig(String),
+    /// A node never validated after many READs (a writer died mid-write-back).
+    Corrupt(GlobalAddr),
+    /// A verb failed (QP error, out of bounds, MS out of memory, ...).
+    Verb(VerbError),
+}
+
+impl fmt::Display for TreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TreeError::KeyLength { got, want } => {
+                write!(f, "key of {got} bytes, this tree takes {want}-byte keys")
+            }
+            TreeError::BadConfig(s) => write!(f, "bad tree configuration: {s}"),
+            TreeError::Corrupt(a) => write!(f, "node at {a:?} never validated"),
+            TreeError::Verb(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for TreeError {}
+
+impl From<VerbError> for TreeError {
+    fn from(e: VerbError) -> Self {
+        TreeError::Verb(e)
+    }
+}
+
+/// READs of one node before it is declared corrupt.
+const MAX_VALIDATION_RETRIES: u32 = 100_000;
+
+/// One core's handle on the tree (the chunk carver is per core). Create the tree
+/// once with [`FgTree::create`], then [`FgTree::open`] it on every other core.
+pub struct FgTree {
+    pub(crate) cfg: TreeConfig,
+    pub(crate) g: Geometry,
+    alloc: ChunkAlloc,
+    /// Lock-word value this handle writes when it takes a lock (non-zero).
+    tag: u64,
+    /// Node images this handle rejected because their checksum did not match.
+    rejected: std::cell::Cell<u64>,
+}
+
+impl FgTree {
+    /// A handle for core `core` of compute server `cs` (no verbs).
+    pub fn open(cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
+        if cfg.key_bytes == 0 || cfg.key_bytes > 32 {
+            return Err(TreeError::BadConfig(format!(
+                "key_bytes {} not in 1..=32",
+                cfg.key_bytes
+            )));
+        }
+        let g = Geometry::new(cfg.node_bytes, cfg.key_bytes);
+        if !cfg.node_bytes.is_multiple_of(8) || cfg.node_bytes < 64 || g.capacity() < 4 {
+            return Err(TreeError::BadConfig(format!(
+                "node_bytes {} holds fewer than 4 entries",
+                cfg.node_bytes
+            )));
+        }
+        let first_ms = (cs as u32 * 31 + core as u32) as u16 % cfg.num_ms.max(1);
+        Ok(FgTree {
+            cfg,
+            g,
+            alloc: ChunkAlloc::new(cfg.num_ms, cfg.chunk_bytes, first_ms),
+            tag: ((cs as u64) << 16 | core as u64) + 1,
+            rejected: std::cell::Cell::new(0),
+        })
+    }
+
+    /// Creates an empty tree (one empty root leaf) and returns this core's handle.
+    pub async fn create(cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
+        let t = Self::open(cfg, cs, core)?;
+        let leaf = Node::empty(0, Fence::NegInf, Fence::PosInf);
+        let a = t.alloc_node().await?;
+        write(a, leaf.encode(&t.g)).await?;
+        write(cfg.root_ptr, a.to_u64().to_le_bytes().to_vec()).await?;
+        Ok(t)
+    }
+
+    /// Node images this handle rejected (torn or mid-write) and read again.
+    pub fn rejected_images(&self) -> u64 {
+        self.rejected.get()
+    }
+
+    /// Entries per node.
+    pub fn node_capacity(&self) -> usize {
+        self.g.capacity()
+    }
+
+    pub(crate) fn check_key(&self, key: &[u8]) -> Result<(), TreeError> {
+        if key.len() != self.cfg.key_bytes {
+            return Err(TreeError::KeyLength {
+                got: key.len(),
+                want: self.cfg.key_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn alloc_node(&self) -> Result<GlobalAddr, TreeError> {
+        Ok(self.alloc.alloc(self.cfg.node_bytes as u64, 64).await?)
+    }
+
+    /// The root node's address (one 8-byte READ: atomic).
+    pub(crate) async fn read_root(&self) -> Result<GlobalAddr, TreeError> {
+        let b = read(self.cfg.root_ptr, 8).await?;
+        Ok(GlobalAddr::from_u64(u64::from_le_bytes(
+            b.try_into().unwrap(),
+        )))
+    }
+
+    /// Swings the root pointer from `old` to `new`; true on success.
+    pub(crate) async fn cas_root(
+        &self,
+        old: GlobalAddr,
+        new: GlobalAddr,
+    ) -> Result<bool, TreeError> {
+        Ok(cas(self.cfg.root_ptr, old.to_u64(), new.to_u64()).await? == old.to_u64())
+    }
+
+    /// READs the node at `a` until its checksum validates (a torn or
+    /// half-written image is retried after a yield).
+    pub(crate) async fn read_node(&self, a: GlobalAddr) -> Result<Node, TreeError> {
+        for _ in 0..MAX_VALIDATION_RETRIES {
+            let b = read(a, self.cfg.node_bytes as u32).await?;
+            if let Some(n) = Node::decode(&self.g, &b) {
+                return Ok(n);
+            }
+            self.rejected.set(self.rejected.get() + 1);
+            yield_now().await;
+        }
+        Err(TreeError::Corrupt(a))
+    }
+
+    /// Takes the node lock: CAS 0 -> tag, retried with bounded exponential
+    /// back-off (each retry is a yield point).
+    pub(crate) async fn lock(&self, a: GlobalAddr) -> Result<(), TreeError> {
+        let mut backoff = 1u32;
+        loop {
+            if cas(a.add(OFF_LOCK as u64), 0, self.tag).await? == 0 {
+                return Ok(());
+            }
+            for _ in 0..backoff {
+                yield_now().await;
+            }
+            backoff = (backoff * 2).min(32);
+        }
+    }
+
+    /// Writes `n` back to `a` (everything after the lock word), then releases
+    /// the lock with a separate WRITE (FG+: 2 round trips).
+    pub(crate) async fn write_back_unlock(&self, a: GlobalAddr, n: &Node) -> Result<(), TreeError> {
+        let b = n.encode(&self.g);
+        write(a.add(8), b[8..].to_vec()).await?;
+        self.unlock(a).await
+    }
+
+    pub(crate) async fn unlock(&self, a: GlobalAddr) -> Result<(), TreeError> {
+        write(a.add(OFF_LOCK as u64), vec![0; 8]).await?;
+        Ok(())
+    }
+
+    /// Locks the node covering `key` at `level` starting from `a` (moving right
+    /// along sibling pointers under B-link rules) and returns it with a fresh image.
+    /// `None`: the node at `a` no longer covers `key` from the left; restart from the root.
+    pub(crate) async fn lock_covering(
+        &self,
+        mut a: GlobalAddr,
+        key: &[u8],
+    ) -> Result<Option<(GlobalAddr, Node)>, TreeError> {
+        loop {
+            self.lock(a).await?;
+            let n = self.read_node(a).await?;
+            if n.below_low(key) {
+                self.unlock(a).await?;
+                return Ok(None);
+            }
+            if n.beyond_high(key) {
+                self.unlock(a).await?;
+                if n.sibling.is_null() {
+                    return Ok(None);
+                }
+                a = n.sibling;
+                continue;
+            }
+            return Ok(Some((a, n)));
+        }
+    }
+}

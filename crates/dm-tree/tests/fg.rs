@@ -1,0 +1,229 @@
+//! FG+ B-link tree on the sim fabric with strict (8-byte) torn READs.
+
+use dm_runtime::{SimCore, SimRuntime};
+use dm_tree::{FgTree, TreeConfig, TreeError};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::{MsConfig, VerbError};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+fn cluster(num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConfig) {
+    let chunk = 64 << 10;
+    let cfg = SimConfig {
+        num_ms,
+        ms: MsConfig {
+            region_bytes: region,
+            chunk_bytes: chunk,
+            device_bytes: 0,
+            cores: 1,
+        },
+        faults: Faults {
+            tear: TearGranularity::Word,
+            tear_window_ns: 500,
+            delay_prob: 0.2,
+            delay_max_ns: 3000,
+        },
+        seed,
+        ..Default::default()
+    };
+    let tcfg = TreeConfig {
+        node_bytes: 128,
+        chunk_bytes: chunk,
+        num_ms,
+        ..Default::default()
+    };
+    (SimRuntime::new(SimFabric::new(cfg)), tcfg)
+}
+
+fn k(x: u64) -> Vec<u8> {
+    x.to_be_bytes().to_vec()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u64, u64),
+    Update(u64, u64),
+    Remove(u64),
+    Get(u64),
+    Scan(u64, usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        1 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Update(k, v)),
+        2 => (0..200u64).prop_map(Op::Remove),
+        2 => (0..200u64).prop_map(Op::Get),
+        1 => (0..200u64, 0..30usize).prop_map(|(k, n)| Op::Scan(k, n)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn sequential_matches_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+        let (mut rt, tcfg) = cluster(2, 8 << 20, 1);
+        let c = rt.add_core(0, 0);
+        let res = rt.block_on(c, async move {
+            let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+            let mut m = BTreeMap::new();
+            for o in ops {
+                match o {
+                    Op::Insert(x, v) => { t.insert(&k(x), v).await.unwrap(); m.insert(x, v); }
+                    Op::Update(x, v) => {
+                        let had = m.contains_key(&x);
+                        assert_eq!(t.update(&k(x), v).await.unwrap(), had);
+                        if had { m.insert(x, v); }
+                    }
+                    Op::Remove(x) => assert_eq!(t.remove(&k(x)).await.unwrap(), m.remove(&x).is_some()),
+                    Op::Get(x) => assert_eq!(t.get(&k(x)).await.unwrap(), m.get(&x).copied()),
+                    Op::Scan(x, n) => {
+                        let want: Vec<_> = m.range(x..).take(n).map(|(a, b)| (k(*a), *b)).collect();
+                        assert_eq!(t.scan(&k(x), n).await.unwrap(), want);
+                    }
+                }
+            }
+            let all: Vec<_> = m.iter().map(|(a, b)| (k(*a), *b)).collect();
+            assert_eq!(t.scan(&k(0), usize::MAX).await.unwrap(), all);
+            true
+        });
+        prop_assert_eq!(res, Some(true));
+    }
+}
+
+/// Many tasks on several cores insert disjoint keys, and update shared ones,
+/// with torn READs and delayed completions; then every key is found.
+#[test]
+fn concurrent_inserts_survive_torn_reads_and_splits() {
+    let rejected = Rc::new(std::cell::Cell::new(0u64));
+    for seed in 0..4 {
+        let (mut rt, tcfg) = cluster(3, 16 << 20, seed);
+        let cores: Vec<SimCore> = (0..4).map(|i| rt.add_core(i / 2, i % 2)).collect();
+        rt.block_on(cores[0], async move {
+            FgTree::create(tcfg, 0, 0).await.map(|_| ())
+        })
+        .unwrap()
+        .unwrap();
+        let per_task = 60u64;
+        for (ci, &c) in cores.iter().enumerate() {
+            let t = Rc::new(FgTree::open(tcfg, (ci / 2) as u16, (ci % 2) as u16).unwrap());
+            for task in 0..8u64 {
+                let t = t.clone();
+                let rejected = rejected.clone();
+                let base = (ci as u64 * 8 + task) * per_task;
+                rt.spawn_on(c, async move {
+                    for i in 0..per_task {
+                        // Interleave keys of all tasks so they share leaves.
+                        let key = (base + i) * 7919 % 100_003;
+                        t.insert(&k(key), key + 1).await.unwrap();
+                        t.insert(&k(1_000_000 + i % 5), base).await.unwrap();
+                        if i % 3 == 0 {
+                            assert_eq!(t.get(&k(key)).await.unwrap(), Some(key + 1));
+                        }
+                    }
+                    if task == 0 {
+                        rejected.set(rejected.get() + t.rejected_images());
+                    }
+                });
+            }
+        }
+        rt.run();
+        let n = 4 * 8 * per_task;
+        let keys: Vec<u64> = (0..n).map(|x| x * 7919 % 100_003).collect();
+        let ok = rt
+            .block_on(cores[1], async move {
+                let t = FgTree::open(tcfg, 0, 1).unwrap();
+                for &x in &keys {
+                    assert_eq!(t.get(&k(x)).await.unwrap(), Some(x + 1), "key {x}");
+                }
+                let all = t.scan(&k(0), usize::MAX).await.unwrap();
+                let mut want: Vec<u64> = keys.clone();
+                want.extend(1_000_000..1_000_005);
+                want.sort();
+                assert_eq!(
+                    all.iter()
+                        .map(|(a, _)| u64::from_be_bytes(a.as_slice().try_into().unwrap()))
+                        .collect::<Vec<_>>(),
+                    want
+                );
+                true
+            })
+            .unwrap();
+        assert!(ok);
+    }
+    assert!(
+        rejected.get() > 0,
+        "the runs must have produced torn node images for validation to reject"
+    );
+    eprintln!("torn node images rejected: {}", rejected.get());
+}
+
+#[test]
+fn fg_plus_insert_is_four_round_trips_after_traversal() {
+    let (mut rt, mut tcfg) = cluster(1, 8 << 20, 3);
+    tcfg.node_bytes = 1024;
+    let c = rt.add_core(0, 0);
+    let (find, get, ins) = rt
+        .block_on(c, async move {
+            let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+            t.insert(&k(1), 1).await.unwrap();
+            let s0 = dm_runtime::task_stats();
+            t.get(&k(1)).await.unwrap();
+            let s1 = dm_runtime::task_stats();
+            t.insert(&k(2), 2).await.unwrap();
+            let s2 = dm_runtime::task_stats();
+            (s1.since(&s0).rtts, s1.since(&s0), s2.since(&s1))
+        })
+        .unwrap();
+    // One-leaf tree: get = root pointer READ + leaf READ.
+    assert_eq!(find, 2);
+    assert_eq!((get.read, get.write, get.cas), (2, 0, 0));
+    assert_eq!(get.bytes_read, 8 + 1024);
+    // Insert = traversal (2) + lock CAS, leaf READ, write-back, unlock WRITE.
+    assert_eq!(ins.rtts, find + 4);
+    assert_eq!((ins.cas, ins.read, ins.write), (1, 3, 2));
+    assert_eq!(ins.bytes_written, 1016 + 8);
+}
+
+#[test]
+fn bad_input_and_exhausted_memory_are_errors() {
+    let (mut rt, tcfg) = cluster(1, 4096 + 3 * (64 << 10), 5);
+    let c = rt.add_core(0, 0);
+    let out = rt
+        .block_on(c, async move {
+            let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+            let short = t.get(b"abc").await;
+            let long = t.insert(&[0u8; 9], 1).await;
+            // Insert until the 3 chunks of 64 KiB are used up by 128-byte nodes.
+            let mut err = None;
+            for i in 0..100_000u64 {
+                if let Err(e) = t.insert(&k(i), i).await {
+                    err = Some((i, e));
+                    break;
+                }
+            }
+            (short, long, err)
+        })
+        .unwrap();
+    assert_eq!(out.0, Err(TreeError::KeyLength { got: 3, want: 8 }));
+    assert_eq!(out.1, Err(TreeError::KeyLength { got: 9, want: 8 }));
+    let (at, e) = out.2.expect("memory runs out");
+    assert!(at > 1000, "inserted {at} keys before running out");
+    assert!(
+        matches!(e, TreeError::Verb(VerbError::MsOutOfMemory { .. })),
+        "{e:?}"
+    );
+    assert!(matches!(
+        FgTree::open(
+            TreeConfig {
+                key_bytes: 33,
+                ..tcfg
+            },
+            0,
+            0
+        ),
+        Err(TreeError::BadConfig(_))
+    ));
+}

@@ -1,6 +1,8 @@
 //! `dm-bench`: benchmarks and checks for the dm workspace.
 //!
 //! Subcommands (see `dm-bench --help`):
+//! - `ycsb`: the main job: load, run a YCSB or Sherman workload against an
+//!   index (now: `fg`), verify every key touched, report.
 //! - `verbs`: the main job until the B+tree lands: a cluster of CS coroutines
 //!   issuing READ/WRITE/CAS/FAA to the memory servers on `sim` or `loopback`,
 //!   reporting throughput, latency and per-operation verb accounting, and
@@ -16,6 +18,7 @@ mod sim_speed;
 mod verbs_bench;
 mod workload_cmd;
 mod ycsb;
+mod ycsb_bench;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +35,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The main job: load, then run a YCSB/Sherman workload against an index, then verify.
+    Ycsb(ycsb_bench::Args),
     /// Verb micro-benchmark over the fabric and runtime (sim or loopback).
     Verbs(verbs_bench::Args),
     /// Task-switch cost: dm-runtime vs tokio current-thread + LocalSet, on loopback.
@@ -45,6 +50,7 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Ycsb(a) => ycsb_bench::run(a),
         Cmd::Verbs(a) => verbs_bench::run(a),
         Cmd::Runtime(a) => runtime_bench::run(a),
         Cmd::SimSpeed(a) => sim_speed::run(a),

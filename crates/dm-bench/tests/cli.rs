@@ -136,3 +136,85 @@ fn workload_stats_from_generator_and_trace_sample() {
     let (ok, text, _) = bench(&["workload", "--workload", "nope"]);
     assert!(!ok && text.contains("unknown workload"), "{text}");
 }
+
+#[test]
+fn ycsb_fg_on_sim_verifies_every_key() {
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--index",
+        "fg",
+        "--workload",
+        "a",
+        "--keys",
+        "3000",
+        "--ops",
+        "3000",
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["verified"], 3000);
+    assert_eq!(v["clock"], "virtual");
+    assert!(
+        v["per_op_by_kind"]["update"]["cas"].as_f64().unwrap() >= 1.0,
+        "an update takes the leaf lock"
+    );
+    for k in [
+        "throughput_mops",
+        "latency_us",
+        "per_op",
+        "cache",
+        "memory",
+        "time",
+        "cluster",
+    ] {
+        assert!(!v[k].is_null(), "{k} missing");
+    }
+}
+
+#[test]
+fn ycsb_fg_on_trace_sample_and_loopback() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "e",
+        "--trace-dir",
+        dir,
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(
+        v["ops_by_kind"]["scan"].as_u64().unwrap() + v["ops_by_kind"]["insert"].as_u64().unwrap(),
+        2000
+    );
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--fabric",
+        "loopback",
+        "--workload",
+        "b",
+        "--keys",
+        "2000",
+        "--ops",
+        "2000",
+        "--cs",
+        "1",
+        "--threads",
+        "2",
+        "--coros",
+        "2",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["clock"], "wall");
+    let (ok, text, _) = bench(&["ycsb", "--index", "nope"]);
+    assert!(!ok && text.contains("unknown --index"), "{text}");
+}

@@ -1,0 +1,664 @@
+//! `dm-bench ycsb`: load, then run a workload against an index on `sim` or
+//! `loopback`, then verify every key touched.
+//!
+//! Operations come from the in-process YCSB generators ([`crate::ycsb`]) or from
+//! index-microbench traces (`--trace-dir`). The run phase's operations are
+//! split round-robin over every coroutine of every CS core. Every value the run
+//! will write is known before it starts (a hash of the operation's index), so
+//! verification is exact under concurrency:
+//! - each read must return a value written to that key by the load or by some
+//!   update (or nothing for a key not inserted yet);
+//! - `update` of a loaded key must find it;
+//! - each scan must return keys in strictly increasing order, none below its
+//!   start, at most its length;
+//! - at the end, every key touched must hold one of its written values, and a
+//!   full scan must return exactly the keys loaded or inserted.
+//!
+//! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
+
+use crate::report::{per_op, write_json};
+use crate::verbs_bench::{FabricArg, TearArg};
+use crate::ycsb::workload::{Spec, Stream};
+use crate::ycsb::{gen::fnvhash64, int_key, trace, Op};
+use anyhow::{anyhow, bail, Result};
+use dm_runtime::{ExecConfig, Executor, SimRuntime};
+use dm_tree::{FgTree, TreeConfig};
+use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::{Fabric, MsConfig, VerbStats};
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// Index: fg (FG+ B-link tree).
+    #[arg(long, default_value = "fg")]
+    pub index: String,
+    /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.
+    #[arg(long, default_value = "a")]
+    pub workload: String,
+    /// Records loaded before the run (generator mode).
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    /// Run-phase operations (generator mode; a cap in trace mode).
+    #[arg(long, default_value_t = 100_000)]
+    pub ops: u64,
+    #[arg(long, value_enum, default_value = "sim")]
+    pub fabric: FabricArg,
+    #[arg(long, default_value_t = 2)]
+    pub ms: u16,
+    #[arg(long, default_value_t = 2)]
+    pub cs: u16,
+    /// Cores (threads) per compute server.
+    #[arg(long, default_value_t = 4)]
+    pub threads: u16,
+    /// Coroutines per thread.
+    #[arg(long, default_value_t = 8)]
+    pub coros: u32,
+    /// Zipfian constant (0 = uniform).
+    #[arg(long, default_value_t = 0.99)]
+    pub theta: f64,
+    /// Range length of Sherman's range mixes.
+    #[arg(long, default_value_t = 100)]
+    pub scan_len: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Torn-READ model on sim.
+    #[arg(long, value_enum, default_value = "word")]
+    pub tear: TearArg,
+    /// Read load_<key-type>_workload<W> and txn_<key-type>_workload<W> from here.
+    #[arg(long)]
+    pub trace_dir: Option<PathBuf>,
+    /// Trace key type: randint (decimal u64) or anything else (string keys).
+    #[arg(long, default_value = "randint")]
+    pub key_type: String,
+    /// Tree key size in bytes (1..=32); shorter string keys are zero-padded.
+    #[arg(long, default_value_t = 8)]
+    pub key_bytes: usize,
+    /// Tree node size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub node_bytes: usize,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Operation kinds in reports.
+const KINDS: [&str; 6] = ["get", "insert", "update", "remove", "scan", "rmw"];
+
+/// Everything the coroutines share (read-only).
+struct Plan {
+    load: Vec<Vec<u8>>,
+    run: Vec<Op>,
+    /// Values ever written to each key (load and run).
+    allowed: HashMap<Vec<u8>, Vec<u64>>,
+}
+
+fn load_value(i: usize) -> u64 {
+    fnvhash64(i as u64 ^ 0x5eed_0000_0000)
+}
+
+fn run_value(j: usize) -> u64 {
+    fnvhash64(j as u64 ^ 0x7a11_0000_0000)
+}
+
+#[derive(Default)]
+struct Out {
+    hist: Option<Histogram<u64>>,
+    stats: [VerbStats; 6],
+    counts: [u64; 6],
+    mismatches: u64,
+    first_mismatch: Option<String>,
+}
+
+impl Out {
+    fn new() -> Self {
+        Out {
+            hist: Some(Histogram::new(3).unwrap()),
+            ..Default::default()
+        }
+    }
+    fn bad(&mut self, what: String) {
+        self.mismatches += 1;
+        self.first_mismatch.get_or_insert(what);
+    }
+    fn merge(&mut self, o: Out) {
+        if let (Some(h), Some(oh)) = (self.hist.as_mut(), o.hist.as_ref()) {
+            h.add(oh).unwrap();
+        }
+        for i in 0..6 {
+            self.stats[i].add(&o.stats[i]);
+            self.counts[i] += o.counts[i];
+        }
+        self.mismatches += o.mismatches;
+        if self.first_mismatch.is_none() {
+            self.first_mismatch = o.first_mismatch;
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    Load,
+    Run,
+}
+
+async fn coroutine(
+    tree: Rc<FgTree>,
+    plan: Arc<Plan>,
+    phase: Phase,
+    id: usize,
+    total: usize,
+    pb: ProgressBar,
+) -> Out {
+    let mut out = Out::new();
+    let n = if phase == Phase::Load {
+        plan.load.len()
+    } else {
+        plan.run.len()
+    };
+    for j in (id..n).step_by(total) {
+        let t0 = dm_runtime::now_ns();
+        let s0 = dm_runtime::task_stats();
+        let kind = match phase {
+            Phase::Load => {
+                tree.insert(&plan.load[j], load_value(j))
+                    .await
+                    .expect("insert");
+                1
+            }
+            Phase::Run => run_op(&tree, &plan, j, &mut out).await,
+        };
+        out.stats[kind].add(&dm_runtime::task_stats().since(&s0));
+        out.counts[kind] += 1;
+        out.hist
+            .as_mut()
+            .unwrap()
+            .record((dm_runtime::now_ns() - t0).max(1))
+            .unwrap();
+        pb.inc(1);
+    }
+    out
+}
+
+fn allowed(plan: &Plan, key: &[u8], v: u64) -> bool {
+    plan.allowed.get(key).is_some_and(|vs| vs.contains(&v))
+}
+
+async fn run_op(tree: &FgTree, plan: &Plan, j: usize, out: &mut Out) -> usize {
+    match &plan.run[j] {
+        Op::Read(k) => {
+            if let Some(v) = tree.get(k).await.expect("get") {
+                if !allowed(plan, k, v) {
+                    out.bad(format!("get {k:?} returned {v:#x}, never written"));
+                }
+            }
+            0
+        }
+        Op::Insert(k) => {
+            tree.insert(k, run_value(j)).await.expect("insert");
+            1
+        }
+        Op::Update(k) => {
+            if !tree.update(k, run_value(j)).await.expect("update") && plan.load.contains(k) {
+                out.bad(format!("update of loaded key {k:?} did not find it"));
+            }
+            2
+        }
+        Op::Remove(k) => {
+            tree.remove(k).await.expect("remove");
+            3
+        }
+        Op::Scan(k, len) => {
+            let r = tree.scan(k, *len as usize).await.expect("scan");
+            let sorted = r.windows(2).all(|w| w[0].0 < w[1].0);
+            if !sorted || r.len() > *len as usize || r.first().is_some_and(|(f, _)| f < k) {
+                out.bad(format!(
+                    "scan from {k:?} returned an unordered or out-of-range result"
+                ));
+            }
+            4
+        }
+        Op::ReadModifyWrite(k) => {
+            let _ = tree.get(k).await.expect("get");
+            tree.update(k, run_value(j)).await.expect("update");
+            5
+        }
+    }
+}
+
+async fn core_phase(
+    tree: Rc<FgTree>,
+    plan: Arc<Plan>,
+    phase: Phase,
+    first: usize,
+    coros: usize,
+    total: usize,
+    pb: ProgressBar,
+) -> Out {
+    let hs: Vec<_> = (0..coros)
+        .map(|c| {
+            dm_runtime::spawn(coroutine(
+                tree.clone(),
+                plan.clone(),
+                phase,
+                first + c,
+                total,
+                pb.clone(),
+            ))
+        })
+        .collect();
+    let mut out = Out::new();
+    for h in hs {
+        out.merge(h.await);
+    }
+    out
+}
+
+/// Final check: every key's value, then a full scan. Returns (verified, mismatches, first).
+async fn verify(tree: Rc<FgTree>, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
+    let mut keys: Vec<&Vec<u8>> = plan.allowed.keys().collect();
+    keys.sort();
+    let mut out = Out::new();
+    let mut verified = 0;
+    for k in &keys {
+        match tree.get(k).await.expect("get") {
+            Some(v) if allowed(&plan, k, v) => verified += 1,
+            Some(v) => out.bad(format!("key {k:?} holds {v:#x}, never written")),
+            None if plan
+                .run
+                .iter()
+                .any(|o| matches!(o, Op::Remove(r) if r == *k)) =>
+            {
+                verified += 1
+            }
+            None => out.bad(format!("key {k:?} is missing")),
+        }
+    }
+    let all = tree
+        .scan(&vec![0; tree_key_bytes(&keys)], usize::MAX)
+        .await
+        .expect("scan");
+    let present: Vec<&Vec<u8>> = all.iter().map(|(k, _)| k).collect();
+    let removed = plan.run.iter().any(|o| matches!(o, Op::Remove(_)));
+    if !removed && present != keys {
+        out.bad(format!(
+            "full scan returned {} keys, {} were written",
+            present.len(),
+            keys.len()
+        ));
+    }
+    (verified, out.mismatches, out.first_mismatch)
+}
+
+fn tree_key_bytes(keys: &[&Vec<u8>]) -> usize {
+    keys.first().map_or(8, |k| k.len())
+}
+
+fn pad(k: &[u8], n: usize) -> Result<Vec<u8>> {
+    if k.len() > n {
+        bail!(
+            "key {:?} is longer than --key-bytes {n}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    let mut v = k.to_vec();
+    v.resize(n, 0);
+    Ok(v)
+}
+
+fn build_plan(a: &Args) -> Result<Plan> {
+    let (load, run): (Vec<Vec<u8>>, Vec<Op>) = match &a.trace_dir {
+        Some(dir) => {
+            let ints = a.key_type == "randint";
+            let lp = trace::find(dir, "load", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
+            let tp = trace::find(dir, "txn", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
+            let load = trace::read_ops(&lp, ints, usize::MAX).map_err(|e| anyhow!(e))?;
+            let run = trace::read_ops(&tp, ints, a.ops as usize).map_err(|e| anyhow!(e))?;
+            let n = a.key_bytes;
+            let load = load
+                .iter()
+                .map(|o| pad(o.key(), n))
+                .collect::<Result<_>>()?;
+            let run = run
+                .into_iter()
+                .map(|o| {
+                    Ok(match o {
+                        Op::Read(k) => Op::Read(pad(&k, n)?),
+                        Op::Update(k) => Op::Update(pad(&k, n)?),
+                        Op::Insert(k) => Op::Insert(pad(&k, n)?),
+                        Op::Scan(k, l) => Op::Scan(pad(&k, n)?, l),
+                        Op::ReadModifyWrite(k) => Op::ReadModifyWrite(pad(&k, n)?),
+                        Op::Remove(k) => Op::Remove(pad(&k, n)?),
+                    })
+                })
+                .collect::<Result<_>>()?;
+            (load, run)
+        }
+        None => {
+            if a.key_bytes != 8 {
+                bail!("generated workloads use 8-byte integer keys; --key-bytes applies to traces");
+            }
+            let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
+            let load = (0..a.keys).map(int_key).collect();
+            let mut s = Stream::new(spec, a.keys, a.ops, a.seed);
+            (load, (0..a.ops).map(|_| s.next_op()).collect())
+        }
+    };
+    let mut allowed: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
+    for (i, k) in load.iter().enumerate() {
+        allowed.entry(k.clone()).or_default().push(load_value(i));
+    }
+    for (j, o) in run.iter().enumerate() {
+        match o {
+            Op::Insert(k) | Op::Update(k) | Op::ReadModifyWrite(k) => {
+                allowed.entry(k.clone()).or_default().push(run_value(j))
+            }
+            _ => {}
+        }
+    }
+    // Updates of keys never inserted write nothing; keep only keys something inserted.
+    let inserted: std::collections::HashSet<&Vec<u8>> = load
+        .iter()
+        .chain(
+            run.iter()
+                .filter_map(|o| if let Op::Insert(k) = o { Some(k) } else { None }),
+        )
+        .collect();
+    allowed.retain(|k, _| inserted.contains(k));
+    Ok(Plan { load, run, allowed })
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>5} [{bar:40}] {pos}/{len} ops ({elapsed})")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.index != "fg" {
+        bail!(
+            "unknown --index {:?}: this build has fg (FG+ B-link tree)",
+            a.index
+        );
+    }
+    if a.ms == 0 || a.cs == 0 || a.threads == 0 || a.coros == 0 {
+        bail!("--ms, --cs, --threads and --coros must be at least 1");
+    }
+    let plan = Arc::new(build_plan(&a)?);
+    let chunk = 8u64 << 20;
+    let nodes_estimate = (plan.allowed.len() as u64 * 3 / (a.node_bytes as u64 / 24).max(1) + 64)
+        * a.node_bytes as u64;
+    let region =
+        (4096 + nodes_estimate * 2 / a.ms as u64 + 4 * chunk).next_multiple_of(chunk) + 4096;
+    let ms_cfg = MsConfig {
+        region_bytes: region,
+        chunk_bytes: chunk,
+        ..Default::default()
+    };
+    let tcfg = TreeConfig {
+        node_bytes: a.node_bytes,
+        key_bytes: a.key_bytes,
+        chunk_bytes: chunk,
+        num_ms: a.ms,
+        ..Default::default()
+    };
+    FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
+    let cores: Vec<(u16, u16)> = (0..a.cs)
+        .flat_map(|cs| (0..a.threads).map(move |t| (cs, t)))
+        .collect();
+    let coros = a.coros as usize;
+    let total = cores.len() * coros;
+    let wall = std::time::Instant::now();
+    let load_pb = bar(plan.load.len() as u64, "load");
+    let run_pb = bar(plan.run.len() as u64, "run");
+    let (load_out, out, load_ns, run_ns, verified, fabric_detail, ms_used) = match a.fabric {
+        FabricArg::Sim => {
+            let tear = match a.tear {
+                TearArg::Off => TearGranularity::Off,
+                TearArg::Line => TearGranularity::CacheLine,
+                TearArg::Word => TearGranularity::Word,
+            };
+            let cfg = SimConfig {
+                num_ms: a.ms,
+                ms: ms_cfg,
+                faults: Faults {
+                    tear,
+                    ..Default::default()
+                },
+                seed: a.seed,
+                ..Default::default()
+            };
+            let fabric = SimFabric::new(cfg);
+            let mut rt = SimRuntime::new(fabric.clone());
+            let sc: Vec<_> = cores.iter().map(|&(cs, t)| rt.add_core(cs, t)).collect();
+            rt.block_on(sc[0], FgTree::create(tcfg, 0, 0))
+                .unwrap()
+                .map_err(|e| anyhow!("{e}"))?;
+            let trees: Vec<Rc<FgTree>> = cores
+                .iter()
+                .map(|&(cs, t)| Rc::new(FgTree::open(tcfg, cs, t).unwrap()))
+                .collect();
+            let phase = |rt: &mut SimRuntime, ph: Phase, pb: &ProgressBar| {
+                let t0 = rt.fabric().now_ns();
+                let hs: Vec<_> = sc
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &c)| {
+                        rt.spawn_on(
+                            c,
+                            core_phase(
+                                trees[i].clone(),
+                                plan.clone(),
+                                ph,
+                                i * coros,
+                                coros,
+                                total,
+                                pb.clone(),
+                            ),
+                        )
+                    })
+                    .collect();
+                let t1 = rt.run();
+                let mut o = Out::new();
+                for h in hs {
+                    o.merge(h.try_take().expect("core finished"));
+                }
+                pb.finish();
+                (o, t1 - t0)
+            };
+            let (lo, lns) = phase(&mut rt, Phase::Load, &load_pb);
+            let (ro, rns) = phase(&mut rt, Phase::Run, &run_pb);
+            let v = rt
+                .block_on(sc[0], verify(trees[0].clone(), plan.clone()))
+                .unwrap();
+            let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
+            let detail = json!({"trace_hash": format!("{:016x}", fabric.trace_hash()), "tear": format!("{tear:?}"), "net": format!("{:?}", cfg.net)});
+            (lo, ro, lns, rns, v, detail, used)
+        }
+        FabricArg::Loopback => {
+            let fabric = LoopbackFabric::new(LoopbackConfig {
+                num_ms: a.ms,
+                ms: ms_cfg,
+                ..Default::default()
+            });
+            let mut ex = Executor::new(fabric.open_queues(0, 0), a.ms, ExecConfig::default());
+            ex.block_on(FgTree::create(tcfg, 0, 0))
+                .map_err(|e| anyhow!("{e}"))?;
+            let phase = |ph: Phase, pb: &ProgressBar| {
+                let t0 = std::time::Instant::now();
+                let outs = dm_runtime::run_threads(&fabric, &cores, true, |i| {
+                    let (cs, t) = cores[i];
+                    core_phase(
+                        Rc::new(FgTree::open(tcfg, cs, t).unwrap()),
+                        plan.clone(),
+                        ph,
+                        i * coros,
+                        coros,
+                        total,
+                        pb.clone(),
+                    )
+                });
+                let mut o = Out::new();
+                for x in outs {
+                    o.merge(x);
+                }
+                pb.finish();
+                (o, t0.elapsed().as_nanos() as u64)
+            };
+            let (lo, lns) = phase(Phase::Load, &load_pb);
+            let (ro, rns) = phase(Phase::Run, &run_pb);
+            let v = ex.block_on(verify(
+                Rc::new(FgTree::open(tcfg, 0, 0).unwrap()),
+                plan.clone(),
+            ));
+            let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
+            (lo, ro, lns, rns, v, json!({}), used)
+        }
+    };
+    report(
+        &a,
+        &plan,
+        load_out,
+        out,
+        load_ns,
+        run_ns,
+        verified,
+        fabric_detail,
+        ms_used,
+        wall.elapsed().as_secs_f64(),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    a: &Args,
+    plan: &Plan,
+    load: Out,
+    mut out: Out,
+    load_ns: u64,
+    run_ns: u64,
+    verified: (u64, u64, Option<String>),
+    fabric_detail: serde_json::Value,
+    ms_used: u64,
+    wall_s: f64,
+) -> Result<()> {
+    let clock = if a.fabric == FabricArg::Sim {
+        "virtual"
+    } else {
+        "wall"
+    };
+    let ops: u64 = out.counts.iter().sum();
+    let hist = out.hist.take().unwrap();
+    let mut total = VerbStats::default();
+    for s in &out.stats {
+        total.add(s);
+    }
+    let mops = ops as f64 / (run_ns.max(1) as f64 / 1e9) / 1e6;
+    let load_mops = load.counts.iter().sum::<u64>() as f64 / (load_ns.max(1) as f64 / 1e9) / 1e6;
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    let by_kind: serde_json::Map<String, serde_json::Value> = KINDS
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.to_string(), per_op(&out.stats[i], out.counts[i])))
+        .collect();
+    let counts: serde_json::Map<String, serde_json::Value> = KINDS
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.to_string(), json!(out.counts[i])))
+        .collect();
+    let (ver, ver_bad, first_bad) = verified;
+    let mismatches = out.mismatches + load.mismatches + ver_bad;
+    let first = out.first_mismatch.or(first_bad);
+    let source = a
+        .trace_dir
+        .as_ref()
+        .map_or("generator".to_string(), |d| d.display().to_string());
+    let v = json!({
+        "index": a.index,
+        "workload": a.workload,
+        "source": source,
+        "fabric": format!("{:?}", a.fabric).to_lowercase(),
+        "clock": clock,
+        "keys": plan.load.len(),
+        "ops": ops,
+        "ops_by_kind": counts,
+        "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros},
+        "theta": a.theta,
+        "throughput_mops": mops,
+        "load_throughput_mops": load_mops,
+        "latency_us": {"p50": us(0.5), "p99": us(0.99), "p999": us(0.999)},
+        "per_op": per_op(&total, ops),
+        "per_op_by_kind": by_kind,
+        "cache": {"hit_ratio": null, "bytes": 0},
+        "memory": {"ms_bytes_used": ms_used, "cs_cache_bytes": 0},
+        "verified": ver,
+        "mismatches": mismatches,
+        "first_mismatch": first,
+        "time": {"virtual": a.fabric == FabricArg::Sim, "load_ns": load_ns, "run_ns": run_ns, "seconds": wall_s},
+        "fabric_detail": fabric_detail,
+    });
+    println!(
+        "dm-bench ycsb: index {}, workload {} ({source}), {} fabric ({clock} time)",
+        a.index,
+        a.workload,
+        v["fabric"].as_str().unwrap()
+    );
+    println!(
+        "  cluster      {} MS, {} CS x {} threads x {} coroutines",
+        a.ms, a.cs, a.threads, a.coros
+    );
+    println!(
+        "  load         {} keys, {load_mops:.3} Mops",
+        plan.load.len()
+    );
+    let kinds: Vec<String> = KINDS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| out.counts[*i] > 0)
+        .map(|(i, k)| format!("{k} {}", out.counts[i]))
+        .collect();
+    println!(
+        "  run          {ops} ops ({}), {mops:.3} Mops",
+        kinds.join(", ")
+    );
+    println!(
+        "  latency      p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us",
+        us(0.5),
+        us(0.99),
+        us(0.999)
+    );
+    let d = ops.max(1) as f64;
+    println!(
+        "  per op       read {:.2} write {:.2} cas {:.2} | bytes r {:.0} w {:.0} | rtts {:.2}",
+        total.read as f64 / d,
+        total.write as f64 / d,
+        total.cas as f64 / d,
+        total.bytes_read as f64 / d,
+        total.bytes_written as f64 / d,
+        total.rtts as f64 / d
+    );
+    println!(
+        "  memory       {:.1} MiB allocated on the MSs",
+        ms_used as f64 / (1 << 20) as f64
+    );
+    println!("  verified     {ver} keys, {mismatches} mismatches");
+    println!("  wall time    {wall_s:.2} s");
+    write_json(a.json.as_deref(), &v)?;
+    if mismatches > 0 {
+        bail!(
+            "{mismatches} mismatches; first: {}",
+            first.unwrap_or_default()
+        );
+    }
+    Ok(())
+}

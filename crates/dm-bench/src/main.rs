@@ -3,6 +3,8 @@
 //! Subcommands (see `dm-bench --help`):
 //! - `ycsb`: the main job: load, run a YCSB or Sherman workload against an
 //!   index (now: `fg`), verify every key touched, report.
+//! - `check`: concurrent random operations on `sim` with faults, the history
+//!   checked for linearizability (per key, Wing & Gong) and scan consistency.
 //! - `verbs`: the main job until the B+tree lands: a cluster of CS coroutines
 //!   issuing READ/WRITE/CAS/FAA to the memory servers on `sim` or `loopback`,
 //!   reporting throughput, latency and per-operation verb accounting, and
@@ -12,6 +14,7 @@
 //! - `workload`: statistics of a YCSB/Sherman operation stream, generated
 //!   ([`ycsb`]) or read from an index-microbench trace.
 
+mod check;
 mod report;
 mod runtime_bench;
 mod sim_speed;
@@ -37,6 +40,8 @@ struct Cli {
 enum Cmd {
     /// The main job: load, then run a YCSB/Sherman workload against an index, then verify.
     Ycsb(ycsb_bench::Args),
+    /// Concurrent random operations on sim with faults, checked for linearizability.
+    Check(check::Args),
     /// Verb micro-benchmark over the fabric and runtime (sim or loopback).
     Verbs(verbs_bench::Args),
     /// Task-switch cost: dm-runtime vs tokio current-thread + LocalSet, on loopback.
@@ -51,6 +56,7 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Ycsb(a) => ycsb_bench::run(a),
+        Cmd::Check(a) => check::run(a),
         Cmd::Verbs(a) => verbs_bench::run(a),
         Cmd::Runtime(a) => runtime_bench::run(a),
         Cmd::SimSpeed(a) => sim_speed::run(a),

@@ -218,3 +218,52 @@ fn ycsb_fg_on_trace_sample_and_loopback() {
     let (ok, text, _) = bench(&["ycsb", "--index", "nope"]);
     assert!(!ok && text.contains("unknown --index"), "{text}");
 }
+
+#[test]
+fn check_fg_is_linearizable_over_300_seeds_with_faults() {
+    let (ok, text, v) = bench(&[
+        "check",
+        "--index",
+        "fg",
+        "--seeds",
+        "300",
+        "--faults",
+        "torn,delay",
+    ]);
+    assert!(ok, "a failing seed is printed for replay:\n{text}");
+    assert_eq!(v["linearizable"], true);
+    assert_eq!(v["seeds"], 300);
+}
+
+#[test]
+fn check_writes_its_history() {
+    let out = std::env::temp_dir().join(format!("dm-check-history-{}.jsonl", std::process::id()));
+    let (ok, text, _) = bench(&[
+        "check",
+        "--seeds",
+        "2",
+        "--clients",
+        "4",
+        "--ops",
+        "20",
+        "--faults",
+        "torn-line",
+        "--history-out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 80);
+    for l in &lines {
+        for k in ["client", "op", "key", "value", "call", "ret", "result"] {
+            assert!(l.get(k).is_some(), "{k} missing in {l}");
+        }
+        assert!(l["call"].as_u64() <= l["ret"].as_u64());
+    }
+    let (ok, text, _) = bench(&["check", "--faults", "gremlins"]);
+    assert!(!ok && text.contains("unknown fault"), "{text}");
+}

@@ -80,6 +80,13 @@ pub struct Args {
     /// Tree key size in bytes (1..=32); shorter string keys are zero-padded.
     #[arg(long, default_value_t = 8)]
     pub key_bytes: usize,
+    /// Load phase: `insert` (YCSB's load: one insert per record, all coroutines)
+    /// or `bulk` (sorted bulk load at --fill, as Sherman loads its trees).
+    #[arg(long, default_value = "insert")]
+    pub load: String,
+    /// Node fill factor of --load bulk.
+    #[arg(long, default_value_t = 0.8)]
+    pub fill: f64,
     /// Tree node size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub node_bytes: usize,
@@ -373,6 +380,22 @@ fn build_plan(a: &Args) -> Result<Plan> {
     Ok(Plan { load, run, allowed })
 }
 
+/// The load as sorted (key, value) pairs; a key loaded twice keeps its last value.
+fn sorted_load(plan: &Plan) -> Vec<(Vec<u8>, u64)> {
+    let mut m: std::collections::BTreeMap<Vec<u8>, u64> = std::collections::BTreeMap::new();
+    for (i, k) in plan.load.iter().enumerate() {
+        m.insert(k.clone(), load_value(i));
+    }
+    m.into_iter().collect()
+}
+
+/// Load-phase counters of a bulk load (its verbs are not per-operation).
+fn bulk_out(plan: &Plan) -> Out {
+    let mut o = Out::new();
+    o.counts[1] = plan.load.len() as u64;
+    o
+}
+
 fn bar(len: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
     pb.set_style(
@@ -390,6 +413,9 @@ pub fn run(a: Args) -> Result<()> {
             "unknown --index {:?}: this build has fg (FG+ B-link tree)",
             a.index
         );
+    }
+    if a.load != "insert" && a.load != "bulk" {
+        bail!("--load must be insert or bulk, got {:?}", a.load);
     }
     if a.ms == 0 || a.cs == 0 || a.threads == 0 || a.coros == 0 {
         bail!("--ms, --cs, --threads and --coros must be at least 1");
@@ -515,7 +541,21 @@ pub fn run(a: Args) -> Result<()> {
                 pb.finish();
                 (o, t0.elapsed().as_nanos() as u64)
             };
-            let (lo, lns) = phase(Phase::Load, &load_pb);
+            let (lo, lns) = if a.load == "bulk" {
+                let t0 = std::time::Instant::now();
+                let sorted = sorted_load(&plan);
+                let fill = a.fill;
+                ex.block_on(async move {
+                    FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
+                        .await
+                        .map(|_| ())
+                })
+                .map_err(|e| anyhow!("{e}"))?;
+                load_pb.finish_and_clear();
+                (bulk_out(&plan), t0.elapsed().as_nanos() as u64)
+            } else {
+                phase(Phase::Load, &load_pb)
+            };
             let (ro, rns) = phase(Phase::Run, &run_pb);
             let v = ex.block_on(verify(
                 Rc::new(FgTree::open(tcfg, 0, 0).unwrap()),

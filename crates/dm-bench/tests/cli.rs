@@ -267,3 +267,27 @@ fn check_writes_its_history() {
     let (ok, text, _) = bench(&["check", "--faults", "gremlins"]);
     assert!(!ok && text.contains("unknown fault"), "{text}");
 }
+
+#[test]
+fn ycsb_fg_bulk_load() {
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "d",
+        "--keys",
+        "5000",
+        "--ops",
+        "3000",
+        "--load",
+        "bulk",
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["keys"], 5000);
+    let (ok, text, _) = bench(&["ycsb", "--load", "sideways"]);
+    assert!(!ok && text.contains("--load"), "{text}");
+}

@@ -12,10 +12,12 @@
 //! - `insert`: upsert and update, node splits, parent insertion, root growth.
 //! - `remove`: delete without merge (nodes stay in place).
 //! - `scan`: ordered range scan across leaves via sibling pointers.
+//! - `bulk`: `bulk_load` from sorted input at a fill factor (default 80%).
 //!
-//! Still to come (issue 3 and later): `bulk_load`, the CS index cache (FG+),
+//! Still to come (issue 3 and later): the CS index cache (FG+),
 //! Sherman's techniques, DEX and the NAM designs (see the issues).
 
+mod bulk;
 mod insert;
 pub mod node;
 mod remove;

@@ -227,3 +227,57 @@ fn bad_input_and_exhausted_memory_are_errors() {
         Err(TreeError::BadConfig(_))
     ));
 }
+
+#[test]
+fn bulk_load_then_reads_inserts_and_scans() {
+    for (n, fill) in [
+        (0u64, 0.8),
+        (1, 0.8),
+        (3, 0.5),
+        (500, 0.8),
+        (2000, 1.0),
+        (777, 0.3),
+    ] {
+        let (mut rt, tcfg) = cluster(2, 16 << 20, n);
+        let c = rt.add_core(0, 0);
+        let ok = rt
+            .block_on(c, async move {
+                let entries: Vec<(Vec<u8>, u64)> = (0..n).map(|i| (k(i * 10), i)).collect();
+                let t = FgTree::bulk_load(tcfg, 0, 0, &entries, fill).await.unwrap();
+                for i in 0..n {
+                    assert_eq!(t.get(&k(i * 10)).await.unwrap(), Some(i), "n {n} key {i}");
+                    assert_eq!(t.get(&k(i * 10 + 5)).await.unwrap(), None);
+                }
+                assert_eq!(t.scan(&k(0), usize::MAX).await.unwrap(), entries);
+                // The loaded tree takes inserts between and beyond the loaded keys.
+                for i in 0..n.min(300) {
+                    t.insert(&k(i * 10 + 5), 7).await.unwrap();
+                }
+                t.insert(&k(u64::MAX), 9).await.unwrap();
+                assert_eq!(t.get(&k(u64::MAX)).await.unwrap(), Some(9));
+                let all = t.scan(&k(0), usize::MAX).await.unwrap();
+                assert_eq!(all.len() as u64, n + n.min(300) + 1);
+                assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+                true
+            })
+            .unwrap();
+        assert!(ok);
+    }
+    let (mut rt, tcfg) = cluster(1, 8 << 20, 9);
+    let c = rt.add_core(0, 0);
+    let errs = rt
+        .block_on(c, async move {
+            let unsorted = vec![(k(2), 0), (k(1), 0)];
+            (
+                FgTree::bulk_load(tcfg, 0, 0, &unsorted, 0.8).await.err(),
+                FgTree::bulk_load(tcfg, 0, 0, &[], 0.0).await.err(),
+                FgTree::bulk_load(tcfg, 0, 0, &[(vec![1, 2], 0)], 0.8)
+                    .await
+                    .err(),
+            )
+        })
+        .unwrap();
+    assert!(matches!(errs.0, Some(TreeError::BadConfig(_))));
+    assert!(matches!(errs.1, Some(TreeError::BadConfig(_))));
+    assert!(matches!(errs.2, Some(TreeError::KeyLength { .. })));
+}

@@ -1,0 +1,125 @@
+//! Bulk load from sorted input (Sherman §5 bulk-loads its trees 80% full).
+//!
+//! Leaves are filled to `fill` of their capacity and linked by sibling
+//! pointers, then each internal level is built over the one below until one
+//! node remains. Fences come from the first key of each node and of its right
+//! neighbour; an internal node's first entry key is its low fence (zeros for
+//! -inf, as elsewhere). Nodes are written with WRITEs posted 64 at a time; the
+//! root pointer is written last, so nobody sees a partial tree through it.
+
+use crate::node::{Fence, Node};
+use crate::tree::{FgTree, TreeConfig, TreeError};
+use dm_runtime::write;
+use dm_verbs::GlobalAddr;
+
+impl FgTree {
+    /// Builds a tree holding `entries` (strictly increasing keys) with nodes
+    /// filled to `fill` (0 < fill <= 1; Sherman and the default use 0.8), replacing
+    /// whatever the root pointer referred to, and returns this core's handle.
+    /// Errors: `KeyLength`, `BadConfig` for keys out of order or a bad fill,
+    /// or any verb error (e.g. MS out of memory).
+    pub async fn bulk_load(
+        cfg: TreeConfig,
+        cs: u16,
+        core: u16,
+        entries: &[(Vec<u8>, u64)],
+        fill: f64,
+    ) -> Result<Self, TreeError> {
+        let t = Self::open(cfg, cs, core)?;
+        if !(fill > 0.0 && fill <= 1.0) {
+            return Err(TreeError::BadConfig(format!("fill {fill} not in (0, 1]")));
+        }
+        for (k, _) in entries {
+            t.check_key(k)?;
+        }
+        if let Some(i) = entries.windows(2).position(|w| w[0].0 >= w[1].0) {
+            return Err(TreeError::BadConfig(format!(
+                "bulk_load input not strictly sorted at entry {}",
+                i + 1
+            )));
+        }
+        let cap = t.node_capacity();
+        let per = ((cap as f64 * fill).floor() as usize).clamp(2, cap);
+        // Level 0.
+        let groups: Vec<Vec<(Vec<u8>, u64)>> = if entries.is_empty() {
+            vec![Vec::new()]
+        } else {
+            entries.chunks(per).map(|c| c.to_vec()).collect()
+        };
+        let mut level = 0u8;
+        let mut lows: Vec<Fence> = Vec::new();
+        let mut nodes: Vec<Node> = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            let low = if i == 0 {
+                Fence::NegInf
+            } else {
+                Fence::Key(g[0].0.clone())
+            };
+            let high = if i + 1 == groups.len() {
+                Fence::PosInf
+            } else {
+                Fence::Key(groups[i + 1][0].0.clone())
+            };
+            let mut n = Node::empty(level, low.clone(), high);
+            n.entries = g.clone();
+            lows.push(low);
+            nodes.push(n);
+        }
+        loop {
+            let addrs = t.write_level(&mut nodes).await?;
+            if nodes.len() == 1 {
+                write(cfg.root_ptr, addrs[0].to_u64().to_le_bytes().to_vec()).await?;
+                return Ok(t);
+            }
+            // The level above: children (low fence, address) in groups of `per`.
+            level += 1;
+            let children: Vec<(Fence, GlobalAddr)> = lows.iter().cloned().zip(addrs).collect();
+            let groups: Vec<&[(Fence, GlobalAddr)]> = children.chunks(per).collect();
+            let (mut next_nodes, mut next_lows) = (Vec::new(), Vec::new());
+            for (i, g) in groups.iter().enumerate() {
+                let low = g[0].0.clone();
+                let high = if i + 1 == groups.len() {
+                    Fence::PosInf
+                } else {
+                    groups[i + 1][0].0.clone()
+                };
+                let mut n = Node::empty(level, low.clone(), high);
+                n.entries = g
+                    .iter()
+                    .map(|(f, a)| {
+                        let k = match f {
+                            Fence::Key(k) => k.clone(),
+                            _ => vec![0; cfg.key_bytes],
+                        };
+                        (k, a.to_u64())
+                    })
+                    .collect();
+                next_lows.push(low);
+                next_nodes.push(n);
+            }
+            nodes = next_nodes;
+            lows = next_lows;
+        }
+    }
+
+    /// Allocates and writes one level left to right, linking sibling pointers.
+    async fn write_level(&self, nodes: &mut [Node]) -> Result<Vec<GlobalAddr>, TreeError> {
+        let mut addrs = Vec::with_capacity(nodes.len());
+        for _ in 0..nodes.len() {
+            addrs.push(self.alloc_node().await?);
+        }
+        for (i, n) in nodes.iter_mut().enumerate() {
+            n.sibling = addrs.get(i + 1).copied().unwrap_or(GlobalAddr::NULL);
+        }
+        for (ns, as_) in nodes.chunks(64).zip(addrs.chunks(64)) {
+            let writes = ns
+                .iter()
+                .zip(as_)
+                .map(|(n, a)| write(*a, n.encode(&self.g)));
+            for r in futures::future::join_all(writes).await {
+                r?;
+            }
+        }
+        Ok(addrs)
+    }
+}

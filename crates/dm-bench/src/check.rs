@@ -5,6 +5,8 @@
 //! - Clients (tasks spread over simulated CS cores) run random get / insert /
 //!   update / remove / scan on a small key space with small nodes, so conflicts,
 //!   splits and root growth are frequent. Every written value is unique.
+//! - Each CS has a tiny index cache (`--cache-nodes`), so lookups through
+//!   stale and evicted leaf-parent copies are frequent.
 //! - Times are the issuing core's virtual clock: every effect of an operation
 //!   happens at or after its call time and before its return time, so ordering by
 //!   these times never invents a real-time order that did not exist. Equal times
@@ -63,6 +65,9 @@ pub struct Args {
     /// Node size: small nodes split often.
     #[arg(long, default_value_t = 128)]
     pub node_bytes: usize,
+    /// Index cache per CS in leaf-parent nodes (tiny, so stale entries and evictions are frequent; 0 = none).
+    #[arg(long, default_value_t = 4)]
+    pub cache_nodes: u64,
     /// Comma-separated faults: torn (8-byte torn READs), torn-line (64-byte), delay.
     #[arg(long, default_value = "torn,delay")]
     pub faults: String,

@@ -22,7 +22,7 @@ use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, int_key, trace, Op};
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
-use dm_tree::{FgTree, TreeConfig};
+use dm_tree::{FgTree, IndexCache, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{Fabric, MsConfig, VerbStats};
@@ -87,6 +87,9 @@ pub struct Args {
     /// Node fill factor of --load bulk.
     #[arg(long, default_value_t = 0.8)]
     pub fill: f64,
+    /// Index cache per compute server, MiB (leaf parents, shared by its cores; 0 = none).
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: u64,
     /// Tree node size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub node_bytes: usize,
@@ -444,6 +447,17 @@ pub fn run(a: Args) -> Result<()> {
         .collect();
     let coros = a.coros as usize;
     let total = cores.len() * coros;
+    let caches: Vec<Arc<IndexCache>> = (0..a.cs)
+        .map(|_| Arc::new(IndexCache::new(a.cache_mb << 20, a.node_bytes)))
+        .collect();
+    let open = |cs: u16, t: u16| {
+        let tree = FgTree::open(tcfg, cs, t).unwrap();
+        if a.cache_mb > 0 {
+            tree.with_cache(caches[cs as usize].clone())
+        } else {
+            tree
+        }
+    };
     let wall = std::time::Instant::now();
     let load_pb = bar(plan.load.len() as u64, "load");
     let run_pb = bar(plan.run.len() as u64, "run");
@@ -470,10 +484,8 @@ pub fn run(a: Args) -> Result<()> {
             rt.block_on(sc[0], FgTree::create(tcfg, 0, 0))
                 .unwrap()
                 .map_err(|e| anyhow!("{e}"))?;
-            let trees: Vec<Rc<FgTree>> = cores
-                .iter()
-                .map(|&(cs, t)| Rc::new(FgTree::open(tcfg, cs, t).unwrap()))
-                .collect();
+            let trees: Vec<Rc<FgTree>> =
+                cores.iter().map(|&(cs, t)| Rc::new(open(cs, t))).collect();
             let phase = |rt: &mut SimRuntime, ph: Phase, pb: &ProgressBar| {
                 let t0 = rt.fabric().now_ns();
                 let hs: Vec<_> = sc
@@ -525,7 +537,7 @@ pub fn run(a: Args) -> Result<()> {
                 let outs = dm_runtime::run_threads(&fabric, &cores, true, |i| {
                     let (cs, t) = cores[i];
                     core_phase(
-                        Rc::new(FgTree::open(tcfg, cs, t).unwrap()),
+                        Rc::new(open(cs, t)),
                         plan.clone(),
                         ph,
                         i * coros,
@@ -557,14 +569,20 @@ pub fn run(a: Args) -> Result<()> {
                 phase(Phase::Load, &load_pb)
             };
             let (ro, rns) = phase(Phase::Run, &run_pb);
-            let v = ex.block_on(verify(
-                Rc::new(FgTree::open(tcfg, 0, 0).unwrap()),
-                plan.clone(),
-            ));
+            let v = ex.block_on(verify(Rc::new(open(0, 0)), plan.clone()));
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
             (lo, ro, lns, rns, v, json!({}), used)
         }
     };
+    let mut cache = dm_tree::CacheStats::default();
+    for c in &caches {
+        let s = c.stats();
+        cache.hits += s.hits;
+        cache.misses += s.misses;
+        cache.bytes += s.bytes;
+        cache.nodes += s.nodes;
+    }
+    let wall_s = wall.elapsed().as_secs_f64();
     report(
         &a,
         &plan,
@@ -575,7 +593,8 @@ pub fn run(a: Args) -> Result<()> {
         verified,
         fabric_detail,
         ms_used,
-        wall.elapsed().as_secs_f64(),
+        cache,
+        wall_s,
     )
 }
 
@@ -590,6 +609,7 @@ fn report(
     verified: (u64, u64, Option<String>),
     fabric_detail: serde_json::Value,
     ms_used: u64,
+    cache: dm_tree::CacheStats,
     wall_s: f64,
 ) -> Result<()> {
     let clock = if a.fabric == FabricArg::Sim {
@@ -639,8 +659,8 @@ fn report(
         "latency_us": {"p50": us(0.5), "p99": us(0.99), "p999": us(0.999)},
         "per_op": per_op(&total, ops),
         "per_op_by_kind": by_kind,
-        "cache": {"hit_ratio": null, "bytes": 0},
-        "memory": {"ms_bytes_used": ms_used, "cs_cache_bytes": 0},
+        "cache": {"hit_ratio": cache.hit_ratio(), "bytes": cache.bytes, "items": cache.nodes, "hits": cache.hits, "misses": cache.misses},
+        "memory": {"ms_bytes_used": ms_used, "cs_cache_bytes": cache.bytes},
         "verified": ver,
         "mismatches": mismatches,
         "first_mismatch": first,

@@ -38,9 +38,7 @@ impl FgTree {
 
     async fn upsert(&self, key: &[u8], value: u64, may_insert: bool) -> Result<bool, TreeError> {
         loop {
-            let Found::Node(a, _) = self.find(key, 0).await? else {
-                unreachable!("root at level >= 0")
-            };
+            let (a, _) = self.find_leaf(key).await?;
             let Some((a, mut n)) = self.lock_covering(a, key).await? else {
                 continue;
             };

@@ -14,10 +14,13 @@
 //! - `scan`: ordered range scan across leaves via sibling pointers.
 //! - `bulk`: `bulk_load` from sorted input at a fill factor (default 80%).
 //!
-//! Still to come (issue 3 and later): the CS index cache (FG+),
+//! - [`cache`]: the CS index cache of leaf parents (FG+), safe when stale.
+//!
+//! Still to come (issue 3 and later):
 //! Sherman's techniques, DEX and the NAM designs (see the issues).
 
 mod bulk;
+pub mod cache;
 mod insert;
 pub mod node;
 mod remove;
@@ -25,6 +28,7 @@ mod scan;
 mod search;
 pub mod tree;
 
+pub use cache::{CacheStats, IndexCache};
 pub use tree::{FgTree, TreeConfig, TreeError};
 
 /// The default node size of the B+tree family in bytes (Sherman §5, FG+: 1 KB).

@@ -2,7 +2,6 @@
 //! merged or freed, so every pointer a reader may hold stays valid (Ziegler et
 //! al. leave deletion without merging too).
 
-use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
 
 impl FgTree {
@@ -10,9 +9,7 @@ impl FgTree {
     pub async fn remove(&self, key: &[u8]) -> Result<bool, TreeError> {
         self.check_key(key)?;
         loop {
-            let Found::Node(a, _) = self.find(key, 0).await? else {
-                unreachable!("root at level >= 0")
-            };
+            let (a, _) = self.find_leaf(key).await?;
             let Some((a, mut n)) = self.lock_covering(a, key).await? else {
                 continue;
             };

@@ -5,7 +5,6 @@
 //! returned was present in a validated leaf image.
 
 use crate::node::Fence;
-use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
 
 impl FgTree {
@@ -16,9 +15,7 @@ impl FgTree {
         if count == 0 {
             return Ok(out);
         }
-        let Found::Node(_, mut n) = self.find(from, 0).await? else {
-            unreachable!("root at level >= 0")
-        };
+        let (_, mut n) = self.find_leaf(from).await?;
         loop {
             for (k, v) in &n.entries {
                 let after_last = out.last().is_none_or(|(l, _)| k > l);

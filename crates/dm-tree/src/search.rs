@@ -36,6 +36,11 @@ impl FgTree {
                 } else if n.level == level {
                     return Ok(Found::Node(a, n));
                 } else {
+                    if n.level == 1 {
+                        if let Some(c) = &self.cache {
+                            c.insert(&n);
+                        }
+                    }
                     a = n.child_for(key);
                 }
                 n = self.read_node(a).await?;
@@ -43,12 +48,48 @@ impl FgTree {
         }
     }
 
+    /// The leaf covering `key` (unlocked image): through the index cache when
+    /// it has the leaf's parent (one READ when fresh), else from the root.
+    pub(crate) async fn find_leaf(&self, key: &[u8]) -> Result<(GlobalAddr, Node), TreeError> {
+        if let Some(c) = &self.cache {
+            if let Some((leaf, id)) = c.lookup(key) {
+                let mut a = leaf;
+                let mut hops = 0;
+                loop {
+                    let n = self.read_node(a).await?;
+                    if n.level != 0 || n.below_low(key) {
+                        c.invalidate(&id);
+                        break;
+                    }
+                    if n.beyond_high(key) {
+                        hops += 1;
+                        if n.sibling.is_null() || hops > 8 {
+                            c.invalidate(&id);
+                            break;
+                        }
+                        a = n.sibling;
+                        continue;
+                    }
+                    if hops > 0 {
+                        // Keys moved right since the copy was taken: refresh it next time.
+                        c.invalidate(&id);
+                    }
+                    c.record(true);
+                    return Ok((a, n));
+                }
+            }
+            c.record(false);
+        }
+        match self.find(key, 0).await? {
+            Found::Node(a, n) => Ok((a, n)),
+            Found::RootBelow(_) => unreachable!("the root is at level 0 or above"),
+        }
+    }
+
     /// The value stored under `key`, if any.
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
         self.check_key(key)?;
-        match self.find(key, 0).await? {
-            Found::Node(_, n) => Ok(n.find(key).ok().map(|i| n.entries[i].1)),
-            Found::RootBelow(_) => unreachable!("the root is at level 0 or above"),
-        }
+        let (_, n) = self.find_leaf(key).await?;
+        Ok(n.find(key).ok().map(|i| n.entries[i].1))
     }
 }

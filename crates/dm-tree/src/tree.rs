@@ -81,6 +81,8 @@ pub struct FgTree {
     tag: u64,
     /// Node images this handle rejected because their checksum did not match.
     rejected: std::cell::Cell<u64>,
+    /// The CS's index cache, if any.
+    pub(crate) cache: Option<std::sync::Arc<crate::IndexCache>>,
 }
 
 impl FgTree {
@@ -106,6 +108,7 @@ impl FgTree {
             alloc: ChunkAlloc::new(cfg.num_ms, cfg.chunk_bytes, first_ms),
             tag: ((cs as u64) << 16 | core as u64) + 1,
             rejected: std::cell::Cell::new(0),
+            cache: None,
         })
     }
 
@@ -117,6 +120,12 @@ impl FgTree {
         write(a, leaf.encode(&t.g)).await?;
         write(cfg.root_ptr, a.to_u64().to_le_bytes().to_vec()).await?;
         Ok(t)
+    }
+
+    /// Uses `cache` (shared by the cores of this CS) for leaf-parent lookups.
+    pub fn with_cache(mut self, cache: std::sync::Arc<crate::IndexCache>) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// Node images this handle rejected (torn or mid-write) and read again.

@@ -281,3 +281,87 @@ fn bulk_load_then_reads_inserts_and_scans() {
     assert!(matches!(errs.1, Some(TreeError::BadConfig(_))));
     assert!(matches!(errs.2, Some(TreeError::KeyLength { .. })));
 }
+
+#[test]
+fn warm_cache_get_is_one_leaf_read() {
+    let (mut rt, mut tcfg) = cluster(2, 16 << 20, 11);
+    tcfg.node_bytes = 1024;
+    let c = rt.add_core(0, 0);
+    let (cold, warm, stats) = rt
+        .block_on(c, async move {
+            let cache = std::sync::Arc::new(dm_tree::IndexCache::new(1 << 20, 1024));
+            let entries: Vec<(Vec<u8>, u64)> = (0..20_000u64).map(|i| (k(i), i)).collect();
+            let t = FgTree::bulk_load(tcfg, 0, 0, &entries, 0.8)
+                .await
+                .unwrap()
+                .with_cache(cache.clone());
+            let s0 = dm_runtime::task_stats();
+            assert_eq!(t.get(&k(4242)).await.unwrap(), Some(4242));
+            let s1 = dm_runtime::task_stats();
+            assert_eq!(t.get(&k(4243)).await.unwrap(), Some(4243));
+            let s2 = dm_runtime::task_stats();
+            (s1.since(&s0), s2.since(&s1), cache.stats())
+        })
+        .unwrap();
+    assert!(cold.read >= 3, "a cold get walks from the root: {cold:?}");
+    assert_eq!(
+        (warm.read, warm.rtts, warm.bytes_read),
+        (1, 1, 1024),
+        "warm get = 1 READ of one leaf"
+    );
+    assert_eq!((stats.hits, stats.misses, stats.nodes), (1, 1, 1));
+}
+
+#[test]
+fn stale_and_evicted_cache_entries_stay_correct_under_concurrency() {
+    for seed in 0..3 {
+        let (mut rt, tcfg) = cluster(2, 16 << 20, 100 + seed);
+        let cores: Vec<SimCore> = (0..4).map(|i| rt.add_core(i / 2, i % 2)).collect();
+        rt.block_on(cores[0], async move {
+            FgTree::create(tcfg, 0, 0).await.map(|_| ())
+        })
+        .unwrap()
+        .unwrap();
+        // One cache per CS holding at most 4 leaf parents: constant staleness and eviction.
+        let caches: Vec<_> = (0..2)
+            .map(|_| std::sync::Arc::new(dm_tree::IndexCache::new(4 * 128, 128)))
+            .collect();
+        for (ci, &c) in cores.iter().enumerate() {
+            let t = Rc::new(
+                FgTree::open(tcfg, (ci / 2) as u16, (ci % 2) as u16)
+                    .unwrap()
+                    .with_cache(caches[ci / 2].clone()),
+            );
+            for task in 0..6u64 {
+                let t = t.clone();
+                rt.spawn_on(c, async move {
+                    for i in 0..80u64 {
+                        let key = ((ci as u64 * 6 + task) * 80 + i) * 7919 % 50_021;
+                        t.insert(&k(key), key).await.unwrap();
+                        assert_eq!(t.get(&k(key)).await.unwrap(), Some(key));
+                        if i % 4 == 0 {
+                            let r = t.scan(&k(key), 5).await.unwrap();
+                            assert_eq!(r.first().map(|x| x.1), Some(key));
+                        }
+                    }
+                });
+            }
+        }
+        rt.run();
+        for cache in &caches {
+            let s = cache.stats();
+            assert!(s.bytes <= 4 * 128 && s.hits > 0 && s.misses > 0, "{s:?}");
+        }
+        let n = rt
+            .block_on(cores[0], async move {
+                FgTree::open(tcfg, 0, 0)
+                    .unwrap()
+                    .scan(&k(0), usize::MAX)
+                    .await
+                    .unwrap()
+                    .len()
+            })
+            .unwrap();
+        assert_eq!(n, 4 * 6 * 80);
+    }
+}

@@ -708,6 +708,13 @@ fn report(
         total.rtts as f64 / d
     );
     println!(
+        "  cache        hit ratio {:.3} (load and run), {} leaf parents, {:.1} MiB over {} CS",
+        cache.hit_ratio(),
+        cache.nodes,
+        cache.bytes as f64 / (1 << 20) as f64,
+        a.cs
+    );
+    println!(
         "  memory       {:.1} MiB allocated on the MSs",
         ms_used as f64 / (1 << 20) as f64
     );

@@ -19,7 +19,7 @@
 use crate::report::{per_op, write_json};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
-use crate::ycsb::{gen::fnvhash64, int_key, trace, Op};
+use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_tree::{FgTree, IndexCache, TreeConfig};
@@ -78,8 +78,14 @@ pub struct Args {
     #[arg(long, default_value = "randint")]
     pub key_type: String,
     /// Tree key size in bytes (1..=32); shorter string keys are zero-padded.
-    #[arg(long, default_value_t = 8)]
-    pub key_bytes: usize,
+    /// Default: 8 for integer keys, 32 for string keys (--key-file, string traces).
+    #[arg(long)]
+    pub key_bytes: Option<usize>,
+    /// String keys, one a line (plain, .gz or .zst), e.g. pypi-names.txt.gz:
+    /// key number n of the generated workload becomes the file's n-th key after
+    /// a fixed shuffle; keys longer than --key-bytes are skipped and counted.
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
     /// Load phase: `insert` (YCSB's load: one insert per record, all coroutines)
     /// or `bulk` (sorted bulk load at --fill, as Sherman loads its trees).
     #[arg(long, default_value = "insert")]
@@ -106,6 +112,8 @@ struct Plan {
     run: Vec<Op>,
     /// Values ever written to each key (load and run).
     allowed: HashMap<Vec<u8>, Vec<u64>>,
+    /// Where the keys come from, for the report.
+    keys_info: serde_json::Value,
 }
 
 fn load_value(i: usize) -> u64 {
@@ -321,15 +329,29 @@ fn pad(k: &[u8], n: usize) -> Result<Vec<u8>> {
     Ok(v)
 }
 
+/// Tree key size: `--key-bytes`, else 8 for integer keys and 32 for strings.
+fn key_bytes(a: &Args) -> usize {
+    let strings = a.key_file.is_some() || (a.trace_dir.is_some() && a.key_type != "randint");
+    a.key_bytes.unwrap_or(if strings { 32 } else { 8 })
+}
+
 fn build_plan(a: &Args) -> Result<Plan> {
+    let mut keys_info =
+        json!({"kind": "integer (YCSB FNV-hashed key numbers)", "key_bytes": key_bytes(a)});
     let (load, run): (Vec<Vec<u8>>, Vec<Op>) = match &a.trace_dir {
+        Some(_) if a.key_file.is_some() => {
+            bail!("--key-file applies to generated workloads; a trace brings its own keys")
+        }
         Some(dir) => {
             let ints = a.key_type == "randint";
+            if !ints {
+                keys_info = json!({"kind": format!("trace key type {}", a.key_type), "key_bytes": key_bytes(a)});
+            }
             let lp = trace::find(dir, "load", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let tp = trace::find(dir, "txn", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let load = trace::read_ops(&lp, ints, usize::MAX).map_err(|e| anyhow!(e))?;
             let run = trace::read_ops(&tp, ints, a.ops as usize).map_err(|e| anyhow!(e))?;
-            let n = a.key_bytes;
+            let n = key_bytes(a);
             let load = load
                 .iter()
                 .map(|o| pad(o.key(), n))
@@ -350,13 +372,40 @@ fn build_plan(a: &Args) -> Result<Plan> {
             (load, run)
         }
         None => {
-            if a.key_bytes != 8 {
-                bail!("generated workloads use 8-byte integer keys; --key-bytes applies to traces");
-            }
             let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
-            let load = (0..a.keys).map(int_key).collect();
             let mut s = Stream::new(spec, a.keys, a.ops, a.seed);
-            (load, (0..a.ops).map(|_| s.next_op()).collect())
+            match &a.key_file {
+                Some(path) => {
+                    let kf = keys::load(path, key_bytes(a)).map_err(|e| anyhow!(e))?;
+                    keys_info = json!({
+                        "kind": "strings",
+                        "file": path.display().to_string(),
+                        "key_bytes": key_bytes(a),
+                        "lines": kf.lines,
+                        "usable": kf.keys.len(),
+                        "skipped_too_long": kf.too_long,
+                        "duplicates": kf.duplicates,
+                    });
+                    s = s.with_key_list(Arc::new(kf.keys));
+                }
+                None if key_bytes(a) != 8 => {
+                    bail!("generated integer keys are 8 bytes; --key-bytes applies to string keys")
+                }
+                None => {}
+            }
+            let load = (0..a.keys).map(|n| s.key(n)).collect();
+            let run = (0..a.ops).map(|_| s.next_op()).collect();
+            if let Some(usable) = keys_info["usable"].as_u64() {
+                if s.key_numbers_used() > usable {
+                    bail!(
+                        "{}: the key file has {usable} usable keys; this workload uses {} \
+                         (records or key space, plus inserts of new keys)",
+                        a.key_file.as_ref().unwrap().display(),
+                        s.key_numbers_used()
+                    );
+                }
+            }
+            (load, run)
         }
     };
     let mut allowed: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
@@ -380,7 +429,12 @@ fn build_plan(a: &Args) -> Result<Plan> {
         )
         .collect();
     allowed.retain(|k, _| inserted.contains(k));
-    Ok(Plan { load, run, allowed })
+    Ok(Plan {
+        load,
+        run,
+        allowed,
+        keys_info,
+    })
 }
 
 /// The load as sorted (key, value) pairs; a key loaded twice keeps its last value.
@@ -436,7 +490,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let tcfg = TreeConfig {
         node_bytes: a.node_bytes,
-        key_bytes: a.key_bytes,
+        key_bytes: key_bytes(&a),
         chunk_bytes: chunk,
         num_ms: a.ms,
         ..Default::default()
@@ -514,7 +568,22 @@ pub fn run(a: Args) -> Result<()> {
                 pb.finish();
                 (o, t1 - t0)
             };
-            let (lo, lns) = phase(&mut rt, Phase::Load, &load_pb);
+            let (lo, lns) = if a.load == "bulk" {
+                let t0 = rt.fabric().now_ns();
+                let sorted = sorted_load(&plan);
+                let fill = a.fill;
+                rt.block_on(sc[0], async move {
+                    FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
+                        .await
+                        .map(|_| ())
+                })
+                .unwrap()
+                .map_err(|e| anyhow!("{e}"))?;
+                load_pb.finish_and_clear();
+                (bulk_out(&plan), rt.fabric().now_ns() - t0)
+            } else {
+                phase(&mut rt, Phase::Load, &load_pb)
+            };
             let (ro, rns) = phase(&mut rt, Phase::Run, &run_pb);
             let v = rt
                 .block_on(sc[0], verify(trees[0].clone(), plan.clone()))
@@ -623,8 +692,13 @@ fn report(
     for s in &out.stats {
         total.add(s);
     }
+    let mut load_total = VerbStats::default();
+    for s in &load.stats {
+        load_total.add(s);
+    }
+    let loaded = load.counts.iter().sum::<u64>();
     let mops = ops as f64 / (run_ns.max(1) as f64 / 1e9) / 1e6;
-    let load_mops = load.counts.iter().sum::<u64>() as f64 / (load_ns.max(1) as f64 / 1e9) / 1e6;
+    let load_mops = loaded as f64 / (load_ns.max(1) as f64 / 1e9) / 1e6;
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let by_kind: serde_json::Map<String, serde_json::Value> = KINDS
         .iter()
@@ -650,6 +724,8 @@ fn report(
         "fabric": format!("{:?}", a.fabric).to_lowercase(),
         "clock": clock,
         "keys": plan.load.len(),
+        "key_source": plan.keys_info,
+        "load": {"mode": a.load, "fill": (a.load == "bulk").then_some(a.fill), "ns": load_ns, "per_op": per_op(&load_total, loaded)},
         "ops": ops,
         "ops_by_kind": counts,
         "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros},
@@ -678,8 +754,27 @@ fn report(
         a.ms, a.cs, a.threads, a.coros
     );
     println!(
-        "  load         {} keys, {load_mops:.3} Mops",
-        plan.load.len()
+        "  keys         {}",
+        plan.keys_info["kind"].as_str().unwrap_or_default()
+    );
+    if let Some(f) = plan.keys_info["file"].as_str() {
+        println!(
+            "               {f}: {} usable of {} lines at {} bytes ({} longer skipped, {} duplicates)",
+            plan.keys_info["usable"],
+            plan.keys_info["lines"],
+            plan.keys_info["key_bytes"],
+            plan.keys_info["skipped_too_long"],
+            plan.keys_info["duplicates"]
+        );
+    }
+    println!(
+        "  load         {} keys by {}, {load_mops:.3} Mops",
+        plan.load.len(),
+        if a.load == "bulk" {
+            format!("bulk load at fill {}", a.fill)
+        } else {
+            "inserts".to_string()
+        }
     );
     let kinds: Vec<String> = KINDS
         .iter()

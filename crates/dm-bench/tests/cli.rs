@@ -288,6 +288,87 @@ fn ycsb_fg_bulk_load() {
     assert!(ok, "{text}");
     assert_eq!(v["mismatches"], 0, "{text}");
     assert_eq!(v["keys"], 5000);
+    assert_eq!(v["load"]["mode"], "bulk");
+    // A bulk load writes whole nodes: no per-key READs or lock CASes.
+    assert_eq!(v["load"]["per_op"]["cas"], 0.0, "{text}");
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "d",
+        "--keys",
+        "5000",
+        "--ops",
+        "3000",
+        "--threads",
+        "2",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["load"]["mode"], "insert");
+    assert!(
+        v["load"]["per_op"]["cas"].as_f64().unwrap() >= 1.0,
+        "{text}"
+    );
     let (ok, text, _) = bench(&["ycsb", "--load", "sideways"]);
     assert!(!ok && text.contains("--load"), "{text}");
+}
+
+/// String keys from a gzip'd file: padded to --key-bytes, long keys skipped
+/// and counted, every key verified after a run with inserts and scans.
+#[test]
+fn ycsb_fg_on_string_keys_from_a_key_file() {
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("dm-bench-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("names.txt.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    for i in 0..3000u32 {
+        // Shared prefixes, as in package names; every 100th name is 40 bytes.
+        if i % 100 == 99 {
+            writeln!(gz, "{}", "x".repeat(39) + &(i % 10).to_string()).unwrap();
+        } else {
+            writeln!(gz, "django-plugin-{i}").unwrap();
+        }
+    }
+    gz.finish().unwrap();
+    let p = path.to_str().unwrap();
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "e",
+        "--keys",
+        "2000",
+        "--ops",
+        "2000",
+        "--key-file",
+        p,
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["key_source"]["key_bytes"], 32);
+    assert_eq!(v["key_source"]["skipped_too_long"], 30, "{text}");
+    assert_eq!(v["key_source"]["usable"], 2970);
+    assert!(v["verified"].as_u64().unwrap() >= 2000, "{text}");
+    // 2000 records plus up to 2000 inserts need more keys than the file has.
+    let (ok, text, _) = bench(&[
+        "ycsb",
+        "--workload",
+        "d",
+        "--keys",
+        "2900",
+        "--ops",
+        "2000",
+        "--key-file",
+        p,
+    ]);
+    assert!(!ok && text.contains("usable keys"), "{text}");
+    let (ok, text, _) = bench(&["ycsb", "--key-file", "/nonexistent/keys.gz"]);
+    assert!(!ok && text.contains("cannot open"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -4,9 +4,11 @@
 //! - [`gen`]: YCSB 0.11's generators (FNV key hashing, zipfian, scrambled
 //!   zipfian, skewed latest).
 //! - [`workload`]: the workload specs and the stream built from them.
+//! - [`keys`]: string keys from a file (`--key-file`).
 //! - [`trace`]: reading `load_*`/`txn_*` trace files (`.gz`, `.zst` or plain).
 
 pub mod gen;
+pub mod keys;
 pub mod trace;
 pub mod workload;
 

@@ -34,6 +34,7 @@ use super::gen::{ScrambledZipfian, SkewedLatest};
 use super::{int_key, Op};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
 
 /// Request distribution.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,6 +132,8 @@ pub struct Stream {
     key_space: u64,
     zipf: Option<ScrambledZipfian>,
     latest: Option<SkewedLatest>,
+    /// Key number -> key: YCSB's hashed integer keys, or a key file's keys.
+    key_list: Option<Arc<Vec<Vec<u8>>>>,
 }
 
 impl Stream {
@@ -158,6 +161,29 @@ impl Stream {
             key_space,
             zipf,
             latest,
+            key_list: None,
+        }
+    }
+
+    /// Uses `keys[n]` as the key of key number `n` instead of [`int_key`]`(n)`
+    /// (string keys from `--key-file`). A key number beyond the list makes
+    /// [`Stream::key_numbers_used`] exceed its length; check it after generating.
+    pub fn with_key_list(mut self, keys: Arc<Vec<Vec<u8>>>) -> Self {
+        self.key_list = Some(keys);
+        self
+    }
+
+    /// Key numbers the stream has used so far (the load's `records`, or the
+    /// key space of Sherman's mixes, plus the run's inserts of new keys).
+    pub fn key_numbers_used(&self) -> u64 {
+        self.next_insert.max(self.key_space)
+    }
+
+    /// The key of key number `n` (empty if `n` is beyond the key list).
+    pub fn key(&self, n: u64) -> Vec<u8> {
+        match &self.key_list {
+            Some(l) => l.get(n as usize).cloned().unwrap_or_default(),
+            None => int_key(n),
         }
     }
 
@@ -188,24 +214,30 @@ impl Stream {
         n.min(limit.max(1) - 1)
     }
 
+    /// The key of a request's key number.
+    fn chosen_key(&mut self) -> Vec<u8> {
+        let n = self.keynum();
+        self.key(n)
+    }
+
     /// The next operation.
     pub fn next_op(&mut self) -> Op {
         let m = self.spec.mix;
         let p: f64 = self.rng.gen();
         if p < m.read {
-            Op::Read(int_key(self.keynum()))
+            Op::Read(self.chosen_key())
         } else if p < m.read + m.update {
-            Op::Update(int_key(self.keynum()))
+            Op::Update(self.chosen_key())
         } else if p < m.read + m.update + m.insert {
             if self.spec.upsert_load_fraction.is_some() {
-                Op::Insert(int_key(self.keynum()))
+                Op::Insert(self.chosen_key())
             } else {
                 let n = self.next_insert;
                 self.next_insert += 1;
-                Op::Insert(int_key(n))
+                Op::Insert(self.key(n))
             }
         } else if p < m.read + m.update + m.insert + m.scan {
-            let k = int_key(self.keynum());
+            let k = self.chosen_key();
             let len = if self.spec.fixed_scan {
                 self.spec.max_scan
             } else {
@@ -213,7 +245,7 @@ impl Stream {
             };
             Op::Scan(k, len)
         } else {
-            Op::ReadModifyWrite(int_key(self.keynum()))
+            Op::ReadModifyWrite(self.chosen_key())
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::node::{Fence, Node};
 use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::{write, yield_now};
-use dm_verbs::GlobalAddr;
+use dm_verbs::{GlobalAddr, VerbError};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -84,7 +84,15 @@ impl FgTree {
             n.high = Fence::Key(sep.clone());
             n.sibling = ra;
             self.write_back_unlock(a, &n).await?;
-            self.insert_parent(n.level + 1, a, sep, ra).await
+            // The split is published: the B-link sibling chain reaches `ra`, so
+            // the caller's insert has taken effect. If an upper level cannot get
+            // memory for its own split or the root growth, the separator stays
+            // out of the parents (searches take one more sibling hop there) and
+            // the insert still reports success: an error must mean "not inserted".
+            match self.insert_parent(n.level + 1, a, sep, ra).await {
+                Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => Ok(()),
+                r => r,
+            }
         })
     }
 

@@ -16,8 +16,38 @@
 //!
 //! - [`cache`]: the CS index cache of leaf parents (FG+), safe when stale.
 //!
-//! Still to come (issue 3 and later):
-//! Sherman's techniques, DEX and the NAM designs (see the issues).
+//! ## Using it
+//! Create the tree once ([`FgTree::create`] or [`FgTree::bulk_load`]) from one
+//! core, then [`FgTree::open`] a handle on every core that uses it (handles
+//! carve their own chunks), optionally sharing one [`IndexCache`] per CS with
+//! [`FgTree::with_cache`]. Every operation is an `async fn` to run on
+//! dm-runtime: `get`, `insert` (upsert), `update` (only if present), `remove`,
+//! `scan(from, count)` (ascending, `count` entries at most).
+//!
+//! ## Keys, values and errors
+//! - **Keys** are byte strings of exactly `TreeConfig::key_bytes` (1..=32;
+//!   8 by default, u64 keys as big-endian bytes so byte order is numeric
+//!   order), compared lexicographically. Shorter string keys are padded by the
+//!   caller (dm-bench pads with zero bytes). No key value is reserved: fences
+//!   mark -inf/+inf with flags, so the all-zero and all-0xff keys are ordinary
+//!   keys. Any other length is [`TreeError::KeyLength`].
+//! - **Values** are 8 bytes (`u64`), as in FG and Sherman, where a value is
+//!   typically the address of a record kept elsewhere; the type makes a value
+//!   of the wrong size unrepresentable, so there is no runtime check to fail.
+//! - **MS out of memory** (no chunk left for the new node of a leaf split) is
+//!   `TreeError::Verb(VerbError::MsOutOfMemory)` and means the key was *not*
+//!   inserted: the new node is allocated before anything is written, and the
+//!   leaf is unlocked unchanged. Once a leaf split is published, the insert has
+//!   taken effect; if an upper level then cannot get memory for its own split
+//!   or for root growth, its separator stays out (the B-link sibling chain
+//!   still reaches the new node, one more hop) and the insert returns `Ok`.
+//!   Tested in `tests/fg.rs` (`bad_input_and_exhausted_memory_are_errors`).
+//! - A failed verb (QP in error state, bad address) is `TreeError::Verb`; a
+//!   node that never validates (a writer died mid-write-back) is
+//!   [`TreeError::Corrupt`]; an impossible configuration is
+//!   [`TreeError::BadConfig`]. No input panics.
+//!
+//! Still to come (later issues): Sherman's techniques, DEX and the NAM designs.
 
 mod bulk;
 pub mod cache;

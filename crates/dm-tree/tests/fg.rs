@@ -204,6 +204,17 @@ fn bad_input_and_exhausted_memory_are_errors() {
                     break;
                 }
             }
+            // An error means "not inserted"; everything acknowledged is there,
+            // and the full tree still serves reads, updates and scans.
+            let (at, _) = err.clone().unwrap();
+            assert_eq!(t.get(&k(at)).await.unwrap(), None);
+            for i in 0..at {
+                assert_eq!(t.get(&k(i)).await.unwrap(), Some(i), "key {i}");
+            }
+            assert!(t.update(&k(0), 77).await.unwrap());
+            let all = t.scan(&k(0), usize::MAX).await.unwrap();
+            assert_eq!(all.len() as u64, at);
+            assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
             (short, long, err)
         })
         .unwrap();
@@ -364,4 +375,63 @@ fn stale_and_evicted_cache_entries_stay_correct_under_concurrency() {
             .unwrap();
         assert_eq!(n, 4 * 6 * 80);
     }
+}
+
+/// 32-byte keys (the largest configuration): names with long shared prefixes,
+/// plus the all-zero and all-0xff keys (no key value is reserved: fences carry
+/// infinities as flags). Matches a BTreeMap through splits, updates, removes
+/// and scans.
+#[test]
+fn thirty_two_byte_keys_with_extremes_match_btreemap() {
+    let (mut rt, mut tcfg) = cluster(2, 16 << 20, 21);
+    tcfg.node_bytes = 512;
+    tcfg.key_bytes = 32;
+    let c = rt.add_core(0, 0);
+    let key = |i: u32| {
+        let mut v = format!("aws-solutions-constructs-{i:05}").into_bytes();
+        v.resize(32, 0);
+        v
+    };
+    rt.block_on(c, async move {
+        let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+        assert!(t.node_capacity() >= 4);
+        let mut model = BTreeMap::new();
+        for (j, k) in [vec![0u8; 32], vec![0xff; 32]].into_iter().enumerate() {
+            t.insert(&k, j as u64).await.unwrap();
+            model.insert(k, j as u64);
+        }
+        for i in 0..600u32 {
+            let k = key(i * 7919 % 600);
+            t.insert(&k, i as u64).await.unwrap();
+            model.insert(k, i as u64);
+        }
+        for i in (0..600u32).step_by(3) {
+            assert!(t.remove(&key(i)).await.unwrap());
+            model.remove(&key(i));
+        }
+        for i in (1..600u32).step_by(5) {
+            let found = t.update(&key(i), 1_000 + i as u64).await.unwrap();
+            assert_eq!(found, model.contains_key(&key(i)));
+            if found {
+                model.insert(key(i), 1_000 + i as u64);
+            }
+        }
+        let all: Vec<(Vec<u8>, u64)> = model.clone().into_iter().collect();
+        assert_eq!(t.scan(&[0u8; 32], usize::MAX).await.unwrap(), all);
+        assert_eq!(t.get(&[0xff; 32]).await.unwrap(), Some(1));
+        assert_eq!(t.get(&[0u8; 32]).await.unwrap(), Some(0));
+        assert_eq!(
+            t.scan(&key(300), 5).await.unwrap(),
+            all[..]
+                .iter()
+                .filter(|(k, _)| *k >= key(300))
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            t.get(&[1u8; 31]).await.err(),
+            Some(TreeError::KeyLength { got: 31, want: 32 })
+        );
+    });
 }

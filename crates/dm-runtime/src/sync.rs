@@ -2,8 +2,8 @@
 //!
 //! - [`yield_now`]: a switch point after a lock failure (retry later).
 //! - [`LocalLockTable`]: the CS-local half of Sherman's hierarchical on-chip lock
-//!   (HOCL, Sherman §4.3). One table per CS, shared by its cores; a slot per hash
-//!   of the lock key; FIFO wait queue; a waiter parks (a queue wait, not a spin).
+//!   (HOCL, Sherman §4.3). One table per CS, shared by its cores; an exact lock
+//!   per key (no false sharing, so hand-over is sound); FIFO wait queue; a waiter parks (a queue wait, not a spin).
 //!   The holder may *hand over* the lock to the next local waiter, together with
 //!   the remote lock it still holds, at most `max_handover` times in a row
 //!   (Sherman uses 4) so that other CSs are not starved.
@@ -14,9 +14,8 @@
 //! mutex and never touch another core; wakes across cores go through the target
 //! core's inbox.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -51,46 +50,54 @@ struct WaitCell {
 #[derive(Default)]
 struct LockSlot {
     held: bool,
+    /// A waiter was handed the remote lock but gave up before taking it: the
+    /// next holder inherits the remote lock (it is still held).
+    orphan_remote: bool,
     handovers: u32,
     waiters: VecDeque<Arc<WaitCell>>,
 }
 
 /// Local lock table with FIFO wait queues and bounded hand-over (Sherman §4.3).
+///
+/// Locks are exact per key (a `u64`, e.g. the index of a global lock-table
+/// slot): two keys never share a local lock, which is what makes hand-over
+/// sound (the receiver inherits the remote lock of *its* key). Keys live in
+/// `shards` hash maps behind one mutex each; an entry exists only while its
+/// lock is held, so memory follows the locks in use, not the key space.
 pub struct LocalLockTable {
-    slots: Box<[Mutex<LockSlot>]>,
+    shards: Box<[Mutex<HashMap<u64, LockSlot>>]>,
     max_handover: u32,
 }
 
 impl LocalLockTable {
-    /// `slots` lock slots (keys hash into them; colliding keys share a lock,
-    /// which is safe), at most `max_handover` consecutive hand-overs.
-    pub fn new(slots: usize, max_handover: u32) -> Self {
+    /// `shards` mutex-protected maps (contention between cores, not
+    /// correctness), at most `max_handover` consecutive hand-overs per key.
+    pub fn new(shards: usize, max_handover: u32) -> Self {
         LocalLockTable {
-            slots: (0..slots.max(1)).map(|_| Mutex::default()).collect(),
+            shards: (0..shards.max(1)).map(|_| Mutex::default()).collect(),
             max_handover,
         }
     }
 
-    fn slot_of(&self, key: u64) -> usize {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        (h.finish() % self.slots.len() as u64) as usize
+    fn shard_of(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % self.shards.len()
     }
 
     /// Acquires the local lock of `key`. If the guard says
     /// [`LocalLockGuard::handed_over`], the previous holder passed its remote lock
     /// along and the caller must not acquire it again.
     pub async fn lock(&self, key: u64) -> LocalLockGuard<'_> {
-        let slot = self.slot_of(key);
+        let shard = self.shard_of(key);
         let cell = {
-            let mut s = self.slots[slot].lock().unwrap();
+            let mut m = self.shards[shard].lock().unwrap();
+            let s = m.entry(key).or_default();
             if !s.held {
                 s.held = true;
                 s.handovers = 0;
                 return LocalLockGuard {
                     table: self,
-                    slot,
-                    handed_over: false,
+                    key,
+                    handed_over: std::mem::take(&mut s.orphan_remote),
                     released: false,
                 };
             }
@@ -100,27 +107,28 @@ impl LocalLockTable {
         };
         let handed_over = LockWait {
             table: self,
-            slot,
+            key,
             cell: Some(cell),
         }
         .await;
         LocalLockGuard {
             table: self,
-            slot,
+            key,
             handed_over,
             released: false,
         }
     }
 
-    fn grant_next(&self, slot: usize, hand_over: bool) -> bool {
-        let mut s = self.slots[slot].lock().unwrap();
+    fn grant_next(&self, key: u64, hand_over: bool) -> bool {
+        let mut m = self.shards[self.shard_of(key)].lock().unwrap();
+        let s = m.get_mut(&key).expect("granting a lock nobody holds");
         if hand_over && s.handovers >= self.max_handover {
             return false;
         }
         match s.waiters.pop_front() {
             Some(c) => {
                 s.handovers = if hand_over { s.handovers + 1 } else { 0 };
-                drop(s);
+                drop(m);
                 let w = {
                     let mut st = c.state.lock().unwrap();
                     st.0 = Some(hand_over);
@@ -133,17 +141,52 @@ impl LocalLockTable {
             }
             None if hand_over => false,
             None => {
-                s.held = false;
-                s.handovers = 0;
+                m.remove(&key);
                 true
             }
         }
+    }
+
+    /// A cancelled waiter held a handed-over remote lock: hand it to the next
+    /// waiter (even past the bound: it is one step), else park it in the slot.
+    fn pass_orphan(&self, key: u64) {
+        let mut m = self.shards[self.shard_of(key)].lock().unwrap();
+        let s = m.get_mut(&key).expect("orphaned lock has a slot");
+        match s.waiters.pop_front() {
+            Some(c) => {
+                s.handovers += 1;
+                drop(m);
+                let w = {
+                    let mut st = c.state.lock().unwrap();
+                    st.0 = Some(true);
+                    st.1.take()
+                };
+                if let Some(w) = w {
+                    w.wake();
+                }
+            }
+            None => {
+                s.held = false;
+                s.orphan_remote = true;
+            }
+        }
+    }
+
+    fn has_waiters(&self, key: u64) -> bool {
+        let m = self.shards[self.shard_of(key)].lock().unwrap();
+        m.get(&key)
+            .is_some_and(|s| !s.waiters.is_empty() && s.handovers < self.max_handover)
+    }
+
+    /// Keys with an entry (held locks); for tests and leak checks.
+    pub fn held_keys(&self) -> usize {
+        self.shards.iter().map(|m| m.lock().unwrap().len()).sum()
     }
 }
 
 struct LockWait<'a> {
     table: &'a LocalLockTable,
-    slot: usize,
+    key: u64,
     cell: Option<Arc<WaitCell>>,
 }
 
@@ -165,15 +208,26 @@ impl Future for LockWait<'_> {
 impl Drop for LockWait<'_> {
     fn drop(&mut self) {
         let Some(cell) = self.cell.take() else { return };
-        let mut s = self.table.slots[self.slot].lock().unwrap();
-        if let Some(i) = s.waiters.iter().position(|c| Arc::ptr_eq(c, &cell)) {
-            s.waiters.remove(i);
-            return;
+        let mut m = self.table.shards[self.table.shard_of(self.key)]
+            .lock()
+            .unwrap();
+        if let Some(s) = m.get_mut(&self.key) {
+            if let Some(i) = s.waiters.iter().position(|c| Arc::ptr_eq(c, &cell)) {
+                s.waiters.remove(i);
+                return;
+            }
         }
-        drop(s);
-        // Granted but never observed: pass the lock on as a plain release.
-        if cell.state.lock().unwrap().0.is_some() {
-            self.table.grant_next(self.slot, false);
+        drop(m);
+        // Granted but never observed. A plain grant is passed on as a plain
+        // release. A hand-over carries the remote lock, which must not be lost:
+        // pass it on to the next waiter, or leave it to the next holder.
+        let granted = cell.state.lock().unwrap().0;
+        match granted {
+            Some(false) => {
+                self.table.grant_next(self.key, false);
+            }
+            Some(true) => self.table.pass_orphan(self.key),
+            None => {}
         }
     }
 }
@@ -182,7 +236,7 @@ impl Drop for LockWait<'_> {
 /// acquire the remote lock itself; release the remote lock *before* dropping.
 pub struct LocalLockGuard<'a> {
     table: &'a LocalLockTable,
-    slot: usize,
+    key: u64,
     handed_over: bool,
     released: bool,
 }
@@ -193,11 +247,19 @@ impl LocalLockGuard<'_> {
         self.handed_over
     }
 
+    /// True if a local waiter is queued and the hand-over bound allows passing
+    /// the lock to it: the holder may then skip releasing the remote lock.
+    /// (A waiter that gives up before [`Self::try_hand_over`] makes that fail;
+    /// the holder then releases the remote lock itself.)
+    pub fn can_hand_over(&self) -> bool {
+        self.table.has_waiters(self.key)
+    }
+
     /// Hands the lock (and the remote lock the caller still holds) to the next
     /// local waiter. `Err(self)` when there is no waiter or the hand-over bound
     /// is reached: then release the remote lock and drop the guard.
     pub fn try_hand_over(mut self) -> Result<(), Self> {
-        if self.table.grant_next(self.slot, true) {
+        if self.table.grant_next(self.key, true) {
             self.released = true;
             Ok(())
         } else {
@@ -209,7 +271,7 @@ impl LocalLockGuard<'_> {
 impl Drop for LocalLockGuard<'_> {
     fn drop(&mut self) {
         if !self.released {
-            self.table.grant_next(self.slot, false);
+            self.table.grant_next(self.key, false);
         }
     }
 }

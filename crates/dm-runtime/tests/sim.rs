@@ -433,3 +433,41 @@ fn dropped_verb_future_never_wakes_a_reused_slot() {
         "the abandoned slot was freed by its completion"
     );
 }
+
+/// Distinct keys never share a local lock (hand-over passes the remote lock
+/// of *that* key), entries vanish when released, and a waiter cancelled after
+/// being handed the remote lock passes it on instead of losing it.
+#[test]
+fn local_locks_are_exact_per_key_and_orphaned_hand_overs_survive() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    use std::future::Future;
+    // One shard: every key collides in the map, never in the lock.
+    let table = Rc::new(LocalLockTable::new(1, 4));
+    let t = table.clone();
+    let out = r
+        .block_on(c, async move {
+            let a = t.lock(1).await;
+            let b = t.lock(2).await; // would deadlock if keys 1 and 2 shared a lock
+            assert!(!a.handed_over() && !b.handed_over());
+            assert_eq!(t.held_keys(), 2);
+            drop(a);
+            drop(b);
+            assert_eq!(t.held_keys(), 0);
+            // A waiter is handed the remote lock, then cancelled before it runs.
+            let g = t.lock(9).await;
+            let mut waiter = Box::pin(t.lock(9));
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            assert!(waiter.as_mut().poll(&mut cx).is_pending());
+            assert!(g.can_hand_over());
+            assert!(g.try_hand_over().is_ok());
+            drop(waiter);
+            // The next holder inherits the still-held remote lock.
+            let next = t.lock(9).await;
+            next.handed_over()
+        })
+        .unwrap();
+    assert!(out, "the orphaned remote lock went to the next holder");
+    assert_eq!(table.held_keys(), 0, "released after the block");
+}

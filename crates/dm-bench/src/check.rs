@@ -29,7 +29,7 @@
 use crate::report::write_json;
 use anyhow::{bail, Result};
 use dm_runtime::SimRuntime;
-use dm_tree::{FgTree, TreeConfig};
+use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::MsConfig;
 use rand::{Rng, SeedableRng};
@@ -40,10 +40,12 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 use todc_utils::{Action, History, Specification, WGLChecker};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
+    /// fg, sherman-combine, sherman-onchip, sherman-hier.
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// Number of seeds (independent runs).
@@ -75,6 +77,9 @@ pub struct Args {
     pub history_out: Option<PathBuf>,
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Set from `--index`.
+    #[arg(skip = dm_tree::Techniques::FG_PLUS)]
+    pub techniques: Techniques,
 }
 
 #[derive(Clone, Debug)]
@@ -179,12 +184,16 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
             other => bail!("unknown fault {other:?}: use torn, torn-line, delay"),
         }
     }
+    // Lock tables are tiny so that unrelated nodes share lock slots often:
+    // even seeds put 16-bit lanes in device memory (masked CAS), odd seeds
+    // 64-bit words in a host-memory table.
+    let lanes = seed.is_multiple_of(2);
     let cfg = SimConfig {
         num_ms: 2,
         ms: MsConfig {
             region_bytes: 4096 + 8 * chunk,
             chunk_bytes: chunk,
-            device_bytes: 0,
+            device_bytes: if lanes { 64 } else { 0 },
             cores: 1,
         },
         faults,
@@ -195,6 +204,12 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         node_bytes: a.node_bytes,
         chunk_bytes: chunk,
         num_ms: 2,
+        techniques: a.techniques,
+        lock_table: LockTableConfig {
+            device: lanes,
+            lanes16: lanes,
+            slots: if lanes { 32 } else { 16 },
+        },
         ..Default::default()
     };
     let mut rt = SimRuntime::new(SimFabric::new(cfg));
@@ -205,8 +220,29 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         .unwrap()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let log = Rc::new(RefCell::new(Vec::new()));
+    // Per CS: an index cache of `--cache-nodes` leaf parents and a local lock table.
+    let caches: Vec<_> = (0..2)
+        .map(|_| {
+            Arc::new(IndexCache::new(
+                a.cache_nodes * a.node_bytes as u64,
+                a.node_bytes,
+            ))
+        })
+        .collect();
+    let llts: Vec<_> = (0..2)
+        .map(|_| FgTree::new_local_lock_table(&tcfg))
+        .collect();
     let trees: Vec<_> = (0..cores.len())
-        .map(|i| Rc::new(FgTree::open(tcfg, (i % 2) as u16, (i / 2) as u16).unwrap()))
+        .map(|i| {
+            let cs = i % 2;
+            let mut t = FgTree::open(tcfg, cs as u16, (i / 2) as u16)
+                .unwrap()
+                .with_local_locks(llts[cs].clone());
+            if a.cache_nodes > 0 {
+                t = t.with_cache(caches[cs].clone());
+            }
+            Rc::new(t)
+        })
         .collect();
     let hs: Vec<_> = (0..a.clients)
         .map(|c| {
@@ -335,9 +371,15 @@ fn write_history(path: &PathBuf, h: &[Event]) -> Result<()> {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if a.index != "fg" {
-        bail!("unknown --index {:?}: this build has fg", a.index);
-    }
+    let Some(t) = Techniques::named(&a.index) else {
+        bail!(
+            "unknown --index {:?}: this build has {}",
+            a.index,
+            Techniques::NAMES.join(", ")
+        );
+    };
+    let mut a = a;
+    a.techniques = t;
     let a = Rc::new(a);
     let (mut ops, mut failed) = (0u64, None);
     let mut last = Vec::new();

@@ -22,10 +22,10 @@ use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
-use dm_tree::{FgTree, IndexCache, TreeConfig};
+use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
-use dm_verbs::{Fabric, MsConfig, VerbStats};
+use dm_verbs::{Caps, Fabric, MsConfig, VerbStats};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -36,7 +36,8 @@ use std::sync::Arc;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// Index: fg (FG+ B-link tree).
+    /// Index: fg (FG+ B-link tree), or Sherman's ladder over it:
+    /// sherman-combine, sherman-onchip, sherman-hier.
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.
@@ -465,12 +466,13 @@ fn bar(len: u64, what: &str) -> ProgressBar {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if a.index != "fg" {
+    let Some(techniques) = Techniques::named(&a.index) else {
         bail!(
-            "unknown --index {:?}: this build has fg (FG+ B-link tree)",
-            a.index
+            "unknown --index {:?}: this build has {}",
+            a.index,
+            Techniques::NAMES.join(", ")
         );
-    }
+    };
     if a.load != "insert" && a.load != "bulk" {
         bail!("--load must be insert or bulk, got {:?}", a.load);
     }
@@ -493,6 +495,15 @@ pub fn run(a: Args) -> Result<()> {
         key_bytes: key_bytes(&a),
         chunk_bytes: chunk,
         num_ms: a.ms,
+        techniques,
+        // Both fabrics get the default MS device memory; masked CAS as each offers it.
+        lock_table: LockTableConfig::for_caps(Caps {
+            masked_cas: match a.fabric {
+                FabricArg::Sim => SimConfig::default().masked_cas,
+                FabricArg::Loopback => LoopbackConfig::default().masked_cas,
+            },
+            device_memory_bytes: ms_cfg.device_bytes,
+        }),
         ..Default::default()
     };
     FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
@@ -504,8 +515,13 @@ pub fn run(a: Args) -> Result<()> {
     let caches: Vec<Arc<IndexCache>> = (0..a.cs)
         .map(|_| Arc::new(IndexCache::new(a.cache_mb << 20, a.node_bytes)))
         .collect();
+    let llts: Vec<_> = (0..a.cs)
+        .map(|_| FgTree::new_local_lock_table(&tcfg))
+        .collect();
     let open = |cs: u16, t: u16| {
-        let tree = FgTree::open(tcfg, cs, t).unwrap();
+        let tree = FgTree::open(tcfg, cs, t)
+            .unwrap()
+            .with_local_locks(llts[cs as usize].clone());
         if a.cache_mb > 0 {
             tree.with_cache(caches[cs as usize].clone())
         } else {

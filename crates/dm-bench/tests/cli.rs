@@ -372,3 +372,16 @@ fn ycsb_fg_on_string_keys_from_a_key_file() {
     assert!(!ok && text.contains("cannot open"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every rung of Sherman's ladder, 100 seeds each with torn READs and delayed
+/// completions (even seeds: 16-bit lanes in device memory; odd: a host table).
+#[test]
+fn check_sherman_ladder_is_linearizable() {
+    for index in ["sherman-combine", "sherman-onchip", "sherman-hier"] {
+        let (ok, text, v) = bench(&["check", "--index", index, "--seeds", "100"]);
+        assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
+        assert_eq!(v["linearizable"], true, "{index}");
+    }
+    let (ok, text, _) = bench(&["check", "--index", "sherman-magic", "--seeds", "1"]);
+    assert!(!ok && text.contains("sherman-hier"), "{text}");
+}

@@ -29,6 +29,7 @@ impl FgTree {
         if !(fill > 0.0 && fill <= 1.0) {
             return Err(TreeError::BadConfig(format!("fill {fill} not in (0, 1]")));
         }
+        t.create_lock_tables().await?;
         for (k, _) in entries {
             t.check_key(k)?;
         }

@@ -1,8 +1,11 @@
 //! Insert (upsert), update, node splits and root growth
 //! (Ziegler et al. §5.2; FG+ locking as in Sherman §5).
 //!
-//! A writer locks the leaf (CAS), READs it, changes it, writes it back and
-//! unlocks with a WRITE: 4 round trips without a split. A full node splits
+//! A writer takes the leaf's address from the cached leaf parent (or a
+//! traversal to level 1), locks the leaf (CAS), READs it and checks its fences
+//! under the lock, changes it, writes it back and unlocks with a WRITE: 4
+//! round trips without a split on FG+, 3 with command combination (see
+//! [`crate::lock`] for the rungs of Sherman's ladder). A full node splits
 //! in half: the new right node is written first (its own WRITE, completed),
 //! then the left node with its new high fence and sibling pointer, so a reader
 //! always finds moved keys by following the sibling pointer (B-link). The
@@ -15,6 +18,7 @@
 //! progress) yields until the root has grown, then inserts into it. Growing
 //! from any other node would hang the old root's left part off nothing.
 
+use crate::lock::Held;
 use crate::node::{Fence, Node};
 use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
@@ -38,22 +42,23 @@ impl FgTree {
 
     async fn upsert(&self, key: &[u8], value: u64, may_insert: bool) -> Result<bool, TreeError> {
         loop {
-            let (a, _) = self.find_leaf(key).await?;
-            let Some((a, mut n)) = self.lock_covering(a, key).await? else {
+            let (a, cached) = self.leaf_for_write(key).await?;
+            let Some((a, mut n, held)) = self.lock_covering(a, key, 0).await? else {
+                self.drop_stale(cached);
                 continue;
             };
             match n.find(key) {
                 Ok(i) => n.entries[i].1 = value,
                 Err(_) if !may_insert => {
-                    self.unlock(a).await?;
+                    self.release(held, Vec::new()).await?;
                     return Ok(false);
                 }
                 Err(i) => n.entries.insert(i, (key.to_vec(), value)),
             }
             if n.entries.len() <= self.g.capacity() {
-                self.write_back_unlock(a, &n).await?;
+                self.write_back_unlock(held, a, &n).await?;
             } else {
-                self.split(a, n).await?;
+                self.split(held, a, n).await?;
             }
             return Ok(true);
         }
@@ -63,6 +68,7 @@ impl FgTree {
     /// separator into the parent level.
     fn split<'a>(
         &'a self,
+        held: Held<'a>,
         a: GlobalAddr,
         mut n: Node,
     ) -> Pin<Box<dyn Future<Output = Result<(), TreeError>> + 'a>> {
@@ -76,14 +82,21 @@ impl FgTree {
                 Ok(ra) => ra,
                 Err(e) => {
                     // Nothing changed remotely: release the lock and report.
-                    self.unlock(a).await?;
+                    self.release(held, Vec::new()).await?;
                     return Err(e);
                 }
             };
-            write(ra, right.encode(&self.g)).await?;
             n.high = Fence::Key(sep.clone());
             n.sibling = ra;
-            self.write_back_unlock(a, &n).await?;
+            // The new right node is written before the node that points to it:
+            // one doorbell on one QP (in order) when both are on the lock's MS
+            // and commands are combined, else completed first (see `release`).
+            let left = n.encode(&self.g);
+            self.release(
+                held,
+                vec![(ra, right.encode(&self.g)), (a.add(8), left[8..].to_vec())],
+            )
+            .await?;
             // The split is published: the B-link sibling chain reaches `ra`, so
             // the caller's insert has taken effect. If an upper level cannot get
             // memory for its own split or the root growth, the separator stays
@@ -122,7 +135,7 @@ impl FgTree {
                 }
                 Found::RootBelow(_) => yield_now().await,
                 Found::Node(pa, _) => {
-                    let Some((pa, mut p)) = self.lock_covering(pa, &sep).await? else {
+                    let Some((pa, mut p, held)) = self.lock_covering(pa, &sep, level).await? else {
                         continue;
                     };
                     match p.find(&sep) {
@@ -130,9 +143,9 @@ impl FgTree {
                         Err(i) => p.entries.insert(i, (sep.clone(), right.to_u64())),
                     }
                     if p.entries.len() <= self.g.capacity() {
-                        return self.write_back_unlock(pa, &p).await;
+                        return self.write_back_unlock(held, pa, &p).await;
                     }
-                    return self.split(pa, p).await;
+                    return self.split(held, pa, p).await;
                 }
             }
         }

@@ -7,7 +7,9 @@
 //!
 //! ## What lives where
 //! - [`node`]: the byte layout, fences, checksum validation (why a checksum: see there).
-//! - [`tree`]: [`FgTree`], configuration, errors, locking and the root pointer.
+//! - [`tree`]: [`FgTree`], configuration, errors and the root pointer.
+//! - [`lock`]: node locks and release: FG+, and Sherman's ladder (command
+//!   combination, global lock table, hierarchical lock) as switches.
 //! - `search`: traversal to the node covering a key at a level; `get`.
 //! - `insert`: upsert and update, node splits, parent insertion, root growth.
 //! - `remove`: delete without merge (nodes stay in place).
@@ -47,11 +49,15 @@
 //!   [`TreeError::Corrupt`]; an impossible configuration is
 //!   [`TreeError::BadConfig`]. No input panics.
 //!
-//! Still to come (later issues): Sherman's techniques, DEX and the NAM designs.
+//! Sherman (issue 5) so far: command combination, the global lock table and
+//! the hierarchical lock as [`Techniques`] switches; two-level versions with
+//! unsorted leaves, Sherman's top-level cache and parallel scans are still to
+//! come, as are DEX and the NAM designs.
 
 mod bulk;
 pub mod cache;
 mod insert;
+pub mod lock;
 pub mod node;
 mod remove;
 mod scan;
@@ -59,6 +65,7 @@ mod search;
 pub mod tree;
 
 pub use cache::{CacheStats, IndexCache};
+pub use lock::{LockTableConfig, Techniques};
 pub use tree::{FgTree, TreeConfig, TreeError};
 
 /// The default node size of the B+tree family in bytes (Sherman §5, FG+: 1 KB).

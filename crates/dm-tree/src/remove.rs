@@ -9,18 +9,19 @@ impl FgTree {
     pub async fn remove(&self, key: &[u8]) -> Result<bool, TreeError> {
         self.check_key(key)?;
         loop {
-            let (a, _) = self.find_leaf(key).await?;
-            let Some((a, mut n)) = self.lock_covering(a, key).await? else {
+            let (a, cached) = self.leaf_for_write(key).await?;
+            let Some((a, mut n, held)) = self.lock_covering(a, key, 0).await? else {
+                self.drop_stale(cached);
                 continue;
             };
             match n.find(key) {
                 Ok(i) => {
                     n.entries.remove(i);
-                    self.write_back_unlock(a, &n).await?;
+                    self.write_back_unlock(held, a, &n).await?;
                     return Ok(true);
                 }
                 Err(_) => {
-                    self.unlock(a).await?;
+                    self.release(held, Vec::new()).await?;
                     return Ok(false);
                 }
             }

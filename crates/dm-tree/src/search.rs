@@ -86,6 +86,40 @@ impl FgTree {
         }
     }
 
+    /// The leaf that should cover `key`, for a writer that locks it and checks
+    /// its fences under the lock (Sherman §4.2: no READ before the lock): the
+    /// child pointer of the cached leaf parent, else of the level-1 node a
+    /// traversal reaches (the root itself while the tree is one leaf). Also
+    /// returns the cache entry used, for [`FgTree::drop_stale`].
+    pub(crate) async fn leaf_for_write(
+        &self,
+        key: &[u8],
+    ) -> Result<(GlobalAddr, Option<Vec<u8>>), TreeError> {
+        if let Some(c) = &self.cache {
+            if let Some((leaf, id)) = c.lookup(key) {
+                c.record(true);
+                return Ok((leaf, Some(id)));
+            }
+            c.record(false);
+        }
+        match self.find(key, 1).await? {
+            Found::Node(_, n) => {
+                if let Some(c) = &self.cache {
+                    c.insert(&n);
+                }
+                Ok((n.child_for(key), None))
+            }
+            Found::RootBelow(root) => Ok((root, None)),
+        }
+    }
+
+    /// The cache entry `id` led a writer to a leaf that does not cover its key.
+    pub(crate) fn drop_stale(&self, id: Option<Vec<u8>>) {
+        if let (Some(c), Some(id)) = (&self.cache, id) {
+            c.invalidate(&id);
+        }
+    }
+
     /// The value stored under `key`, if any.
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
         self.check_key(key)?;

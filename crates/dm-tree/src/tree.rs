@@ -1,10 +1,15 @@
 //! [`FgTree`]: one core's handle on a global B-link tree.
 
-use crate::node::{Fence, Geometry, Node, OFF_LOCK};
+use crate::lock::{Held, LockTableConfig, Techniques};
+use crate::node::{Fence, Geometry, Node};
 use dm_runtime::alloc::ChunkAlloc;
-use dm_runtime::{cas, read, write, yield_now};
+use dm_runtime::sync::LocalLockTable;
+use dm_runtime::{cas, read, rpc, write, yield_now};
+use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::{GlobalAddr, VerbError};
+use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
 
 /// Where the tree lives and its shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +25,11 @@ pub struct TreeConfig {
     pub chunk_bytes: u64,
     /// Number of memory servers nodes are spread over (round-robin chunks).
     pub num_ms: u16,
+    /// Sherman's techniques in use (default: none, i.e. FG+); see [`crate::lock`].
+    pub techniques: Techniques,
+    /// Global lock table placement, used when `techniques.onchip_lock` is on
+    /// (build it from the fabric with [`LockTableConfig::for_caps`]).
+    pub lock_table: LockTableConfig,
 }
 
 impl Default for TreeConfig {
@@ -30,6 +40,8 @@ impl Default for TreeConfig {
             root_ptr: GlobalAddr::new(0, 0),
             chunk_bytes: 8 << 20,
             num_ms: 1,
+            techniques: Techniques::FG_PLUS,
+            lock_table: LockTableConfig::default(),
         }
     }
 }
@@ -45,6 +57,9 @@ pub enum TreeError {
     Corrupt(GlobalAddr),
     /// A verb failed (QP error, out of bounds, MS out of memory, ...).
     Verb(VerbError),
+    /// The lock of the node at this address stayed taken through a million
+    /// attempts: its holder died or never released it.
+    LockStuck(GlobalAddr),
 }
 
 impl fmt::Display for TreeError {
@@ -56,6 +71,7 @@ impl fmt::Display for TreeError {
             TreeError::BadConfig(s) => write!(f, "bad tree configuration: {s}"),
             TreeError::Corrupt(a) => write!(f, "node at {a:?} never validated"),
             TreeError::Verb(e) => write!(f, "{e}"),
+            TreeError::LockStuck(a) => write!(f, "lock of node {a:?} never released"),
         }
     }
 }
@@ -78,11 +94,15 @@ pub struct FgTree {
     pub(crate) g: Geometry,
     alloc: ChunkAlloc,
     /// Lock-word value this handle writes when it takes a lock (non-zero).
-    tag: u64,
+    pub(crate) tag: u64,
     /// Node images this handle rejected because their checksum did not match.
     rejected: std::cell::Cell<u64>,
     /// The CS's index cache, if any.
     pub(crate) cache: Option<std::sync::Arc<crate::IndexCache>>,
+    /// The CS's local lock table (HOCL), if any.
+    pub(crate) local_locks: Option<Arc<LocalLockTable>>,
+    /// Host-memory lock table base per MS, once read.
+    pub(crate) glt_bases: RefCell<Vec<Option<GlobalAddr>>>,
 }
 
 impl FgTree {
@@ -101,6 +121,23 @@ impl FgTree {
                 cfg.node_bytes
             )));
         }
+        let t = cfg.techniques;
+        if t.hier_lock && !t.onchip_lock {
+            return Err(TreeError::BadConfig(
+                "hier_lock needs onchip_lock (hand-over is per lock-table slot)".into(),
+            ));
+        }
+        if t.onchip_lock {
+            let lt = cfg.lock_table;
+            if lt.slots == 0 || (!lt.device && lt.bytes() > cfg.chunk_bytes) {
+                return Err(TreeError::BadConfig(format!(
+                    "lock table of {} slots ({} bytes) does not fit a {}-byte chunk",
+                    lt.slots,
+                    lt.bytes(),
+                    cfg.chunk_bytes
+                )));
+            }
+        }
         let first_ms = (cs as u32 * 31 + core as u32) as u16 % cfg.num_ms.max(1);
         Ok(FgTree {
             cfg,
@@ -109,17 +146,46 @@ impl FgTree {
             tag: ((cs as u64) << 16 | core as u64) + 1,
             rejected: std::cell::Cell::new(0),
             cache: None,
+            local_locks: None,
+            glt_bases: RefCell::new(Vec::new()),
         })
     }
 
     /// Creates an empty tree (one empty root leaf) and returns this core's handle.
     pub async fn create(cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
         let t = Self::open(cfg, cs, core)?;
+        t.create_lock_tables().await?;
         let leaf = Node::empty(0, Fence::NegInf, Fence::PosInf);
         let a = t.alloc_node().await?;
         write(a, leaf.encode(&t.g)).await?;
         write(cfg.root_ptr, a.to_u64().to_le_bytes().to_vec()).await?;
         Ok(t)
+    }
+
+    /// Sets up host-memory lock tables (one chunk per MS, address stored at
+    /// [`FgTree::glt_ptr`]) when the configuration asks for them; no-op otherwise.
+    pub(crate) async fn create_lock_tables(&self) -> Result<(), TreeError> {
+        if !self.cfg.techniques.onchip_lock || self.cfg.lock_table.device {
+            return Ok(());
+        }
+        for ms in 0..self.cfg.num_ms {
+            let r = rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await?;
+            let a = u64::from_le_bytes(r[..8].try_into().unwrap());
+            write(self.glt_ptr(ms), a.to_le_bytes().to_vec()).await?;
+        }
+        Ok(())
+    }
+
+    /// Uses `locks` (one per CS, shared by its cores) as the local lock table of
+    /// Sherman's hierarchical lock; needed when `techniques.hier_lock` is on.
+    pub fn with_local_locks(mut self, locks: Arc<LocalLockTable>) -> Self {
+        self.local_locks = Some(locks);
+        self
+    }
+
+    /// A local lock table for the cores of one CS with this tree's hand-over bound.
+    pub fn new_local_lock_table(cfg: &TreeConfig) -> Arc<LocalLockTable> {
+        Arc::new(LocalLockTable::new(64, cfg.techniques.max_handover))
     }
 
     /// Uses `cache` (shared by the cores of this CS) for leaf-parent lookups.
@@ -183,32 +249,16 @@ impl FgTree {
         Err(TreeError::Corrupt(a))
     }
 
-    /// Takes the node lock: CAS 0 -> tag, retried with bounded exponential
-    /// back-off (each retry is a yield point).
-    pub(crate) async fn lock(&self, a: GlobalAddr) -> Result<(), TreeError> {
-        let mut backoff = 1u32;
-        loop {
-            if cas(a.add(OFF_LOCK as u64), 0, self.tag).await? == 0 {
-                return Ok(());
-            }
-            for _ in 0..backoff {
-                yield_now().await;
-            }
-            backoff = (backoff * 2).min(32);
-        }
-    }
-
-    /// Writes `n` back to `a` (everything after the lock word), then releases
-    /// the lock with a separate WRITE (FG+: 2 round trips).
-    pub(crate) async fn write_back_unlock(&self, a: GlobalAddr, n: &Node) -> Result<(), TreeError> {
+    /// Writes `n` back to `a` (everything after the in-node lock word) and
+    /// releases `held` ([`FgTree::release`]: 2 RTTs on FG+, 1 combined).
+    pub(crate) async fn write_back_unlock(
+        &self,
+        held: Held<'_>,
+        a: GlobalAddr,
+        n: &Node,
+    ) -> Result<(), TreeError> {
         let b = n.encode(&self.g);
-        write(a.add(8), b[8..].to_vec()).await?;
-        self.unlock(a).await
-    }
-
-    pub(crate) async fn unlock(&self, a: GlobalAddr) -> Result<(), TreeError> {
-        write(a.add(OFF_LOCK as u64), vec![0; 8]).await?;
-        Ok(())
+        self.release(held, vec![(a.add(8), b[8..].to_vec())]).await
     }
 
     /// Locks the node covering `key` at `level` starting from `a` (moving right
@@ -218,23 +268,24 @@ impl FgTree {
         &self,
         mut a: GlobalAddr,
         key: &[u8],
-    ) -> Result<Option<(GlobalAddr, Node)>, TreeError> {
+        level: u8,
+    ) -> Result<Option<(GlobalAddr, Node, Held<'_>)>, TreeError> {
         loop {
-            self.lock(a).await?;
+            let held = self.lock(a).await?;
             let n = self.read_node(a).await?;
-            if n.below_low(key) {
-                self.unlock(a).await?;
+            if n.level != level || n.below_low(key) {
+                self.release(held, Vec::new()).await?;
                 return Ok(None);
             }
             if n.beyond_high(key) {
-                self.unlock(a).await?;
+                self.release(held, Vec::new()).await?;
                 if n.sibling.is_null() {
                     return Ok(None);
                 }
                 a = n.sibling;
                 continue;
             }
-            return Ok(Some((a, n)));
+            return Ok(Some((a, n, held)));
         }
     }
 }

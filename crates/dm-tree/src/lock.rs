@@ -1,0 +1,364 @@
+//! Node locks and their release: FG+'s lock word in the node, and Sherman's
+//! ladder of techniques over the same code path (Sherman §4.3-4.5, Fig. 5).
+//!
+//! | rung (`--index`) | lock word | release |
+//! |---|---|---|
+//! | `fg` (FG+) | node offset 0, 64-bit CAS `0 -> tag` | write-back WRITE completes, then WRITE 0 (2 RTTs) |
+//! | `sherman-combine` | same | write-back and WRITE 0 in one doorbell on the node's QP (1 RTT, §4.5) |
+//! | `sherman-onchip` | global lock table (GLT) slot on the node's MS (§4.3) | combined |
+//! | `sherman-hier` | GLT slot under a CS-local lock with FIFO queue and hand-over (§4.3) | combined, or hand-over |
+//!
+//! **Command combination** (§4.5) relies on one QP executing WRs in posting
+//! order: the write-back lands before the unlock, so whoever takes the lock
+//! next READs the new image. WRs to another MS (a split's new sibling placed
+//! elsewhere) have no such order, so they complete before the rest is posted.
+//!
+//! **Global lock table** (§4.3): per MS, `slots` lock slots indexed by a hash
+//! of the node address; the slot of a node lives on the node's MS (same QP as
+//! its write-back). Placement ([`LockTableConfig`]):
+//! - device memory when the fabric has it (`GlobalAddr::device(ms, 0)` on),
+//!   with 16-bit lanes (four per 64-bit word) when masked CAS is offered,
+//!   else one 64-bit word per slot (as Sherman's code does);
+//! - host memory otherwise: a chunk per MS allocated by [`crate::FgTree::create`],
+//!   its address stored at `root_ptr.offset() + 8` of that MS's superblock.
+//!
+//! Lock values: 64-bit words hold the taker's tag (`(cs << 16 | core) + 1`);
+//! 16-bit lanes hold `cs + 1` (the paper's CS id). A 64-bit slot is released
+//! by WRITE 0. A lane is released by a masked CAS `cs + 1 -> 0` on its lane,
+//! posted in the same doorbell: a 2-byte WRITE racing another lane's masked
+//! CAS on the same word could be overwritten by that CAS's read-modify-write
+//! (RDMA orders WRs within a QP, not a WRITE against another QP's atomic),
+//! which would lose an unlock. The masked CAS costs no extra round trip.
+//!
+//! **Hierarchical lock** (HOCL, §4.3): a CS-local table
+//! ([`dm_runtime::sync::LocalLockTable`], exact per GLT slot) is taken first,
+//! so cores of one CS queue locally instead of spinning on the NIC. A holder
+//! with a local waiter writes back (completed), then hands the local lock and
+//! the still-held GLT slot over: the receiver skips the CAS (at most
+//! `max_handover` times in a row, default 4, then the GLT slot is released so
+//! other CSs are not starved).
+//!
+//! Hash collisions in the GLT only make unrelated nodes share a lock, which is
+//! safe because an operation holds at most one lock at a time (§4.3).
+
+use crate::tree::{FgTree, TreeError};
+use dm_runtime::sync::LocalLockGuard;
+use dm_runtime::{cas, masked_cas, read, write, yield_now};
+use dm_verbs::{Caps, GlobalAddr};
+use futures::future::try_join_all;
+
+/// Which of Sherman's techniques are on (Sherman §4, the Fig. 5 ladder).
+/// Each rung is a constant; [`Techniques::named`] maps `--index` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Techniques {
+    /// Command combination (§4.5): write-back + unlock in one doorbell.
+    pub combine: bool,
+    /// Locks in a global lock table per MS instead of in the node (§4.3).
+    pub onchip_lock: bool,
+    /// CS-local lock table with FIFO wait queues and hand-over (§4.3);
+    /// needs `onchip_lock` (hand-over is per GLT slot).
+    pub hier_lock: bool,
+    /// Consecutive hand-overs allowed before the GLT slot is released (§4.3: 4).
+    pub max_handover: u32,
+}
+
+impl Techniques {
+    /// FG+ as Sherman describes it (§5): in-node lock, separate unlock WRITE.
+    pub const FG_PLUS: Techniques = Techniques {
+        combine: false,
+        onchip_lock: false,
+        hier_lock: false,
+        max_handover: 4,
+    };
+    /// FG+ with command combination.
+    pub const SHERMAN_COMBINE: Techniques = Techniques {
+        combine: true,
+        ..Self::FG_PLUS
+    };
+    /// ... plus the global lock table.
+    pub const SHERMAN_ONCHIP: Techniques = Techniques {
+        onchip_lock: true,
+        ..Self::SHERMAN_COMBINE
+    };
+    /// ... plus the CS-local lock table with hand-over.
+    pub const SHERMAN_HIER: Techniques = Techniques {
+        hier_lock: true,
+        ..Self::SHERMAN_ONCHIP
+    };
+
+    /// The rung called `name` (`fg`, `sherman-combine`, `sherman-onchip`, `sherman-hier`).
+    pub fn named(name: &str) -> Option<Techniques> {
+        Some(match name {
+            "fg" | "fg+" => Self::FG_PLUS,
+            "sherman-combine" => Self::SHERMAN_COMBINE,
+            "sherman-onchip" => Self::SHERMAN_ONCHIP,
+            "sherman-hier" => Self::SHERMAN_HIER,
+            _ => return None,
+        })
+    }
+
+    /// Names [`Techniques::named`] knows, in ladder order.
+    pub const NAMES: [&'static str; 4] =
+        ["fg", "sherman-combine", "sherman-onchip", "sherman-hier"];
+}
+
+impl Default for Techniques {
+    fn default() -> Self {
+        Self::FG_PLUS
+    }
+}
+
+/// Where the global lock table lives and its shape (used when
+/// `Techniques::onchip_lock` is on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockTableConfig {
+    /// In the MS NIC's device memory (else a host-memory chunk per MS).
+    pub device: bool,
+    /// 16-bit lanes taken by masked CAS (else one 64-bit word per slot).
+    pub lanes16: bool,
+    /// Lock slots per MS.
+    pub slots: u64,
+}
+
+impl LockTableConfig {
+    /// Sherman's choice for a fabric: device memory with 16-bit lanes when
+    /// offered (256 KiB = 131,072 locks), 64-bit words in device memory without
+    /// masked CAS (32,768), else 32,768 64-bit words in host memory.
+    pub fn for_caps(caps: Caps) -> Self {
+        if caps.device_memory_bytes >= 8 {
+            LockTableConfig {
+                device: true,
+                lanes16: caps.masked_cas,
+                slots: if caps.masked_cas {
+                    caps.device_memory_bytes / 2
+                } else {
+                    caps.device_memory_bytes / 8
+                },
+            }
+        } else {
+            Self::default()
+        }
+    }
+
+    /// Bytes of table per MS.
+    pub fn bytes(&self) -> u64 {
+        if self.lanes16 {
+            self.slots.div_ceil(4) * 8
+        } else {
+            self.slots * 8
+        }
+    }
+}
+
+impl Default for LockTableConfig {
+    /// Host memory, 32,768 64-bit slots per MS (Sherman's code: 256 KiB / 8).
+    fn default() -> Self {
+        LockTableConfig {
+            device: false,
+            lanes16: false,
+            slots: 32_768,
+        }
+    }
+}
+
+/// The remote lock word guarding a node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LockWord {
+    /// A 64-bit word (in the node, or a GLT slot): CAS 0 -> tag, WRITE 0.
+    Word(GlobalAddr),
+    /// A 16-bit lane of a GLT word at bit `shift`: masked CAS.
+    Lane { word: GlobalAddr, shift: u32 },
+}
+
+impl LockWord {
+    fn ms(&self) -> u16 {
+        match self {
+            LockWord::Word(a) | LockWord::Lane { word: a, .. } => a.ms(),
+        }
+    }
+}
+
+/// A held node lock (remote, plus the local one under HOCL).
+pub(crate) struct Held<'t> {
+    word: LockWord,
+    local: Option<LocalLockGuard<'t>>,
+}
+
+/// Failed remote lock attempts before [`TreeError::LockStuck`] (with back-off
+/// of up to 32 yields each: far beyond any contention a live holder causes).
+const MAX_LOCK_ATTEMPTS: u32 = 1_000_000;
+
+fn slot_hash(a: GlobalAddr) -> u64 {
+    let x = a.to_u64().wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 29)
+}
+
+impl FgTree {
+    /// The lock word of the node at `a`.
+    async fn lock_word(&self, a: GlobalAddr) -> Result<LockWord, TreeError> {
+        let t = &self.cfg.techniques;
+        if !t.onchip_lock {
+            return Ok(LockWord::Word(a));
+        }
+        let lt = &self.cfg.lock_table;
+        let slot = slot_hash(a) % lt.slots;
+        let ms = a.ms();
+        let base = if lt.device {
+            GlobalAddr::device(ms, 0)
+        } else {
+            self.host_glt(ms).await?
+        };
+        Ok(if lt.lanes16 {
+            LockWord::Lane {
+                word: base.add(slot / 4 * 8),
+                shift: (slot % 4) as u32 * 16,
+            }
+        } else {
+            LockWord::Word(base.add(slot * 8))
+        })
+    }
+
+    /// Base of MS `ms`'s host-memory lock table (read once, then cached).
+    async fn host_glt(&self, ms: u16) -> Result<GlobalAddr, TreeError> {
+        if let Some(a) = self.glt_bases.borrow().get(ms as usize).copied().flatten() {
+            return Ok(a);
+        }
+        let p = self.glt_ptr(ms);
+        let a = GlobalAddr::from_u64(u64::from_le_bytes(read(p, 8).await?.try_into().unwrap()));
+        if a.is_null() || a.to_u64() == 0 {
+            return Err(TreeError::BadConfig(format!(
+                "no host lock table on MS {ms}: create the tree with this lock configuration"
+            )));
+        }
+        let mut b = self.glt_bases.borrow_mut();
+        if b.len() <= ms as usize {
+            b.resize(ms as usize + 1, None);
+        }
+        b[ms as usize] = Some(a);
+        Ok(a)
+    }
+
+    /// Where MS `ms` keeps the address of its host-memory lock table.
+    pub(crate) fn glt_ptr(&self, ms: u16) -> GlobalAddr {
+        GlobalAddr::new(ms, self.cfg.root_ptr.offset() + 8)
+    }
+
+    /// Key of the local lock for the node at `a`: exactly one per GLT slot
+    /// (MS id above the slot number), so a hand-over always passes the remote
+    /// lock the receiver asked for.
+    fn local_key(&self, a: GlobalAddr) -> u64 {
+        let slot = slot_hash(a) % self.cfg.lock_table.slots;
+        (a.ms() as u64) << 48 | slot
+    }
+
+    /// Takes the lock of the node at `a`: the local lock first under HOCL
+    /// (a queue wait; a hand-over skips the remote CAS), then the remote lock
+    /// by CAS, retried with bounded exponential back-off (each retry a yield).
+    pub(crate) async fn lock(&self, a: GlobalAddr) -> Result<Held<'_>, TreeError> {
+        let word = self.lock_word(a).await?;
+        let local = match (&self.local_locks, self.cfg.techniques.hier_lock) {
+            (Some(t), true) => Some(t.lock(self.local_key(a)).await),
+            _ => None,
+        };
+        if local.as_ref().is_some_and(|g| g.handed_over()) {
+            return Ok(Held { word, local });
+        }
+        let mut backoff = 1u32;
+        for _ in 0..MAX_LOCK_ATTEMPTS {
+            let got = match word {
+                LockWord::Word(w) => cas(w, 0, self.tag).await? == 0,
+                LockWord::Lane { word: w, shift } => {
+                    let m = 0xffffu64 << shift;
+                    let old = masked_cas(w, 0, self.lane_id() << shift, m, m).await?;
+                    old & m == 0
+                }
+            };
+            if got {
+                return Ok(Held { word, local });
+            }
+            for _ in 0..backoff {
+                yield_now().await;
+            }
+            backoff = (backoff * 2).min(32);
+        }
+        // The holder never released it (a crashed CS, or a bug): report rather than spin forever.
+        Err(TreeError::LockStuck(a))
+    }
+
+    /// 16-bit lock value: the CS id + 1 (Sherman §4.3).
+    fn lane_id(&self) -> u64 {
+        (((self.tag - 1) >> 16) + 1) & 0xffff
+    }
+
+    /// Releases `held` after `writes` (node images, in order). Writes on
+    /// another MS than the lock word complete first; the rest and the unlock
+    /// go out as one doorbell with `combine`, one by one otherwise; under
+    /// HOCL with a local waiter the writes complete and the lock is handed over.
+    pub(crate) async fn release(
+        &self,
+        held: Held<'_>,
+        writes: Vec<(GlobalAddr, Vec<u8>)>,
+    ) -> Result<(), TreeError> {
+        let Held { word, local } = held;
+        let (far, near): (Vec<_>, Vec<_>) =
+            writes.into_iter().partition(|(a, _)| a.ms() != word.ms());
+        try_join_all(far.into_iter().map(|(a, d)| write(a, d))).await?;
+        let combine = self.cfg.techniques.combine;
+        let local = match local {
+            Some(g) if g.can_hand_over() => {
+                self.post_writes(near, combine).await?;
+                match g.try_hand_over() {
+                    Ok(()) => return Ok(()),
+                    Err(g) => {
+                        self.unlock_word(word).await?;
+                        drop(g);
+                        return Ok(());
+                    }
+                }
+            }
+            g => g,
+        };
+        if combine {
+            let unlock = self.unlock_word(word);
+            let w = async {
+                try_join_all(near.into_iter().map(|(a, d)| write(a, d)))
+                    .await
+                    .map_err(TreeError::from)
+            };
+            futures::try_join!(w, unlock)?;
+        } else {
+            self.post_writes(near, false).await?;
+            self.unlock_word(word).await?;
+        }
+        drop(local);
+        Ok(())
+    }
+
+    /// WRITEs in order: all in one doorbell if `together`, else each completed
+    /// before the next is posted.
+    async fn post_writes(
+        &self,
+        writes: Vec<(GlobalAddr, Vec<u8>)>,
+        together: bool,
+    ) -> Result<(), TreeError> {
+        if together {
+            try_join_all(writes.into_iter().map(|(a, d)| write(a, d))).await?;
+        } else {
+            for (a, d) in writes {
+                write(a, d).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn unlock_word(&self, w: LockWord) -> Result<(), TreeError> {
+        match w {
+            LockWord::Word(a) => write(a, vec![0; 8]).await?,
+            LockWord::Lane { word, shift } => {
+                let m = 0xffffu64 << shift;
+                masked_cas(word, self.lane_id() << shift, 0, m, m).await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,151 @@
+//! Sherman's ladder over the FG+ code path (Sherman §4.3-4.5): verb counts
+//! per rung with a warm index cache, and lock hand-over.
+
+use dm_runtime::SimRuntime;
+use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
+use dm_verbs::sim::{SimConfig, SimFabric};
+use dm_verbs::{Fabric, MsConfig, VerbStats};
+use std::sync::Arc;
+
+fn k(x: u64) -> Vec<u8> {
+    x.to_be_bytes().to_vec()
+}
+
+/// One MS with 256 KiB of device memory and masked CAS; 1 KB nodes.
+fn setup(t: Techniques, device: bool) -> (SimRuntime, TreeConfig) {
+    let chunk = 1 << 20;
+    let fabric = SimFabric::new(SimConfig {
+        num_ms: 1,
+        ms: MsConfig {
+            region_bytes: 4096 + 16 * chunk,
+            chunk_bytes: chunk,
+            device_bytes: if device { 256 << 10 } else { 0 },
+            cores: 1,
+        },
+        ..Default::default()
+    });
+    let tcfg = TreeConfig {
+        chunk_bytes: chunk,
+        techniques: t,
+        lock_table: LockTableConfig::for_caps(fabric.caps()),
+        ..Default::default()
+    };
+    (SimRuntime::new(fabric), tcfg)
+}
+
+/// Verbs of one update of an existing key (no split) after a warm-up get.
+fn update_stats(t: Techniques, device: bool) -> VerbStats {
+    let (mut rt, tcfg) = setup(t, device);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let entries: Vec<_> = (0..5000u64).map(|i| (k(i * 2), i)).collect();
+        FgTree::bulk_load(tcfg, 0, 0, &entries, 0.5).await.unwrap();
+        let t = FgTree::open(tcfg, 0, 0)
+            .unwrap()
+            .with_cache(Arc::new(IndexCache::new(1 << 20, tcfg.node_bytes)))
+            .with_local_locks(FgTree::new_local_lock_table(&tcfg));
+        // Warm-up: fills the index cache and, for a host-memory lock table,
+        // reads its address once per handle.
+        assert!(t.update(&k(1000), 6).await.unwrap());
+        let s0 = dm_runtime::task_stats();
+        assert!(t.update(&k(1000), 7).await.unwrap());
+        let s = dm_runtime::task_stats().since(&s0);
+        assert_eq!(t.get(&k(1000)).await.unwrap(), Some(7));
+        s
+    })
+    .unwrap()
+}
+
+#[test]
+fn warm_cache_update_round_trips_per_rung() {
+    // FG+: lock CAS, leaf READ, write-back, unlock WRITE = 4 round trips.
+    let s = update_stats(Techniques::FG_PLUS, true);
+    assert_eq!((s.rtts, s.cas, s.read, s.write), (4, 1, 1, 2), "{s:?}");
+    assert_eq!(s.bytes_written, 1016 + 8);
+    // Command combination: write-back and unlock in one doorbell = 3.
+    let s = update_stats(Techniques::SHERMAN_COMBINE, true);
+    assert_eq!((s.rtts, s.cas, s.read, s.write), (3, 1, 1, 2), "{s:?}");
+    // Global lock table in device memory, 16-bit lanes: acquire and release by
+    // masked CAS, the release in the write-back's doorbell = 3.
+    for t in [Techniques::SHERMAN_ONCHIP, Techniques::SHERMAN_HIER] {
+        let s = update_stats(t, true);
+        assert_eq!(
+            (s.rtts, s.cas, s.read, s.write),
+            (3, 2, 1, 1),
+            "{t:?} {s:?}"
+        );
+    }
+    // Host-memory lock table (no device memory): 64-bit slots, WRITE 0 release.
+    let s = update_stats(Techniques::SHERMAN_HIER, false);
+    assert_eq!((s.rtts, s.cas, s.read, s.write), (3, 1, 1, 2), "{s:?}");
+}
+
+/// Two cores of one CS update keys of the same leaf at the same time: under
+/// HOCL the second queues locally and is handed the lock, skipping the CAS
+/// (2 round trips: leaf READ, write-back + release); without HOCL it spins on
+/// the remote lock.
+#[test]
+fn hand_over_saves_the_lock_round_trip() {
+    let run = |t: Techniques| {
+        let (mut rt, tcfg) = setup(t, true);
+        let c0 = rt.add_core(0, 0);
+        let c1 = rt.add_core(0, 1);
+        rt.block_on(c0, async move {
+            let entries: Vec<_> = (0..5000u64).map(|i| (k(i * 2), i)).collect();
+            FgTree::bulk_load(tcfg, 0, 0, &entries, 0.5).await.unwrap();
+        })
+        .unwrap();
+        let cache = Arc::new(IndexCache::new(1 << 20, tcfg.node_bytes));
+        let llt = FgTree::new_local_lock_table(&tcfg);
+        let hs: Vec<_> = [c0, c1]
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let t = FgTree::open(tcfg, 0, i as u16)
+                    .unwrap()
+                    .with_cache(cache.clone())
+                    .with_local_locks(llt.clone());
+                rt.spawn_on(c, async move {
+                    t.get(&k(1000)).await.unwrap();
+                    let s0 = dm_runtime::task_stats();
+                    assert!(t.update(&k(1000 + 2 * i as u64), 9).await.unwrap());
+                    dm_runtime::task_stats().since(&s0)
+                })
+            })
+            .collect();
+        rt.run();
+        let mut v: Vec<VerbStats> = hs.into_iter().map(|h| h.try_take().unwrap()).collect();
+        v.sort_by_key(|s| s.rtts);
+        v
+    };
+    let v = run(Techniques::SHERMAN_HIER);
+    assert_eq!(
+        (v[0].rtts, v[0].cas, v[0].read),
+        (2, 1, 1),
+        "receiver {:?}",
+        v[0]
+    );
+    assert_eq!(
+        v[1].cas, 1,
+        "giver acquired once and handed over: {:?}",
+        v[1]
+    );
+    let v = run(Techniques::SHERMAN_ONCHIP);
+    assert!(v.iter().all(|s| s.rtts >= 3 && s.cas >= 2), "{v:?}");
+}
+
+#[test]
+fn ladder_names_and_bad_combinations() {
+    for n in Techniques::NAMES {
+        assert!(Techniques::named(n).is_some());
+    }
+    assert!(Techniques::named("sherman-magic").is_none());
+    let bad = TreeConfig {
+        techniques: Techniques {
+            onchip_lock: false,
+            ..Techniques::SHERMAN_HIER
+        },
+        ..Default::default()
+    };
+    assert!(FgTree::open(bad, 0, 0).is_err());
+}

@@ -14,6 +14,8 @@
 //! - [`sim`]: deterministic discrete-event backend in virtual ns, with a network
 //!   model and fault injection (torn READs, delays, broken QPs).
 //! - [`loopback`]: real threads on shared process memory, wall-clock ns.
+//! - `rdma` (cargo feature `rdma`): real verbs through rdma-core; the
+//!   `dm-memserver` binary of dm-bench serves memory servers over it.
 //!
 //! ## Semantics every backend gives
 //! - WRs on one QP (one CS core to one MS) execute in posting order.
@@ -28,6 +30,8 @@ pub mod error;
 pub mod fabric;
 pub mod loopback;
 pub mod ms;
+#[cfg(feature = "rdma")]
+pub mod rdma;
 pub mod sim;
 pub mod verb;
 

@@ -99,6 +99,46 @@ impl Drop for Words {
     }
 }
 
+/// Copies `len` bytes at byte offset `off` out of `w` with one atomic load per
+/// word (see the module docs: tearing at 8-byte granularity, never UB).
+/// Panics if the range is outside `w`; callers check bounds first.
+pub(crate) fn read_words(w: &[AtomicU64], off: u64, len: usize) -> Vec<u8> {
+    let end = off + len as u64;
+    let mut out = Vec::with_capacity(len);
+    for i in off / 8..end.div_ceil(8) {
+        let b = w[i as usize].load(Acquire).to_le_bytes();
+        let lo = off.saturating_sub(i * 8) as usize;
+        let hi = (end - i * 8).min(8) as usize;
+        out.extend_from_slice(&b[lo..hi]);
+    }
+    out
+}
+
+/// Stores `data` at byte offset `off` of `w` word by word; partial words at
+/// unaligned edges are merged with a CAS loop so neighbouring bytes written
+/// concurrently survive. Panics if the range is outside `w`.
+pub(crate) fn write_words(w: &[AtomicU64], off: u64, data: &[u8]) {
+    let end = off + data.len() as u64;
+    let mut src = data;
+    for i in off / 8..end.div_ceil(8) {
+        let lo = off.saturating_sub(i * 8) as usize;
+        let hi = (end - i * 8).min(8) as usize;
+        let (part, rest) = src.split_at(hi - lo);
+        src = rest;
+        let word = &w[i as usize];
+        if hi - lo == 8 {
+            word.store(u64::from_le_bytes(part.try_into().unwrap()), Release);
+        } else {
+            // Merge into the bytes around us without clobbering them.
+            let _ = word.fetch_update(AcqRel, Acquire, |old| {
+                let mut b = old.to_le_bytes();
+                b[lo..hi].copy_from_slice(part);
+                Some(u64::from_le_bytes(b))
+            });
+        }
+    }
+}
+
 /// One memory server.
 struct LbMs {
     host: Words,
@@ -158,38 +198,12 @@ impl Shared {
 
     fn read(&self, addr: GlobalAddr, len: usize) -> Result<Vec<u8>, VerbError> {
         let (w, off) = self.words(addr, len as u64)?;
-        let end = off + len as u64;
-        let mut out = Vec::with_capacity(len);
-        for i in off / 8..end.div_ceil(8) {
-            let b = w[i as usize].load(Acquire).to_le_bytes();
-            let lo = off.saturating_sub(i * 8) as usize;
-            let hi = (end - i * 8).min(8) as usize;
-            out.extend_from_slice(&b[lo..hi]);
-        }
-        Ok(out)
+        Ok(read_words(w, off, len))
     }
 
     fn write(&self, addr: GlobalAddr, data: &[u8]) -> Result<(), VerbError> {
         let (w, off) = self.words(addr, data.len() as u64)?;
-        let end = off + data.len() as u64;
-        let mut src = data;
-        for i in off / 8..end.div_ceil(8) {
-            let lo = off.saturating_sub(i * 8) as usize;
-            let hi = (end - i * 8).min(8) as usize;
-            let (part, rest) = src.split_at(hi - lo);
-            src = rest;
-            let word = &w[i as usize];
-            if hi - lo == 8 {
-                word.store(u64::from_le_bytes(part.try_into().unwrap()), Release);
-            } else {
-                // Merge into the bytes around us without clobbering them.
-                let _ = word.fetch_update(AcqRel, Acquire, |old| {
-                    let mut b = old.to_le_bytes();
-                    b[lo..hi].copy_from_slice(part);
-                    Some(u64::from_le_bytes(b))
-                });
-            }
-        }
+        write_words(w, off, data);
         Ok(())
     }
 

@@ -1,0 +1,260 @@
+//! The `rdma` backend against in-process memory servers on a real RDMA device.
+//! Ignored by default (needs a device): `scripts/test-rdma.sh` runs them in the
+//! soft-RoCE guest with `--ignored`. No sleeps, no clocks: each wait is a
+//! busy poll of the CQ until the completion arrives.
+#![cfg(feature = "rdma")]
+
+use dm_verbs::ms::{RpcRegistry, RPC_ALLOC_CHUNK, SUPERBLOCK_BYTES};
+use dm_verbs::rdma::server::{MemServer, MemServerConfig};
+use dm_verbs::rdma::{parse_ms_list, RdmaConfig, RdmaFabric, RdmaQueues};
+use dm_verbs::{
+    Capability, Fabric, GlobalAddr, MsConfig, Queues, Verb, VerbError, VerbOutput, WorkRequest,
+};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+const CHUNK: u64 = 64 << 10;
+
+struct Ms {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    h: Option<JoinHandle<()>>,
+}
+
+impl Ms {
+    fn start(id: u16, chunks: u64) -> Ms {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let st = stop.clone();
+        let h = std::thread::spawn(move || {
+            let cfg = MemServerConfig {
+                ms_id: id,
+                ms: MsConfig {
+                    region_bytes: SUPERBLOCK_BYTES + chunks * CHUNK,
+                    chunk_bytes: CHUNK,
+                    device_bytes: 0,
+                    cores: 1,
+                },
+                ..Default::default()
+            };
+            let mut s = MemServer::bind(cfg, RpcRegistry::with_builtins(), "127.0.0.1:0")
+                .expect("memory server");
+            tx.send(s.local_addr().unwrap()).unwrap();
+            s.run(&st).unwrap();
+        });
+        Ms {
+            addr: rx.recv().unwrap(),
+            stop,
+            h: Some(h),
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.h.take().unwrap().join().unwrap();
+    }
+}
+
+fn fabric(ms: &[&Ms]) -> RdmaFabric {
+    let addrs: Vec<SocketAddr> = ms.iter().map(|m| m.addr).collect();
+    RdmaFabric::connect(RdmaConfig::default(), &addrs).expect("connect")
+}
+
+/// Waits (busy-polling the CQ) until `n` completions arrived; returns them in CQ order.
+fn wait(q: &mut RdmaQueues, n: usize) -> Vec<(u64, Result<VerbOutput, VerbError>)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        q.poll_cq(&mut out, 64);
+    }
+    out.into_iter().map(|c| (c.wr_id, c.result)).collect()
+}
+
+fn run(q: &mut RdmaQueues, verb: Verb) -> Result<VerbOutput, VerbError> {
+    q.post_list(verb.ms(), &mut vec![WorkRequest { wr_id: 1, verb }]);
+    wait(q, 1).pop().unwrap().1
+}
+
+fn rpc(ms: u16, handler: u16) -> Verb {
+    Verb::Rpc {
+        ms,
+        handler,
+        payload: vec![],
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: run in the soft-RoCE guest (scripts/test-rdma.sh)"]
+fn verbs_post_lists_rpcs_and_typed_errors() {
+    let (m0, m1) = (Ms::start(0, 3), Ms::start(1, 3));
+    let f = fabric(&[&m0, &m1]);
+    assert_eq!(f.num_ms(), 2);
+    assert!(!f.caps().has(Capability::DeviceMemory));
+    assert!(!f.caps().has(Capability::MaskedCas));
+    assert_eq!(f.ms_config().chunk_bytes, CHUNK);
+    let mut q = f.try_open_queues(0, 0).unwrap();
+    // Chunks until the MS runs out of memory.
+    for i in 0..3 {
+        let want = GlobalAddr::new(1, SUPERBLOCK_BYTES + i * CHUNK);
+        let got = run(&mut q, rpc(1, RPC_ALLOC_CHUNK));
+        assert_eq!(
+            got,
+            Ok(VerbOutput::Rpc(want.to_u64().to_le_bytes().to_vec()))
+        );
+    }
+    assert_eq!(
+        run(&mut q, rpc(1, RPC_ALLOC_CHUNK)),
+        Err(VerbError::MsOutOfMemory { ms: 1 })
+    );
+    assert_eq!(
+        run(&mut q, rpc(0, 77)),
+        Err(VerbError::UnknownRpc { ms: 0, handler: 77 })
+    );
+    // WRITE inline and through staging, READ back, atomics.
+    let a = GlobalAddr::new(0, 8192);
+    for len in [5usize, 128, 129, 4096, 100_000] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+        let w = run(
+            &mut q,
+            Verb::Write {
+                addr: a.add(3),
+                data: data.clone(),
+            },
+        );
+        assert_eq!(w, Ok(VerbOutput::Write), "len {len}");
+        let r = run(
+            &mut q,
+            Verb::Read {
+                addr: a.add(3),
+                len: len as u32,
+            },
+        );
+        assert_eq!(r, Ok(VerbOutput::Read(data)), "len {len}");
+    }
+    let c = GlobalAddr::new(1, 64);
+    let cas = |expect, swap| Verb::Cas {
+        addr: c,
+        expect,
+        swap,
+    };
+    assert_eq!(run(&mut q, cas(0, 5)), Ok(VerbOutput::Atomic(0)));
+    assert_eq!(run(&mut q, cas(0, 9)), Ok(VerbOutput::Atomic(5)));
+    assert_eq!(
+        run(&mut q, Verb::Faa { addr: c, add: 10 }),
+        Ok(VerbOutput::Atomic(5))
+    );
+    assert_eq!(
+        run(&mut q, Verb::Read { addr: c, len: 8 }),
+        Ok(VerbOutput::Read(15u64.to_le_bytes().to_vec()))
+    );
+    // One post list (one doorbell) of 200 WRs: in order, every one completed.
+    let b = GlobalAddr::new(0, 4096);
+    let mut list: Vec<WorkRequest> = (0..199u64)
+        .map(|i| WorkRequest {
+            wr_id: 100 + i,
+            verb: if i % 2 == 0 {
+                Verb::Write {
+                    addr: b,
+                    data: i.to_le_bytes().to_vec(),
+                }
+            } else {
+                Verb::Faa {
+                    addr: b.add(8),
+                    add: 1,
+                }
+            },
+        })
+        .collect();
+    list.push(WorkRequest {
+        wr_id: 999,
+        verb: Verb::Read { addr: b, len: 16 },
+    });
+    q.post_list(0, &mut list);
+    let done = wait(&mut q, 200);
+    let mut ids: Vec<u64> = done.iter().map(|d| d.0).collect();
+    ids.sort();
+    assert_eq!(ids, (100..299).chain([999]).collect::<Vec<_>>());
+    assert!(done.iter().all(|d| d.1.is_ok()));
+    let last = done.iter().find(|d| d.0 == 999).unwrap().1.clone();
+    let want = [198u64.to_le_bytes(), 99u64.to_le_bytes()].concat();
+    assert_eq!(last, Ok(VerbOutput::Read(want)));
+    // Errors found before posting leave the QP intact.
+    let mis = GlobalAddr::new(0, 4100);
+    assert_eq!(
+        run(&mut q, Verb::Faa { addr: mis, add: 1 }),
+        Err(VerbError::Misaligned { addr: mis })
+    );
+    let far = GlobalAddr::new(0, SUPERBLOCK_BYTES + 3 * CHUNK - 4);
+    assert_eq!(
+        run(&mut q, Verb::Read { addr: far, len: 8 }),
+        Err(VerbError::OutOfBounds { addr: far, len: 8 })
+    );
+    let m = Verb::MaskedCas {
+        addr: c,
+        expect: 0,
+        swap: 0,
+        compare_mask: 1,
+        swap_mask: 1,
+    };
+    assert_eq!(
+        run(&mut q, m),
+        Err(VerbError::Unsupported(Capability::MaskedCas))
+    );
+    assert!(!q.qp_broken(0) && !q.qp_broken(1));
+    drop(q);
+    let (mut m0, mut m1) = (m0, m1);
+    m0.stop();
+    m1.stop();
+}
+
+#[test]
+#[ignore = "needs an RDMA device: run in the soft-RoCE guest (scripts/test-rdma.sh)"]
+fn wrong_rkey_and_dead_memory_server_fail_without_hanging() {
+    let (mut m0, mut m1) = (Ms::start(0, 2), Ms::start(1, 2));
+    let f = fabric(&[&m0, &m1]);
+    let mut q = f.try_open_queues(0, 0).unwrap();
+    let a0 = GlobalAddr::new(0, 4096);
+    let a1 = GlobalAddr::new(1, 4096);
+    assert!(run(&mut q, Verb::Read { addr: a0, len: 8 }).is_ok());
+    // Wrong rkey: a remote access error, then the QP is broken for good.
+    q.set_rkey(0, 0x1234_5678);
+    let mut list = vec![
+        WorkRequest {
+            wr_id: 1,
+            verb: Verb::Read { addr: a0, len: 8 },
+        },
+        WorkRequest {
+            wr_id: 2,
+            verb: Verb::Faa { addr: a0, add: 1 },
+        },
+    ];
+    q.post_list(0, &mut list);
+    let done = wait(&mut q, 2);
+    assert_eq!(
+        done[0],
+        (1, Err(VerbError::OutOfBounds { addr: a0, len: 8 }))
+    );
+    assert_eq!(done[1], (2, Err(VerbError::QpError { ms: 0 })));
+    assert!(q.qp_broken(0));
+    assert_eq!(
+        run(&mut q, Verb::Read { addr: a0, len: 8 }),
+        Err(VerbError::QpError { ms: 0 })
+    );
+    assert_eq!(
+        run(&mut q, rpc(0, RPC_ALLOC_CHUNK)),
+        Err(VerbError::QpError { ms: 0 })
+    );
+    // The other QP is unaffected.
+    assert!(run(&mut q, Verb::Read { addr: a1, len: 8 }).is_ok());
+    // A memory server that goes away: its QP breaks, the WR errors.
+    m1.stop();
+    let r = run(&mut q, Verb::Read { addr: a1, len: 8 });
+    assert_eq!(r, Err(VerbError::QpError { ms: 1 }));
+    assert!(q.qp_broken(1));
+    drop(q);
+    m0.stop();
+    // A memory server that is not there: a setup error, not a panic.
+    let gone = parse_ms_list(&m1.addr.to_string()).unwrap();
+    assert!(RdmaFabric::connect(RdmaConfig::default(), &gone).is_err());
+}

@@ -15,6 +15,7 @@
 //!   ([`ycsb`]) or read from an index-microbench trace.
 
 mod check;
+mod fabric_arg;
 mod report;
 mod runtime_bench;
 mod sim_speed;

@@ -11,6 +11,7 @@
 //! `[0, 8 KiB)` FAA counters, `[8 KiB, 16 KiB)` CAS counters (1024 u64 each),
 //! `[16 KiB, chunk end)` data slots of `--size` bytes.
 
+use crate::fabric_arg::{check_ms, parse_ms, MsArg, RdmaArgs};
 use crate::report::{per_op, write_json};
 use anyhow::{bail, Context as _, Result};
 use clap::ValueEnum;
@@ -32,6 +33,8 @@ const DATA_OFF: u64 = 16 << 10;
 pub enum FabricArg {
     Sim,
     Loopback,
+    /// Real verbs to `dm-memserver` processes (build with `--features rdma`).
+    Rdma,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -45,9 +48,15 @@ pub enum TearArg {
 pub struct Args {
     #[arg(long, value_enum, default_value = "sim")]
     pub fabric: FabricArg,
-    /// Memory servers.
-    #[arg(long, default_value_t = 2)]
+    /// Memory servers: a count (sim, loopback) or HOST:PORT[,HOST:PORT..]
+    /// of dm-memserver processes (rdma; MS id = position).
+    #[arg(long = "ms", default_value = "2", value_parser = parse_ms)]
+    pub ms_spec: MsArg,
+    /// Number of memory servers (from `--ms`).
+    #[arg(skip)]
     pub ms: u16,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
     /// Compute servers.
     #[arg(long, default_value_t = 2)]
     pub cs: u16,
@@ -95,6 +104,8 @@ struct CoroOut {
     stats: VerbStats,
     counts: [u64; 4],
     bad_words: u64,
+    /// The verb error that stopped this coroutine early, if any.
+    error: Option<dm_verbs::VerbError>,
 }
 
 fn parse_mix(s: &str) -> Result<[u32; 4]> {
@@ -116,7 +127,42 @@ async fn coroutine(plan: Plan, id: u64, ops: u64) -> CoroOut {
     let mut bad_words = 0;
     let slots = (plan.chunk_bytes - DATA_OFF) / plan.size as u64;
     let before = dm_runtime::task_stats();
+    let mut error = None;
     for seq in 0..ops {
+        if let Err(e) = one_op(
+            &plan,
+            &mut rng,
+            seq,
+            &mut counts,
+            &mut bad_words,
+            &mut hist,
+            slots,
+        )
+        .await
+        {
+            error = Some(e);
+            break;
+        }
+    }
+    CoroOut {
+        hist,
+        stats: dm_runtime::task_stats().since(&before),
+        counts,
+        bad_words,
+        error,
+    }
+}
+
+async fn one_op(
+    plan: &Plan,
+    rng: &mut ChaCha8Rng,
+    seq: u64,
+    counts: &mut [u64; 4],
+    bad_words: &mut u64,
+    hist: &mut Histogram<u64>,
+    slots: u64,
+) -> Result<(), dm_verbs::VerbError> {
+    {
         let base = plan.chunks[rng.gen_range(0..plan.num_ms) as usize];
         let p = rng.gen_range(0..100u32);
         let t0 = dm_runtime::now_ns();
@@ -134,22 +180,21 @@ async fn coroutine(plan: Plan, id: u64, ops: u64) -> CoroOut {
                 let slot = rng.gen_range(0..slots);
                 let addr = base.add(DATA_OFF + slot * plan.size as u64);
                 if kind == 0 {
-                    let data = read(addr, plan.size).await.expect("READ");
-                    bad_words += check_slot(&data, slot);
+                    let data = read(addr, plan.size).await?;
+                    *bad_words += check_slot(&data, slot);
                 } else {
                     let word = (slot << 32) | (seq & 0xffff_ffff);
                     let data: Vec<u8> = (0..plan.size / 8)
                         .flat_map(|_| word.to_le_bytes())
                         .collect();
-                    write(addr, data).await.expect("WRITE");
+                    write(addr, data).await?;
                 }
             }
             2 => {
                 let a = base.add(8 * COUNTERS + 8 * rng.gen_range(0..COUNTERS));
-                let mut old =
-                    u64::from_le_bytes(read(a, 8).await.expect("READ").try_into().unwrap());
+                let mut old = u64::from_le_bytes(read(a, 8).await?.try_into().unwrap());
                 loop {
-                    let seen = cas(a, old, old + 1).await.expect("CAS");
+                    let seen = cas(a, old, old + 1).await?;
                     if seen == old {
                         break;
                     }
@@ -158,18 +203,13 @@ async fn coroutine(plan: Plan, id: u64, ops: u64) -> CoroOut {
             }
             _ => {
                 let a = base.add(8 * rng.gen_range(0..COUNTERS));
-                faa(a, 1).await.expect("FAA");
+                faa(a, 1).await?;
             }
         }
         counts[kind] += 1;
         hist.record((dm_runtime::now_ns() - t0).max(1)).unwrap();
     }
-    CoroOut {
-        hist,
-        stats: dm_runtime::task_stats().since(&before),
-        counts,
-        bad_words,
-    }
+    Ok(())
 }
 
 fn check_slot(data: &[u8], slot: u64) -> u64 {
@@ -192,10 +232,10 @@ async fn setup(num_ms: u16, chunk_bytes: u64) -> Result<[GlobalAddr; 64], dm_ver
 }
 
 /// Sums of FAA and CAS counters and bad data words, read back through the fabric.
-async fn verify(plan: Plan) -> (u64, u64, u64) {
+async fn verify(plan: Plan) -> Result<(u64, u64, u64), dm_verbs::VerbError> {
     let (mut faa_sum, mut cas_sum, mut bad) = (0, 0, 0);
     for &base in plan.chunks.iter().take(plan.num_ms as usize) {
-        let c = read(base, (16 * COUNTERS) as u32).await.expect("READ");
+        let c = read(base, (16 * COUNTERS) as u32).await?;
         for (i, w) in c.chunks(8).enumerate() {
             let v = u64::from_le_bytes(w.try_into().unwrap());
             if (i as u64) < COUNTERS {
@@ -204,14 +244,12 @@ async fn verify(plan: Plan) -> (u64, u64, u64) {
                 cas_sum += v;
             }
         }
-        let data = read(base.add(DATA_OFF), (plan.chunk_bytes - DATA_OFF) as u32)
-            .await
-            .expect("READ");
+        let data = read(base.add(DATA_OFF), (plan.chunk_bytes - DATA_OFF) as u32).await?;
         for (slot, s) in data.chunks(plan.size as usize).enumerate() {
             bad += check_slot(s, slot as u64);
         }
     }
-    (faa_sum, cas_sum, bad)
+    Ok((faa_sum, cas_sum, bad))
 }
 
 async fn run_core(plan: Plan, first_id: u64, coros: u32, ops_per: u64) -> Vec<CoroOut> {
@@ -225,7 +263,45 @@ async fn run_core(plan: Plan, first_id: u64, coros: u32, ops_per: u64) -> Vec<Co
     out
 }
 
-pub fn run(a: Args) -> Result<()> {
+type RunOut = (Vec<CoroOut>, u64, serde_json::Value, (u64, u64, u64));
+
+/// The run on a real fabric (loopback, rdma): setup and verification on one
+/// executor over `setup_q`, the operations on one OS thread per core.
+fn run_threads_fabric<F: Fabric + Send + Sync>(
+    fabric: &F,
+    setup_q: F::Queues,
+    a: &Args,
+    cores: &[(u16, u16)],
+    mix: [u32; 4],
+    chunk_bytes: u64,
+    ops_per: u64,
+) -> Result<RunOut> {
+    let mut setup_ex = Executor::new(setup_q, a.ms, ExecConfig::default());
+    let chunks = setup_ex.block_on(setup(a.ms, chunk_bytes))?;
+    let plan = Plan {
+        mix,
+        size: a.size,
+        chunks,
+        num_ms: a.ms,
+        chunk_bytes,
+        seed: a.seed,
+    };
+    let t0 = std::time::Instant::now();
+    let coros = a.coros;
+    let outs: Vec<CoroOut> = dm_runtime::run_threads(fabric, cores, true, |i| {
+        run_core(plan, i as u64 * coros as u64, coros, ops_per)
+    })
+    .into_iter()
+    .flatten()
+    .collect();
+    let el = t0.elapsed().as_nanos() as u64;
+    let verified = setup_ex.block_on(verify(plan))?;
+    Ok((outs, el, json!({}), verified))
+}
+
+pub fn run(mut a: Args) -> Result<()> {
+    a.ms = a.ms_spec.count();
+    check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
     let mix = parse_mix(&a.mix)?;
     if a.size == 0 || !a.size.is_multiple_of(8) {
         bail!("--size must be a positive multiple of 8");
@@ -295,7 +371,7 @@ pub fn run(a: Args) -> Result<()> {
                 .into_iter()
                 .flat_map(|h| h.try_take().expect("core finished"))
                 .collect();
-            let verified = rt.block_on(sim_cores[0], verify(plan)).unwrap();
+            let verified = rt.block_on(sim_cores[0], verify(plan)).unwrap()?;
             let extra = json!({
                 "trace_hash": format!("{:016x}", fabric.trace_hash()),
                 "sim_verbs_executed": fabric.verbs_executed(),
@@ -310,34 +386,39 @@ pub fn run(a: Args) -> Result<()> {
                 ms: ms_cfg,
                 ..Default::default()
             });
-            let mut setup_ex = Executor::new(fabric.open_queues(0, 0), a.ms, ExecConfig::default());
-            let chunks = setup_ex.block_on(setup(a.ms, chunk_bytes))?;
-            let plan = Plan {
-                mix,
-                size: a.size,
-                chunks,
-                num_ms: a.ms,
-                chunk_bytes,
-                seed: a.seed,
-            };
-            let t0 = std::time::Instant::now();
-            let coros = a.coros;
-            let outs: Vec<CoroOut> = dm_runtime::run_threads(&fabric, &cores, true, |i| {
-                run_core(plan, i as u64 * coros as u64, coros, ops_per)
-            })
-            .into_iter()
-            .flatten()
-            .collect();
-            let el = t0.elapsed().as_nanos() as u64;
-            let verified = setup_ex.block_on(verify(plan));
-            (outs, el, json!({}), verified)
+            let q = fabric.open_queues(0, 0);
+            run_threads_fabric(&fabric, q, &a, &cores, mix, chunk_bytes, ops_per)?
         }
+        #[cfg(feature = "rdma")]
+        FabricArg::Rdma => {
+            let fabric = crate::fabric_arg::connect(&a.ms_spec, &a.rdma)?;
+            let q = fabric.try_open_queues(0, 0)?;
+            // The memory servers decide the chunk size.
+            let chunk_bytes = fabric.ms_config().chunk_bytes;
+            if chunk_bytes < DATA_OFF + a.size as u64 {
+                bail!("the memory servers' chunks ({chunk_bytes} bytes) are too small for the counters and one data slot");
+            }
+            let (o, el, _, v) =
+                run_threads_fabric(&fabric, q, &a, &cores, mix, chunk_bytes, ops_per)?;
+            (
+                o,
+                el,
+                json!({"device": fabric.device_name(), "chunk_bytes": chunk_bytes}),
+                v,
+            )
+        }
+        #[cfg(not(feature = "rdma"))]
+        FabricArg::Rdma => return Err(crate::fabric_arg::no_rdma()),
     };
     let wall_s = wall.elapsed().as_secs_f64();
     let mut hist = Histogram::<u64>::new(3).unwrap();
     let mut stats = VerbStats::default();
     let mut counts = [0u64; 4];
     let mut bad_reads = 0;
+    if let Some(e) = outs.iter().find_map(|o| o.error.as_ref()) {
+        let n = outs.iter().filter(|o| o.error.is_some()).count();
+        bail!("{n} coroutines stopped on a verb error; first: {e}");
+    }
     for o in &outs {
         hist.add(&o.hist).unwrap();
         stats.add(&o.stats);
@@ -352,7 +433,7 @@ pub fn run(a: Args) -> Result<()> {
         (faa_sum != counts[3]) as u64 + (cas_sum != counts[2]) as u64 + bad_mem + bad_reads;
     let clock = match a.fabric {
         FabricArg::Sim => "virtual",
-        FabricArg::Loopback => "wall",
+        FabricArg::Loopback | FabricArg::Rdma => "wall",
     };
     let mops = ops as f64 / (elapsed_ns.max(1) as f64 / 1e9) / 1e6;
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;

@@ -16,6 +16,7 @@
 //!
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
+use crate::fabric_arg::{check_ms, parse_ms, MsArg, RdmaArgs};
 use crate::report::{per_op, write_json};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
@@ -51,8 +52,22 @@ pub struct Args {
     pub ops: u64,
     #[arg(long, value_enum, default_value = "sim")]
     pub fabric: FabricArg,
-    #[arg(long, default_value_t = 2)]
+    /// Memory servers: a count (sim, loopback) or HOST:PORT[,HOST:PORT..]
+    /// of dm-memserver processes (rdma; MS id = position).
+    #[arg(long = "ms", default_value = "2", value_parser = parse_ms)]
+    pub ms_spec: MsArg,
+    /// Number of memory servers (from `--ms`).
+    #[arg(skip)]
     pub ms: u16,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+    /// This process is client I of N (rdma): all N run the same command; each
+    /// loads and runs its share of the operations (CS ids I*cs..), client 0
+    /// creates the tree, and they meet at barriers (an FAA word at offset 2048
+    /// of MS 0's superblock) after creation, load and run; each then verifies
+    /// every key. Needs fresh memory servers per run.
+    #[arg(long, default_value = "0/1")]
+    pub client: String,
     #[arg(long, default_value_t = 2)]
     pub cs: u16,
     /// Cores (threads) per compute server.
@@ -465,7 +480,48 @@ fn bar(len: u64, what: &str) -> ProgressBar {
     pb
 }
 
-pub fn run(a: Args) -> Result<()> {
+/// Superblock offset (MS 0) of the multi-client barrier word.
+const BARRIER_OFF: u64 = 2048;
+
+/// Meets the other `n` clients at barrier number `k` (1, 2, ...).
+async fn barrier(n: u64, k: u64) -> Result<(), dm_verbs::VerbError> {
+    let w = dm_verbs::GlobalAddr::new(0, BARRIER_OFF);
+    dm_runtime::faa(w, 1).await?;
+    loop {
+        let v = u64::from_le_bytes(dm_runtime::read(w, 8).await?.try_into().unwrap());
+        if v >= k * n {
+            return Ok(());
+        }
+        dm_runtime::yield_now().await;
+    }
+}
+
+fn parse_client(s: &str) -> Result<(usize, usize)> {
+    let bad = || anyhow!("--client wants I/N with I < N, got {s:?}");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (i.trim().parse()?, n.trim().parse()?);
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+pub fn run(mut a: Args) -> Result<()> {
+    a.ms = a.ms_spec.count();
+    check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
+    let (ci, cn) = parse_client(&a.client)?;
+    if cn > 1 && a.fabric != FabricArg::Rdma {
+        bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
+    }
+    #[cfg(feature = "rdma")]
+    let rdma_fabric = match a.fabric {
+        FabricArg::Rdma => Some(crate::fabric_arg::connect(&a.ms_spec, &a.rdma)?),
+        _ => None,
+    };
+    #[cfg(not(feature = "rdma"))]
+    if a.fabric == FabricArg::Rdma {
+        return Err(crate::fabric_arg::no_rdma());
+    }
     let Some(techniques) = Techniques::named(&a.index) else {
         bail!(
             "unknown --index {:?}: this build has {}",
@@ -480,7 +536,13 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--ms, --cs, --threads and --coros must be at least 1");
     }
     let plan = Arc::new(build_plan(&a)?);
-    let chunk = 8u64 << 20;
+    #[allow(unused_mut)]
+    let mut chunk = 8u64 << 20;
+    #[cfg(feature = "rdma")]
+    if let Some(f) = &rdma_fabric {
+        // The memory servers decide the chunk size.
+        chunk = f.ms_config().chunk_bytes;
+    }
     let nodes_estimate = (plan.allowed.len() as u64 * 3 / (a.node_bytes as u64 / 24).max(1) + 64)
         * a.node_bytes as u64;
     let region =
@@ -501,8 +563,14 @@ pub fn run(a: Args) -> Result<()> {
             masked_cas: match a.fabric {
                 FabricArg::Sim => SimConfig::default().masked_cas,
                 FabricArg::Loopback => LoopbackConfig::default().masked_cas,
+                FabricArg::Rdma => false,
             },
-            device_memory_bytes: ms_cfg.device_bytes,
+            // No device memory on rdma yet: locks stay in host memory.
+            device_memory_bytes: if a.fabric == FabricArg::Rdma {
+                0
+            } else {
+                ms_cfg.device_bytes
+            },
         }),
         ..Default::default()
     };
@@ -519,7 +587,7 @@ pub fn run(a: Args) -> Result<()> {
         .map(|_| FgTree::new_local_lock_table(&tcfg))
         .collect();
     let open = |cs: u16, t: u16| {
-        let tree = FgTree::open(tcfg, cs, t)
+        let tree = FgTree::open(tcfg, (ci * a.cs as usize) as u16 + cs, t)
             .unwrap()
             .with_local_locks(llts[cs as usize].clone());
         if a.cache_mb > 0 {
@@ -531,6 +599,71 @@ pub fn run(a: Args) -> Result<()> {
     let wall = std::time::Instant::now();
     let load_pb = bar(plan.load.len() as u64, "load");
     let run_pb = bar(plan.run.len() as u64, "run");
+    // The run on a real fabric (loopback, rdma): one OS thread per core; with
+    // --client I/N, this process's share of the load and run, between barriers.
+    let ncores = cores.len();
+    macro_rules! real_run {
+        ($fabric:expr, $q:expr) => {{
+            let fabric = &$fabric;
+            let mut ex = Executor::new($q, a.ms, ExecConfig::default());
+            let meet = |ex: &mut Executor<_>, k: u64| -> Result<()> {
+                if cn > 1 {
+                    ex.block_on(barrier(cn as u64, k))?;
+                }
+                Ok(())
+            };
+            if ci == 0 && a.load != "bulk" {
+                ex.block_on(FgTree::create(tcfg, 0, 0))
+                    .map_err(|e| anyhow!("{e}"))?;
+            }
+            let phase = |ph: Phase, pb: &ProgressBar| {
+                let t0 = std::time::Instant::now();
+                let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
+                    let (cs, t) = cores[i];
+                    core_phase(
+                        Rc::new(open(cs, t)),
+                        plan.clone(),
+                        ph,
+                        (ci * ncores + i) * coros,
+                        coros,
+                        cn * total,
+                        pb.clone(),
+                    )
+                });
+                let mut o = Out::new();
+                for x in outs {
+                    o.merge(x);
+                }
+                pb.finish();
+                (o, t0.elapsed().as_nanos() as u64)
+            };
+            let (lo, lns) = if a.load == "bulk" {
+                let t0 = std::time::Instant::now();
+                if ci == 0 {
+                    let sorted = sorted_load(&plan);
+                    let fill = a.fill;
+                    ex.block_on(async move {
+                        FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
+                            .await
+                            .map(|_| ())
+                    })
+                    .map_err(|e| anyhow!("{e}"))?;
+                }
+                meet(&mut ex, 1)?;
+                load_pb.finish_and_clear();
+                let lo = if ci == 0 { bulk_out(&plan) } else { Out::new() };
+                (lo, t0.elapsed().as_nanos() as u64)
+            } else {
+                meet(&mut ex, 1)?;
+                phase(Phase::Load, &load_pb)
+            };
+            meet(&mut ex, 2)?;
+            let (ro, rns) = phase(Phase::Run, &run_pb);
+            meet(&mut ex, 3)?;
+            let v = ex.block_on(verify(Rc::new(open(0, 0)), plan.clone()));
+            (lo, ro, lns, rns, v)
+        }};
+    }
     let (load_out, out, load_ns, run_ns, verified, fabric_detail, ms_used) = match a.fabric {
         FabricArg::Sim => {
             let tear = match a.tear {
@@ -614,50 +747,22 @@ pub fn run(a: Args) -> Result<()> {
                 ms: ms_cfg,
                 ..Default::default()
             });
-            let mut ex = Executor::new(fabric.open_queues(0, 0), a.ms, ExecConfig::default());
-            ex.block_on(FgTree::create(tcfg, 0, 0))
-                .map_err(|e| anyhow!("{e}"))?;
-            let phase = |ph: Phase, pb: &ProgressBar| {
-                let t0 = std::time::Instant::now();
-                let outs = dm_runtime::run_threads(&fabric, &cores, true, |i| {
-                    let (cs, t) = cores[i];
-                    core_phase(
-                        Rc::new(open(cs, t)),
-                        plan.clone(),
-                        ph,
-                        i * coros,
-                        coros,
-                        total,
-                        pb.clone(),
-                    )
-                });
-                let mut o = Out::new();
-                for x in outs {
-                    o.merge(x);
-                }
-                pb.finish();
-                (o, t0.elapsed().as_nanos() as u64)
-            };
-            let (lo, lns) = if a.load == "bulk" {
-                let t0 = std::time::Instant::now();
-                let sorted = sorted_load(&plan);
-                let fill = a.fill;
-                ex.block_on(async move {
-                    FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
-                        .await
-                        .map(|_| ())
-                })
-                .map_err(|e| anyhow!("{e}"))?;
-                load_pb.finish_and_clear();
-                (bulk_out(&plan), t0.elapsed().as_nanos() as u64)
-            } else {
-                phase(Phase::Load, &load_pb)
-            };
-            let (ro, rns) = phase(Phase::Run, &run_pb);
-            let v = ex.block_on(verify(Rc::new(open(0, 0)), plan.clone()));
+            let q = fabric.open_queues(0, 0);
+            let (lo, ro, lns, rns, v) = real_run!(fabric, q);
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
             (lo, ro, lns, rns, v, json!({}), used)
         }
+        #[cfg(feature = "rdma")]
+        FabricArg::Rdma => {
+            let fabric = rdma_fabric.clone().expect("connected above");
+            let q = fabric.try_open_queues((ci * a.cs as usize) as u16, 0)?;
+            let (lo, ro, lns, rns, v) = real_run!(fabric, q);
+            // Chunks this client's cores took (the MSs' own totals stay on the MSs).
+            let detail = json!({"device": fabric.device_name(), "chunk_bytes": chunk, "client": ci, "clients": cn});
+            (lo, ro, lns, rns, v, detail, 0)
+        }
+        #[cfg(not(feature = "rdma"))]
+        FabricArg::Rdma => unreachable!("rejected above"),
     };
     let mut cache = dm_tree::CacheStats::default();
     for c in &caches {

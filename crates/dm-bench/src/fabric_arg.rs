@@ -1,0 +1,119 @@
+//! Fabric selection shared by `verbs` and `ycsb`: `--ms` as a count (sim,
+//! loopback) or a memory-server address list (rdma), and the RDMA flags.
+
+use anyhow::{bail, Result};
+
+/// `--ms`: a number of memory servers, or `HOST:PORT[,HOST:PORT..]` of
+/// `dm-memserver` processes (MS id = position in the list).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MsArg {
+    Count(u16),
+    Addrs(Vec<String>),
+}
+
+impl MsArg {
+    /// Number of memory servers.
+    pub fn count(&self) -> u16 {
+        match self {
+            MsArg::Count(n) => *n,
+            MsArg::Addrs(a) => a.len().min(u16::MAX as usize) as u16,
+        }
+    }
+}
+
+/// Parses `--ms`: all digits is a count, otherwise a comma-separated list of
+/// `HOST:PORT` entries (each checked for a port, not resolved here).
+pub fn parse_ms(s: &str) -> Result<MsArg, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse()
+            .map(MsArg::Count)
+            .map_err(|e| format!("--ms {t}: {e}"));
+    }
+    let mut v = Vec::new();
+    for p in t.split(',') {
+        let p = p.trim();
+        let ok = p
+            .rsplit_once(':')
+            .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
+        if !ok {
+            return Err(format!(
+                "--ms entry {p:?} is neither a count nor HOST:PORT (e.g. 127.0.0.1:7471)"
+            ));
+        }
+        v.push(p.to_string());
+    }
+    Ok(MsArg::Addrs(v))
+}
+
+/// Flags of `--fabric rdma`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RdmaArgs {
+    /// RDMA device (e.g. rxe0, mlx5_0); default: the first one.
+    #[arg(long)]
+    pub rdma_device: Option<String>,
+    /// GID index (1 on soft-RoCE over lo; the RoCE v2 IPv4 entry on ConnectX).
+    #[arg(long, default_value_t = 1)]
+    pub rdma_gid_index: u8,
+}
+
+/// Checks that `--ms` fits the fabric: a count for sim/loopback, addresses for rdma.
+pub fn check_ms(ms: &MsArg, rdma: bool) -> Result<()> {
+    match (ms, rdma) {
+        (MsArg::Addrs(_), false) => {
+            bail!("--ms HOST:PORT lists are for --fabric rdma; sim and loopback take a count")
+        }
+        (MsArg::Count(_), true) => {
+            bail!("--fabric rdma needs --ms HOST:PORT[,HOST:PORT..] of running dm-memserver processes")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Connects to the memory servers of `--ms`.
+#[cfg(feature = "rdma")]
+pub fn connect(ms: &MsArg, r: &RdmaArgs) -> Result<dm_verbs::rdma::RdmaFabric> {
+    use dm_verbs::rdma::{parse_ms_list, RdmaConfig, RdmaFabric};
+    check_ms(ms, true)?;
+    let MsArg::Addrs(list) = ms else {
+        unreachable!()
+    };
+    let addrs = parse_ms_list(&list.join(","))?;
+    let cfg = RdmaConfig {
+        device: r.rdma_device.clone(),
+        gid_index: r.rdma_gid_index,
+        ..Default::default()
+    };
+    Ok(RdmaFabric::connect(cfg, &addrs)?)
+}
+
+/// The error of `--fabric rdma` in a build without the `rdma` feature.
+#[cfg(not(feature = "rdma"))]
+pub fn no_rdma() -> anyhow::Error {
+    anyhow::anyhow!(
+        "this dm-bench was built without RDMA support: \
+         cargo build --release -p dm-bench --features rdma"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ms_counts_and_lists() {
+        assert_eq!(parse_ms("2"), Ok(MsArg::Count(2)));
+        assert_eq!(
+            parse_ms("127.0.0.1:7471, host:1"),
+            Ok(MsArg::Addrs(vec!["127.0.0.1:7471".into(), "host:1".into()]))
+        );
+        assert_eq!(parse_ms("a:1,b:2").unwrap().count(), 2);
+        for bad in ["", "host", "host:", ":1", "h:99999", "1,2", "99999999"] {
+            assert!(parse_ms(bad).is_err(), "{bad}");
+        }
+        assert!(check_ms(&MsArg::Count(2), false).is_ok());
+        assert!(check_ms(&MsArg::Count(2), true).is_err());
+        assert!(check_ms(&MsArg::Addrs(vec!["a:1".into()]), false).is_err());
+    }
+}

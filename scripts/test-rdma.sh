@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Real-RDMA test of dm: builds with --features rdma on the host, boots the
+# soft-RoCE guest (scripts/softroce/), and inside it runs
+# scripts/softroce/guest-test-rdma.sh: the dm-verbs rdma tests (in-process
+# memory servers), then two dm-memserver processes on rxe0 with two dm-bench
+# clients each for `verbs` and `ycsb` (FG+), and the failure paths.
+# Exit status: the guest script's (non-zero on any mismatch, error or hang).
+# Env: SKIP_DEPS=1 skips the apt step; GUEST_TIMEOUT (default 900 s) bounds the guest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+if [ -z "${SKIP_DEPS:-}" ]; then bash scripts/softroce/install-deps.sh >/dev/null; fi
+bash scripts/softroce/build-guest.sh
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+cargo build --release -p dm-bench --features rdma --bins
+# The test binary of dm-verbs' rdma tests (its path is printed by cargo).
+TEST_BIN=$(cargo test --release -p dm-verbs --features rdma --test rdma_softroce --no-run --message-format=json 2>/dev/null \
+  | sed -n 's/.*"executable":"\([^"]*rdma_softroce[^"]*\)".*/\1/p' | tail -n1)
+[ -x "$TEST_BIN" ] || { echo "test-rdma: no rdma_softroce test binary"; exit 1; }
+# The guest gets no environment: bake the paths into its script.
+GS=$(mktemp "$ROOT/.rdma-guest.XXXXXX.sh")
+trap 'rm -f "$GS"' EXIT
+{
+  echo "BIN='$CARGO_TARGET_DIR/release'"
+  echo "TEST_BIN='$TEST_BIN'"
+  cat scripts/softroce/guest-test-rdma.sh
+} > "$GS"
+GUEST_TIMEOUT=${GUEST_TIMEOUT:-900} bash scripts/softroce/run-guest.sh "$GS" "$ROOT"

@@ -1,5 +1,6 @@
 # Runs INSIDE the soft-RoCE guest (see ../test-rdma.sh, which prepends BIN= and TEST_BIN=).
 set -eu
+# Every client runs under `timeout 300`: a hang fails the test (exit 124) with the logs.
 ip link set lo up
 rdma link add rxe0 type rxe netdev lo      # gid[1] = ::ffff:127.0.0.1 (RoCE v2)
 L=/tmp/dm-rdma-test; mkdir -p $L
@@ -42,8 +43,8 @@ start_ms 1 7472 64
 
 step "dm-bench verbs --fabric rdma, two client processes"
 V="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 4"
-"$BIN/dm-bench" verbs $V --ops 4000 --seed 1 --json $L/verbs1.json > $L/verbs1.out 2>&1 & P1=$!
-"$BIN/dm-bench" verbs $V --ops 4000 --seed 2 --json $L/verbs2.json > $L/verbs2.out 2>&1 & P2=$!
+timeout 300 "$BIN/dm-bench" verbs $V --ops 4000 --seed 1 --json $L/verbs1.json > $L/verbs1.out 2>&1 & P1=$!
+timeout 300 "$BIN/dm-bench" verbs $V --ops 4000 --seed 2 --json $L/verbs2.json > $L/verbs2.out 2>&1 & P2=$!
 wait $P1 || fail "verbs client 1"
 wait $P2 || fail "verbs client 2"
 grep -h -E "throughput|latency|verified" $L/verbs1.out $L/verbs2.out
@@ -52,8 +53,8 @@ stop_ms 0; stop_ms 1
 step "dm-bench ycsb --fabric rdma (FG+, workload a: gets+updates, after insert load), two clients"
 start_ms 0 7471 64; start_ms 1 7472 64
 Y="--fabric rdma --ms $MS --index fg --cs 1 --threads 2 --coros 2 --keys 2000 --ops 2000 --cache-mb 0"
-"$BIN/dm-bench" ycsb $Y --workload a --client 0/2 --json $L/ycsb-a0.json > $L/ycsb-a0.out 2>&1 & P1=$!
-"$BIN/dm-bench" ycsb $Y --workload a --client 1/2 --json $L/ycsb-a1.json > $L/ycsb-a1.out 2>&1 & P2=$!
+timeout 300 "$BIN/dm-bench" ycsb $Y --workload a --client 0/2 --json $L/ycsb-a0.json > $L/ycsb-a0.out 2>&1 & P1=$!
+timeout 300 "$BIN/dm-bench" ycsb $Y --workload a --client 1/2 --json $L/ycsb-a1.json > $L/ycsb-a1.out 2>&1 & P2=$!
 wait $P1 || fail "ycsb a client 0"
 wait $P2 || fail "ycsb a client 1"
 grep -h -E " run |verified" $L/ycsb-a0.out $L/ycsb-a1.out
@@ -61,15 +62,15 @@ stop_ms 0; stop_ms 1
 
 step "dm-bench ycsb --fabric rdma (FG+, workload e: scans+inserts), two clients"
 start_ms 0 7471 64; start_ms 1 7472 64
-"$BIN/dm-bench" ycsb $Y --workload e --scan-len 20 --client 0/2 --json $L/ycsb-e0.json > $L/ycsb-e0.out 2>&1 & P1=$!
-"$BIN/dm-bench" ycsb $Y --workload e --scan-len 20 --client 1/2 --json $L/ycsb-e1.json > $L/ycsb-e1.out 2>&1 & P2=$!
+timeout 300 "$BIN/dm-bench" ycsb $Y --workload e --scan-len 20 --client 0/2 --json $L/ycsb-e0.json > $L/ycsb-e0.out 2>&1 & P1=$!
+timeout 300 "$BIN/dm-bench" ycsb $Y --workload e --scan-len 20 --client 1/2 --json $L/ycsb-e1.json > $L/ycsb-e1.out 2>&1 & P2=$!
 wait $P1 || fail "ycsb e client 0"
 wait $P2 || fail "ycsb e client 1"
 grep -h -E " run |verified" $L/ycsb-e0.out $L/ycsb-e1.out
 
 step "failure: a memory server killed mid-run gives client errors, not a hang"
 n0=$(grep -c "QP connected" $L/ms1.log || true)
-"$BIN/dm-bench" verbs $V --ops 400000 > $L/kill.out 2>&1 & P1=$!
+timeout 300 "$BIN/dm-bench" verbs $V --ops 400000 > $L/kill.out 2>&1 & P1=$!
 # Wait until the client's setup QP and both core QPs to MS 1 are connected.
 i=0
 until [ "$(grep -c "QP connected" $L/ms1.log || true)" -ge $((n0 + 3)) ]; do

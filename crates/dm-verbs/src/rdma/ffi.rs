@@ -4,11 +4,14 @@
 //! post list, `ibv_poll_cq`). Nothing outside this module touches a raw verbs
 //! handle.
 //!
-//! Why not the `ibverbs` crate's objects: `ibverbs` 0.9.2 keeps the raw handles
-//! of its `Context`, `ProtectionDomain`, `CompletionQueue`, `QueuePair` and
+//! Why not the `ibverbs` crate: `ibverbs` 0.9.2 keeps the raw handles of its
+//! `Context`, `ProtectionDomain`, `CompletionQueue`, `QueuePair` and
 //! `MemoryRegion` in private fields, so a QP it built cannot be handed a
-//! one-sided WR or a post list, and its `allocate` touches every byte of an MR.
-//! This module therefore does setup through `ibverbs-sys` as well.
+//! one-sided WR or a post list, an MR it registered cannot be named by one, and
+//! it wraps neither `ibv_query_device_ex` nor device memory. Mixing the two
+//! would mean two owners of one context. This module therefore does setup
+//! through `ibverbs-sys` (the raw bindings `ibverbs` itself is built on) as
+//! well, and the workspace does not depend on `ibverbs`.
 //!
 //! ## Safety argument (the whole module)
 //! 1. **Handles are valid while their owner lives.** Each wrapper owns exactly

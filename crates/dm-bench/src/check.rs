@@ -1,6 +1,6 @@
 //! `dm-bench check`: concurrent random operations against an index on `sim`
-//! with faults (torn READs, delayed completions), histories checked for
-//! linearizability.
+//! with faults (torn READs, delayed completions), or on a real fabric
+//! (`loopback`, `rdma`), histories checked for linearizability.
 //!
 //! - Clients (tasks spread over simulated CS cores) run random get / insert /
 //!   update / remove / scan on a small key space with small nodes, so conflicts,
@@ -24,19 +24,45 @@
 //!
 //! A failing seed is printed so it can be replayed with `--first-seed S --seeds 1`;
 //! `--history-out FILE` writes the last (or the failing) seed's history as JSON
-//! lines `{client, op, key, value, call, ret, result}` (times in virtual ns).
+//! lines `{seed, client, op, key, value, call, ret, result}` (times in ns).
+//!
+//! ## Real fabrics (`--fabric loopback|rdma`)
+//! The same clients run on OS threads, one per `--cores` (alternating between
+//! two CSs), against real memory (`loopback`) or `dm-memserver` processes
+//! (`rdma`). Nothing is injected (`--faults` is for sim): torn READs and
+//! reordered completions are whatever the hardware does. Times are
+//! `CLOCK_MONOTONIC` ns read before an operation is issued and after it
+//! returns: one clock for every process of a machine. A seed fixes each
+//! client's operations, not the interleaving, so a failing seed cannot be
+//! replayed exactly; its history (`--history-out`) is the evidence.
+//!
+//! Lock tables are tiny here too: on even seeds the global lock table goes to
+//! device memory when the fabric offers it (16-bit lanes with masked CAS),
+//! otherwise, and on odd seeds, 16 64-bit slots in a host-memory chunk.
+//!
+//! With `--client I/N` (rdma), N processes run the same command with distinct
+//! I: process I runs clients `I*clients..` on CSs `2I` and `2I+1`, process 0
+//! creates each seed's tree, and they meet at barriers (an FAA word in MS 0's
+//! superblock, as `ycsb --client`) after creation and after the run. Each
+//! writes every seed's history to its `--history-out`; then
+//! `dm-bench check --histories F0,F1,..` checks their union per seed. The
+//! processes must share a clock (one machine); the memory servers must be
+//! fresh (the barrier word starts at 0).
 
+use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::report::write_json;
-use anyhow::{bail, Result};
-use dm_runtime::SimRuntime;
-use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
+use crate::verbs_bench::FabricArg;
+use anyhow::{anyhow, bail, Context as _, Result};
+use dm_runtime::{ExecConfig, Executor, SimRuntime};
+use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig, TreeError};
+use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
-use dm_verbs::MsConfig;
+use dm_verbs::{Caps, Fabric, MsConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -53,9 +79,11 @@ pub struct Args {
     pub seeds: u64,
     #[arg(long, default_value_t = 0)]
     pub first_seed: u64,
-    /// Concurrent clients (tasks), spread over `--cores` simulated cores on 2 CSs.
+    /// Concurrent clients (tasks), spread over `--cores` cores on 2 CSs
+    /// (per process with `--client`).
     #[arg(long, default_value_t = 16)]
     pub clients: u32,
+    /// Cores: simulated on sim, OS threads on loopback and rdma.
     #[arg(long, default_value_t = 4)]
     pub cores: u16,
     /// Operations per client.
@@ -70,9 +98,28 @@ pub struct Args {
     /// Index cache per CS in leaf-parent nodes (tiny, so stale entries and evictions are frequent; 0 = none).
     #[arg(long, default_value_t = 4)]
     pub cache_nodes: u64,
-    /// Comma-separated faults: torn (8-byte torn READs), torn-line (64-byte), delay.
-    #[arg(long, default_value = "torn,delay")]
-    pub faults: String,
+    /// Comma-separated faults the simulator injects: torn (8-byte torn READs),
+    /// torn-line (64-byte), delay. Default on sim: torn,delay. Sim only.
+    #[arg(long)]
+    pub faults: Option<String>,
+    /// sim (deterministic, faults injected), loopback (threads, process
+    /// memory) or rdma (dm-memserver processes; build with --features rdma).
+    #[arg(long, value_enum, default_value = "sim")]
+    pub fabric: FabricArg,
+    /// Memory servers: a count (sim, loopback) or HOST:PORT[,HOST:PORT..]
+    /// of dm-memserver processes (rdma; MS id = position).
+    #[arg(long = "ms", default_value = "2", value_parser = parse_ms)]
+    pub ms_spec: MsArg,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+    /// This process is client I of N (rdma); see the module docs. N > 1 needs
+    /// --history-out, and the union is checked with --histories.
+    #[arg(long, default_value = "0/1")]
+    pub client: String,
+    /// Check these history files (from `--client I/N` runs, same --keys)
+    /// together, per seed, instead of running anything.
+    #[arg(long, value_delimiter = ',')]
+    pub histories: Vec<PathBuf>,
     #[arg(long)]
     pub history_out: Option<PathBuf>,
     #[arg(long)]
@@ -130,25 +177,40 @@ fn key(k: u64) -> Vec<u8> {
     k.to_be_bytes().to_vec()
 }
 
-async fn client(t: Rc<FgTree>, id: u32, seed: u64, a: Rc<Args>, log: Rc<RefCell<Vec<Event>>>) {
+/// Nanoseconds of `CLOCK_MONOTONIC`: the same clock in every process of a machine.
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// One client: `a.ops` random operations, each logged with its call and
+/// return times on `clock`. Stops at the first error.
+async fn client(
+    t: Rc<FgTree>,
+    id: u32,
+    seed: u64,
+    a: Rc<Args>,
+    log: Rc<RefCell<Vec<Event>>>,
+    clock: fn() -> u64,
+) -> Result<(), TreeError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ id as u64);
     for i in 0..a.ops {
         let k = rng.gen_range(0..a.keys);
         let value = ((id as u64 + 1) << 32) | (i as u64 + 1);
         let p = rng.gen_range(0..100);
-        let call = dm_runtime::now_ns();
+        let call = clock();
         let kind = if p < 30 {
-            t.insert(&key(k), value).await.expect("insert");
+            t.insert(&key(k), value).await?;
             Kind::Insert(value)
         } else if p < 40 {
-            Kind::Update(value, t.update(&key(k), value).await.expect("update"))
+            Kind::Update(value, t.update(&key(k), value).await?)
         } else if p < 55 {
-            Kind::Remove(t.remove(&key(k)).await.expect("remove"))
+            Kind::Remove(t.remove(&key(k)).await?)
         } else if p < 90 {
-            Kind::Get(t.get(&key(k)).await.expect("get"))
+            Kind::Get(t.get(&key(k)).await?)
         } else {
             let n = rng.gen_range(1..12u32);
-            let r = t.scan(&key(k), n as usize).await.expect("scan");
+            let r = t.scan(&key(k), n as usize).await?;
             Kind::Scan(
                 n,
                 r.into_iter()
@@ -161,19 +223,21 @@ async fn client(t: Rc<FgTree>, id: u32, seed: u64, a: Rc<Args>, log: Rc<RefCell<
             key: k,
             kind,
             call,
-            ret: dm_runtime::now_ns(),
+            ret: clock(),
         });
     }
+    Ok(())
 }
 
-fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
-    let chunk = 1 << 20;
+/// The faults of `--faults` (sim only; default torn,delay).
+fn parse_faults(a: &Args) -> Result<Faults> {
     let mut faults = Faults {
         tear: TearGranularity::Off,
         tear_window_ns: 300,
         ..Default::default()
     };
-    for f in a.faults.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+    let spec = a.faults.as_deref().unwrap_or("torn,delay");
+    for f in spec.split(',').map(str::trim).filter(|f| !f.is_empty()) {
         match f {
             "torn" => faults.tear = TearGranularity::Word,
             "torn-line" => faults.tear = TearGranularity::CacheLine,
@@ -184,12 +248,19 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
             other => bail!("unknown fault {other:?}: use torn, torn-line, delay"),
         }
     }
+    Ok(faults)
+}
+
+fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
+    let chunk = 1 << 20;
+    let faults = parse_faults(a)?;
+    let num_ms = a.ms_spec.count();
     // Lock tables are tiny so that unrelated nodes share lock slots often:
     // even seeds put 16-bit lanes in device memory (masked CAS), odd seeds
     // 64-bit words in a host-memory table.
     let lanes = seed.is_multiple_of(2);
     let cfg = SimConfig {
-        num_ms: 2,
+        num_ms,
         ms: MsConfig {
             region_bytes: 4096 + 8 * chunk,
             chunk_bytes: chunk,
@@ -203,7 +274,7 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     let tcfg = TreeConfig {
         node_bytes: a.node_bytes,
         chunk_bytes: chunk,
-        num_ms: 2,
+        num_ms,
         techniques: a.techniques,
         lock_table: LockTableConfig {
             device: lanes,
@@ -249,7 +320,14 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
             let i = c as usize % cores.len();
             rt.spawn_on(
                 cores[i],
-                client(trees[i].clone(), c, seed, a.clone(), log.clone()),
+                client(
+                    trees[i].clone(),
+                    c,
+                    seed,
+                    a.clone(),
+                    log.clone(),
+                    dm_runtime::now_ns,
+                ),
             )
         })
         .collect();
@@ -257,8 +335,114 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     if hs.iter().any(|h| !h.is_finished()) {
         bail!("seed {seed}: some clients never finished (deadlock or lost wake-up)");
     }
+    if let Some(e) = hs.iter().find_map(|h| h.try_take().and_then(Result::err)) {
+        bail!("seed {seed}: a client failed: {e}");
+    }
     let v = log.borrow().clone();
     Ok(v)
+}
+
+/// The lock table of `seed` on a real fabric (see the module docs).
+fn real_lock_table(caps: Caps, seed: u64) -> LockTableConfig {
+    let device = seed.is_multiple_of(2) && caps.device_memory_bytes >= 128;
+    LockTableConfig {
+        device,
+        lanes16: device && caps.masked_cas,
+        slots: if device && caps.masked_cas { 32 } else { 16 },
+    }
+}
+
+/// One seed on a real fabric: process `ci` of `cn` (`round` = seeds done
+/// before, for the barrier numbers). `ex` runs on this thread (creation,
+/// barriers); the clients run on `a.cores` threads.
+fn run_seed_real<F: Fabric + Send + Sync>(
+    fabric: &F,
+    ex: &mut Executor<F::Queues>,
+    a: &Args,
+    seed: u64,
+    round: u64,
+    (ci, cn): (usize, usize),
+) -> Result<Vec<Event>> {
+    let tcfg = TreeConfig {
+        node_bytes: a.node_bytes,
+        chunk_bytes: fabric.ms_config().chunk_bytes,
+        num_ms: fabric.num_ms(),
+        techniques: a.techniques,
+        lock_table: real_lock_table(fabric.caps(), seed),
+        ..Default::default()
+    };
+    FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
+    if ci == 0 {
+        ex.block_on(FgTree::create(tcfg, 0, 0))
+            .map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
+    }
+    let meet = |ex: &mut Executor<F::Queues>, k: u64| -> Result<()> {
+        if cn > 1 {
+            ex.block_on(barrier(cn as u64, 2 * round + k))
+                .map_err(|e| anyhow!("seed {seed}: barrier: {e}"))?;
+        }
+        Ok(())
+    };
+    meet(ex, 1)?;
+    let cs0 = (2 * ci) as u16;
+    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (cs0 + i % 2, i / 2)).collect();
+    let caches: Vec<Arc<IndexCache>> = (0..2)
+        .map(|_| {
+            Arc::new(IndexCache::new(
+                a.cache_nodes * a.node_bytes as u64,
+                a.node_bytes,
+            ))
+        })
+        .collect();
+    let llts: Vec<_> = (0..2)
+        .map(|_| FgTree::new_local_lock_table(&tcfg))
+        .collect();
+    let ncores = cores.len();
+    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
+        let (cs, core) = cores[i];
+        let mut t = FgTree::open(tcfg, cs, core)
+            .expect("checked above")
+            .with_local_locks(llts[i % 2].clone());
+        if a.cache_nodes > 0 {
+            t = t.with_cache(caches[i % 2].clone());
+        }
+        let t = Rc::new(t);
+        let a = Rc::new(a.clone());
+        async move {
+            let log = Rc::new(RefCell::new(Vec::new()));
+            let hs: Vec<_> = (0..a.clients)
+                .filter(|c| *c as usize % ncores == i)
+                .map(|c| {
+                    let id = ci as u32 * a.clients + c;
+                    dm_runtime::spawn(client(
+                        t.clone(),
+                        id,
+                        seed,
+                        a.clone(),
+                        log.clone(),
+                        monotonic_ns,
+                    ))
+                })
+                .collect();
+            let mut err = None;
+            for h in hs {
+                if let Err(e) = h.await {
+                    err.get_or_insert(e.to_string());
+                }
+            }
+            let events = log.take();
+            match err {
+                None => Ok(events),
+                Some(e) => Err(e),
+            }
+        }
+    });
+    meet(ex, 2)?;
+    let mut events = Vec::new();
+    for o in outs {
+        events.extend(o.map_err(|e| anyhow!("seed {seed}: a client failed: {e}"))?);
+    }
+    Ok(events)
 }
 
 /// Checks one history; `Err(reason)` on a violation.
@@ -351,9 +535,12 @@ fn check_history(h: &[Event], keys: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn write_history(path: &PathBuf, h: &[Event]) -> Result<()> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for e in h {
+/// Writes `(seed, history)` pairs as JSON lines (see the module docs).
+fn write_history(path: &PathBuf, hs: &[(u64, Vec<Event>)]) -> Result<()> {
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
+    );
+    for (e, seed) in hs.iter().flat_map(|(s, h)| h.iter().map(move |e| (e, *s))) {
         let (op, value, result) = match &e.kind {
             Kind::Get(r) => ("get", json!(null), json!(r)),
             Kind::Insert(v) => ("insert", json!(v), json!(null)),
@@ -364,11 +551,86 @@ fn write_history(path: &PathBuf, h: &[Event]) -> Result<()> {
         writeln!(
             f,
             "{}",
-            json!({"client": e.client, "op": op, "key": e.key, "value": value, "call": e.call, "ret": e.ret, "result": result})
+            json!({"seed": seed, "client": e.client, "op": op, "key": e.key, "value": value, "call": e.call, "ret": e.ret, "result": result})
         )?;
     }
+    f.flush()?;
     Ok(())
 }
+
+/// One line of [`write_history`] back: `(seed, event)`.
+fn parse_event(v: &Value) -> Option<(u64, Event)> {
+    let u = |k: &str| v.get(k).and_then(Value::as_u64);
+    let value = v.get("value");
+    let result = v.get("result")?;
+    let kind = match v.get("op")?.as_str()? {
+        "get" => Kind::Get(if result.is_null() {
+            None
+        } else {
+            Some(result.as_u64()?)
+        }),
+        "insert" => Kind::Insert(value?.as_u64()?),
+        "update" => Kind::Update(value?.as_u64()?, result.as_bool()?),
+        "remove" => Kind::Remove(result.as_bool()?),
+        "scan" => Kind::Scan(
+            u32::try_from(value?.as_u64()?).ok()?,
+            result
+                .as_array()?
+                .iter()
+                .map(|p| Some((p.get(0)?.as_u64()?, p.get(1)?.as_u64()?)))
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    };
+    Some((
+        u("seed")?,
+        Event {
+            client: u32::try_from(u("client")?).ok()?,
+            key: u("key")?,
+            kind,
+            call: u("call")?,
+            ret: u("ret")?,
+        },
+    ))
+}
+
+/// The union of history files, per seed. Errors: unreadable or malformed
+/// lines, and a client id found in two files (the same `--client` twice).
+fn read_histories(paths: &[PathBuf]) -> Result<BTreeMap<u64, Vec<Event>>> {
+    let mut by_seed: BTreeMap<u64, Vec<Event>> = BTreeMap::new();
+    let mut owner: HashMap<u32, usize> = HashMap::new();
+    for (fi, p) in paths.iter().enumerate() {
+        let text = std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read history {}", p.display()))?;
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let (seed, e) = serde_json::from_str::<Value>(line)
+                .ok()
+                .as_ref()
+                .and_then(parse_event)
+                .ok_or_else(|| anyhow!("{}:{}: not a history line", p.display(), n + 1))?;
+            if *owner.entry(e.client).or_insert(fi) != fi {
+                bail!(
+                    "client {} appears in {} and {} (was one --client given twice?)",
+                    e.client,
+                    paths[owner[&e.client]].display(),
+                    p.display()
+                );
+            }
+            by_seed.entry(seed).or_default().push(e);
+        }
+    }
+    if by_seed.is_empty() {
+        bail!("the histories hold no operations");
+    }
+    Ok(by_seed)
+}
+
+/// Produces one seed's history (`round` = seeds done before).
+type SeedRunner<'a> = Box<dyn FnMut(u64, u64) -> Result<Vec<Event>> + 'a>;
 
 pub fn run(a: Args) -> Result<()> {
     let Some(t) = Techniques::named(&a.index) else {
@@ -380,44 +642,173 @@ pub fn run(a: Args) -> Result<()> {
     };
     let mut a = a;
     a.techniques = t;
+    if !a.histories.is_empty() {
+        return check_files(&a);
+    }
+    check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
+    let (ci, cn) = parse_client(&a.client)?;
+    if cn > 1 && a.fabric != FabricArg::Rdma {
+        bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
+    }
+    if cn > 1 && a.history_out.is_none() {
+        bail!("--client I/N with N > 1 needs --history-out (check the union with --histories)");
+    }
+    if a.fabric == FabricArg::Sim {
+        parse_faults(&a)?;
+    } else if a.faults.as_deref().is_some_and(|f| !f.trim().is_empty()) {
+        bail!(
+            "--faults are injected by the simulator; on {} nothing is injected",
+            format!("{:?}", a.fabric).to_lowercase()
+        );
+    }
+    let n_ms = a.ms_spec.count();
+    if n_ms == 0 || a.cores == 0 || a.clients == 0 {
+        bail!("--ms, --cores and --clients must be at least 1");
+    }
     let a = Rc::new(a);
-    let (mut ops, mut failed) = (0u64, None);
-    let mut last = Vec::new();
-    for seed in a.first_seed..a.first_seed + a.seeds {
-        let h = run_seed(&a, seed)?;
+    #[cfg(feature = "rdma")]
+    let rdma = match a.fabric {
+        FabricArg::Rdma => {
+            let f = crate::fabric_arg::connect(&a.ms_spec, &a.rdma)?;
+            let q = f.try_open_queues((2 * ci) as u16, 0)?;
+            let ex = Executor::new(q, f.num_ms(), ExecConfig::default());
+            Some((f, ex))
+        }
+        _ => None,
+    };
+    #[cfg(feature = "rdma")]
+    let rdma = RefCell::new(rdma);
+    let mut produce: SeedRunner = match a.fabric {
+        FabricArg::Sim => Box::new(|seed, _| run_seed(&a, seed)),
+        FabricArg::Loopback => Box::new(|seed, round| {
+            // A fresh cluster per seed (memory is not reused).
+            let chunk = 1 << 20;
+            let f = LoopbackFabric::new(LoopbackConfig {
+                num_ms: n_ms,
+                ms: MsConfig {
+                    region_bytes: 4096 + (a.cores as u64 + 4) * chunk,
+                    chunk_bytes: chunk,
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            let mut ex = Executor::new(f.open_queues(0, 0), n_ms, ExecConfig::default());
+            run_seed_real(&f, &mut ex, &a, seed, round, (ci, cn))
+        }),
+        #[cfg(feature = "rdma")]
+        FabricArg::Rdma => Box::new(|seed, round| {
+            let mut g = rdma.borrow_mut();
+            let (f, ex) = g.as_mut().expect("connected above");
+            run_seed_real(f, ex, &a, seed, round, (ci, cn))
+        }),
+        #[cfg(not(feature = "rdma"))]
+        FabricArg::Rdma => return Err(crate::fabric_arg::no_rdma()),
+    };
+    let mut ops = 0u64;
+    let mut failed = None;
+    let mut kept: Vec<(u64, Vec<Event>)> = Vec::new();
+    let mut done = 0;
+    for (round, seed) in (a.first_seed..a.first_seed + a.seeds).enumerate() {
+        let h = produce(seed, round as u64)?;
         ops += h.len() as u64;
-        if let Err(why) = check_history(&h, a.keys) {
+        done += 1;
+        if cn > 1 {
+            kept.push((seed, h));
+            continue;
+        }
+        let r = check_history(&h, a.keys);
+        kept = vec![(seed, h)];
+        if let Err(why) = r {
             eprintln!("dm-bench check: seed {seed} FAILED: {why}");
-            eprintln!("  replay: dm-bench check --index {} --first-seed {seed} --seeds 1 --faults {} --history-out h.jsonl", a.index, a.faults);
+            if a.fabric == FabricArg::Sim {
+                eprintln!(
+                    "  replay: dm-bench check --index {} --first-seed {seed} --seeds 1 --faults {} --history-out h.jsonl",
+                    a.index,
+                    a.faults.as_deref().unwrap_or("torn,delay")
+                );
+            } else {
+                eprintln!("  (a real fabric's interleaving cannot be replayed; --history-out keeps the evidence)");
+            }
             failed = Some((seed, why));
-            last = h;
             break;
         }
-        last = h;
     }
+    drop(produce);
     if let Some(p) = &a.history_out {
-        write_history(p, &last)?;
+        write_history(p, &kept)?;
     }
-    let checked = failed
-        .as_ref()
-        .map_or(a.seeds, |(s, _)| s - a.first_seed + 1);
+    let fabric = format!("{:?}", a.fabric).to_lowercase();
+    let faults = match a.fabric {
+        FabricArg::Sim => a.faults.clone().unwrap_or_else(|| "torn,delay".into()),
+        _ => "none injected".into(),
+    };
+    if cn > 1 {
+        println!(
+            "dm-bench check: index {}, {fabric} fabric, client {ci}/{cn}: {done} seeds, {} clients x {} ops, {} keys: {ops} operations recorded in {}; check the union with --histories",
+            a.index,
+            a.clients,
+            a.ops,
+            a.keys,
+            a.history_out.as_ref().unwrap().display()
+        );
+        write_json(
+            a.json.as_deref(),
+            &json!({"index": a.index, "fabric": fabric, "client": ci, "clients_processes": cn, "seeds": done, "operations": ops, "linearizable": null}),
+        )?;
+        return Ok(());
+    }
+    report(&a, &format!("{fabric} fabric"), &faults, done, ops, failed)
+}
+
+/// Prints the verdict and writes the JSON report (`source`: "sim fabric",
+/// "2 histories (16 clients)"); an error if a seed failed.
+fn report(
+    a: &Args,
+    source: &str,
+    faults: &str,
+    seeds: u64,
+    ops: u64,
+    failed: Option<(u64, String)>,
+) -> Result<()> {
     println!(
-        "dm-bench check: index {}, {checked} seeds, {} clients x {} ops, {} keys, faults {}: {ops} operations, {}",
+        "dm-bench check: index {}, {source}, {seeds} seeds, {} clients x {} ops, {} keys, faults {faults}: {ops} operations, {}",
         a.index,
         a.clients,
         a.ops,
         a.keys,
-        a.faults,
         if failed.is_some() { "NOT linearizable" } else { "linearizable" }
     );
     write_json(
         a.json.as_deref(),
-        &json!({"index": a.index, "seeds": checked, "operations": ops, "linearizable": failed.is_none(), "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.clone())}),
+        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": failed.is_none(), "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.clone())}),
     )?;
     if let Some((seed, why)) = failed {
         bail!("seed {seed}: {why}");
     }
     Ok(())
+}
+
+/// `--histories`: the union of the files, checked per seed.
+fn check_files(a: &Args) -> Result<()> {
+    let by_seed = read_histories(&a.histories)?;
+    let (mut ops, mut failed, mut seeds) = (0u64, None, 0);
+    let mut clients = std::collections::HashSet::new();
+    for (seed, h) in &by_seed {
+        ops += h.len() as u64;
+        seeds += 1;
+        clients.extend(h.iter().map(|e| e.client));
+        if let Err(why) = check_history(h, a.keys) {
+            eprintln!("dm-bench check: seed {seed} FAILED: {why}");
+            failed = Some((*seed, why));
+            break;
+        }
+    }
+    let what = format!(
+        "{} history files ({} clients)",
+        a.histories.len(),
+        clients.len()
+    );
+    report(a, &what, "as recorded", seeds, ops, failed)
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
-//! Fabric selection shared by `verbs` and `ycsb`: `--ms` as a count (sim,
-//! loopback) or a memory-server address list (rdma), and the RDMA flags.
+//! Fabric selection shared by `verbs`, `ycsb` and `check`: `--ms` as a count
+//! (sim, loopback) or a memory-server address list (rdma), the RDMA flags, and
+//! `--client I/N` (several client processes meeting at barriers).
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 
 /// `--ms`: a number of memory servers, or `HOST:PORT[,HOST:PORT..]` of
 /// `dm-memserver` processes (MS id = position in the list).
@@ -95,6 +96,36 @@ pub fn no_rdma() -> anyhow::Error {
         "this dm-bench was built without RDMA support: \
          cargo build --release -p dm-bench --features rdma"
     )
+}
+
+/// Superblock offset (MS 0) of the multi-client barrier word.
+pub const BARRIER_OFF: u64 = 2048;
+
+/// Meets the other `n` client processes at barrier number `k` (1, 2, ...):
+/// an FAA of 1 on the word at [`BARRIER_OFF`] of MS 0's superblock, then
+/// READs until it reaches `k * n`. The word must start at 0 (fresh memory
+/// servers) and every process must pass the same barriers in order.
+pub async fn barrier(n: u64, k: u64) -> Result<(), dm_verbs::VerbError> {
+    let w = dm_verbs::GlobalAddr::new(0, BARRIER_OFF);
+    dm_runtime::faa(w, 1).await?;
+    loop {
+        let v = u64::from_le_bytes(dm_runtime::read(w, 8).await?.try_into().unwrap());
+        if v >= k * n {
+            return Ok(());
+        }
+        dm_runtime::yield_now().await;
+    }
+}
+
+/// Parses `--client I/N` (`I < N`) into `(I, N)`.
+pub fn parse_client(s: &str) -> Result<(usize, usize)> {
+    let bad = || anyhow!("--client wants I/N with I < N, got {s:?}");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (i.trim().parse()?, n.trim().parse()?);
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //!
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
-use crate::fabric_arg::{check_ms, parse_ms, MsArg, RdmaArgs};
+use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::report::{per_op, write_json};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
@@ -478,32 +478,6 @@ fn bar(len: u64, what: &str) -> ProgressBar {
     );
     pb.set_message(what.to_string());
     pb
-}
-
-/// Superblock offset (MS 0) of the multi-client barrier word.
-const BARRIER_OFF: u64 = 2048;
-
-/// Meets the other `n` clients at barrier number `k` (1, 2, ...).
-async fn barrier(n: u64, k: u64) -> Result<(), dm_verbs::VerbError> {
-    let w = dm_verbs::GlobalAddr::new(0, BARRIER_OFF);
-    dm_runtime::faa(w, 1).await?;
-    loop {
-        let v = u64::from_le_bytes(dm_runtime::read(w, 8).await?.try_into().unwrap());
-        if v >= k * n {
-            return Ok(());
-        }
-        dm_runtime::yield_now().await;
-    }
-}
-
-fn parse_client(s: &str) -> Result<(usize, usize)> {
-    let bad = || anyhow!("--client wants I/N with I < N, got {s:?}");
-    let (i, n) = s.split_once('/').ok_or_else(bad)?;
-    let (i, n): (usize, usize) = (i.trim().parse()?, n.trim().parse()?);
-    if n == 0 || i >= n {
-        return Err(bad());
-    }
-    Ok((i, n))
 }
 
 pub fn run(mut a: Args) -> Result<()> {

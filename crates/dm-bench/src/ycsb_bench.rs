@@ -526,26 +526,28 @@ pub fn run(mut a: Args) -> Result<()> {
         chunk_bytes: chunk,
         ..Default::default()
     };
+    // sim and loopback get the default MS device memory and masked CAS as each
+    // offers it; rdma what the memory servers and the NIC report.
+    #[allow(unused_mut)]
+    let mut caps = Caps {
+        masked_cas: match a.fabric {
+            FabricArg::Sim => SimConfig::default().masked_cas,
+            FabricArg::Loopback => LoopbackConfig::default().masked_cas,
+            FabricArg::Rdma => false,
+        },
+        device_memory_bytes: ms_cfg.device_bytes,
+    };
+    #[cfg(feature = "rdma")]
+    if let Some(f) = &rdma_fabric {
+        caps = f.caps();
+    }
     let tcfg = TreeConfig {
         node_bytes: a.node_bytes,
         key_bytes: key_bytes(&a),
         chunk_bytes: chunk,
         num_ms: a.ms,
         techniques,
-        // Both fabrics get the default MS device memory; masked CAS as each offers it.
-        lock_table: LockTableConfig::for_caps(Caps {
-            masked_cas: match a.fabric {
-                FabricArg::Sim => SimConfig::default().masked_cas,
-                FabricArg::Loopback => LoopbackConfig::default().masked_cas,
-                FabricArg::Rdma => false,
-            },
-            // No device memory on rdma yet: locks stay in host memory.
-            device_memory_bytes: if a.fabric == FabricArg::Rdma {
-                0
-            } else {
-                ms_cfg.device_bytes
-            },
-        }),
+        lock_table: LockTableConfig::for_caps(caps),
         ..Default::default()
     };
     FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
@@ -747,9 +749,11 @@ pub fn run(mut a: Args) -> Result<()> {
         cache.nodes += s.nodes;
     }
     let wall_s = wall.elapsed().as_secs_f64();
+    let locks = lock_placement(&tcfg, caps);
     report(
         &a,
         &plan,
+        locks,
         load_out,
         out,
         load_ns,
@@ -762,10 +766,44 @@ pub fn run(mut a: Args) -> Result<()> {
     )
 }
 
+/// Where the node locks live, for the report: a line and its JSON.
+fn lock_placement(t: &TreeConfig, caps: Caps) -> (String, serde_json::Value) {
+    let fabric = format!(
+        "fabric: {} bytes of device memory per MS, masked CAS {}",
+        caps.device_memory_bytes,
+        if caps.masked_cas { "offered" } else { "absent" }
+    );
+    if !t.techniques.onchip_lock {
+        let line = format!("in each node, 64-bit CAS ({fabric})");
+        return (line, json!({"global_lock_table": false}));
+    }
+    let lt = t.lock_table;
+    let line = format!(
+        "global lock table: {} {} slots per MS in {} memory ({fabric})",
+        lt.slots,
+        if lt.lanes16 {
+            "16-bit masked-CAS"
+        } else {
+            "64-bit CAS"
+        },
+        if lt.device { "device" } else { "host" }
+    );
+    let v = json!({
+        "global_lock_table": true,
+        "memory": if lt.device { "device" } else { "host" },
+        "slot_bits": if lt.lanes16 { 16 } else { 64 },
+        "slots_per_ms": lt.slots,
+        "fabric_device_memory_bytes": caps.device_memory_bytes,
+        "fabric_masked_cas": caps.masked_cas,
+    });
+    (line, v)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn report(
     a: &Args,
     plan: &Plan,
+    locks: (String, serde_json::Value),
     load: Out,
     mut out: Out,
     load_ns: u64,
@@ -837,6 +875,7 @@ fn report(
         "first_mismatch": first,
         "time": {"virtual": a.fabric == FabricArg::Sim, "load_ns": load_ns, "run_ns": run_ns, "seconds": wall_s},
         "fabric_detail": fabric_detail,
+        "locks": locks.1,
     });
     println!(
         "dm-bench ycsb: index {}, workload {} ({source}), {} fabric ({clock} time)",
@@ -852,6 +891,7 @@ fn report(
         "  keys         {}",
         plan.keys_info["kind"].as_str().unwrap_or_default()
     );
+    println!("  locks        {}", locks.0);
     if let Some(f) = plan.keys_info["file"].as_str() {
         println!(
             "               {f}: {} usable of {} lines at {} bytes ({} longer skipped, {} duplicates)",

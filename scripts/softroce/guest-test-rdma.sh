@@ -1,10 +1,15 @@
 # Runs INSIDE the soft-RoCE guest (see ../test-rdma.sh, which prepends BIN= and TEST_BIN=).
+# Every landed index on real verbs: two dm-memserver processes on rxe0, two
+# client processes per run, verification against the model (ycsb) and
+# linearizability of concurrent histories (check); perftest's READ rate for
+# rdma_efficiency; the failure paths.
 set -eu
 # Every client runs under `timeout 300`: a hang fails the test (exit 124) with the logs.
 ip link set lo up
 rdma link add rxe0 type rxe netdev lo      # gid[1] = ::ffff:127.0.0.1 (RoCE v2)
 L=/tmp/dm-rdma-test; mkdir -p $L
 MS="127.0.0.1:7471,127.0.0.1:7472"
+INDEXES="fg sherman-combine sherman-onchip sherman-hier"
 fail() {
   echo "=== FAIL: $*"
   for f in $L/*; do echo "--- $f"; tail -n 15 "$f"; done
@@ -32,43 +37,90 @@ stop_ms() {
   wait $pid || fail "memory server $1 did not exit cleanly on SIGTERM"
   grep -q "memory server stopped" $L/ms$1.log || fail "memory server $1 did not log its stop"
 }
+# Fresh memory servers (the trees and the barrier word live on them).
+fresh_ms() { start_ms 0 7471 64; start_ms 1 7472 64; }
+stop_both() { stop_ms 0; stop_ms 1; }
+# Runs `dm-bench ARGS --client I/2` for I = 0, 1 concurrently; output in $L/NAME.I.out
+# (and JSON in $L/NAME.I.json). Fails unless both exit 0.
+pair() {
+  name=$1; shift
+  timeout 300 "$BIN/dm-bench" "$@" --client 0/2 --json $L/$name.0.json > $L/$name.0.out 2>&1 & P1=$!
+  timeout 300 "$BIN/dm-bench" "$@" --client 1/2 --json $L/$name.1.json > $L/$name.1.out 2>&1 & P2=$!
+  wait $P1 || fail "$name client 0"
+  wait $P2 || fail "$name client 1"
+}
 
 step "dm-verbs rdma tests (in-process memory servers)"
 "$TEST_BIN" --ignored --test-threads 1 > $L/verbs-tests.log 2>&1 || fail "dm-verbs rdma tests"
 grep "test result" $L/verbs-tests.log
 
+step "perftest ib_read_bw on rxe0 (64-byte READs, one QP): the READ rate of this guest"
+ib_read_bw -d rxe0 -x 1 -F -s 64 -n 20000 > $L/perftest-srv.log 2>&1 & PS=$!
+sleep 1
+timeout 120 ib_read_bw -d rxe0 -x 1 -F -s 64 -n 20000 127.0.0.1 > $L/perftest.log 2>&1 || fail "ib_read_bw"
+wait $PS || true
+# The result line: #bytes #iterations BW-peak[MB/s] BW-average[MB/s] MsgRate[Mpps]
+PERF_MOPS=$(awk '$1 == 64 && $2 == 20000 { print $5 }' $L/perftest.log | tail -n 1)
+[ -n "$PERF_MOPS" ] || fail "no READ message rate in the ib_read_bw output"
+echo "  ib_read_bw: $PERF_MOPS M READs/s"
+
 step "two memory servers"
-start_ms 0 7471 64
-start_ms 1 7472 64
+fresh_ms
 
 step "dm-bench verbs --fabric rdma, two client processes"
-V="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 4"
+V="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 4 --perftest-read-mops $PERF_MOPS"
 timeout 300 "$BIN/dm-bench" verbs $V --ops 4000 --seed 1 --json $L/verbs1.json > $L/verbs1.out 2>&1 & P1=$!
 timeout 300 "$BIN/dm-bench" verbs $V --ops 4000 --seed 2 --json $L/verbs2.json > $L/verbs2.out 2>&1 & P2=$!
 wait $P1 || fail "verbs client 1"
 wait $P2 || fail "verbs client 2"
-grep -h -E "throughput|latency|verified" $L/verbs1.out $L/verbs2.out
-stop_ms 0; stop_ms 1
+grep -h -E "throughput|latency|verified|efficiency" $L/verbs1.out $L/verbs2.out
 
-step "dm-bench ycsb --fabric rdma (FG+, workload a: gets+updates, after insert load), two clients"
-start_ms 0 7471 64; start_ms 1 7472 64
-Y="--fabric rdma --ms $MS --index fg --cs 1 --threads 2 --coros 2 --keys 2000 --ops 2000 --cache-mb 0"
-timeout 300 "$BIN/dm-bench" ycsb $Y --workload a --client 0/2 --json $L/ycsb-a0.json > $L/ycsb-a0.out 2>&1 & P1=$!
-timeout 300 "$BIN/dm-bench" ycsb $Y --workload a --client 1/2 --json $L/ycsb-a1.json > $L/ycsb-a1.out 2>&1 & P2=$!
-wait $P1 || fail "ycsb a client 0"
-wait $P2 || fail "ycsb a client 1"
-grep -h -E " run |verified" $L/ycsb-a0.out $L/ycsb-a1.out
-stop_ms 0; stop_ms 1
+step "dm-bench verbs --fabric rdma, one client, 64-byte READs only (as ib_read_bw)"
+timeout 300 "$BIN/dm-bench" verbs --fabric rdma --ms 127.0.0.1:7471 --cs 1 --threads 1 --coros 8 \
+  --mix 100,0,0,0 --size 64 --ops 4000 --perftest-read-mops $PERF_MOPS \
+  --json $L/verbs-read.json > $L/verbs-read.out 2>&1 || fail "verbs READ-only client"
+grep -h -E "throughput|efficiency" $L/verbs-read.out
+stop_both
 
-step "dm-bench ycsb --fabric rdma (FG+, workload e: scans+inserts), two clients"
-start_ms 0 7471 64; start_ms 1 7472 64
-timeout 300 "$BIN/dm-bench" ycsb $Y --workload e --scan-len 20 --client 0/2 --json $L/ycsb-e0.json > $L/ycsb-e0.out 2>&1 & P1=$!
-timeout 300 "$BIN/dm-bench" ycsb $Y --workload e --scan-len 20 --client 1/2 --json $L/ycsb-e1.json > $L/ycsb-e1.out 2>&1 & P2=$!
-wait $P1 || fail "ycsb e client 0"
-wait $P2 || fail "ycsb e client 1"
-grep -h -E " run |verified" $L/ycsb-e0.out $L/ycsb-e1.out
+# ycsb: every index, two client processes on one tree, every key verified.
+# fg: workload a (gets + updates after an insert load) and e (scans + inserts);
+# Sherman's rungs: a and range-write (scans + upserts). sherman-onchip/-hier
+# take their global lock table in host memory with 64-bit CAS here (rxe has
+# neither device memory nor masked CAS): the `locks` line says where it is.
+Y="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 2 --keys 2000 --ops 2000 --cache-mb 0"
+for index in $INDEXES; do
+  case $index in fg) wls="a e" ;; *) wls="a range-write" ;; esac
+  for w in $wls; do
+    step "dm-bench ycsb --fabric rdma --index $index --workload $w, two client processes"
+    fresh_ms
+    pair ycsb-$index-$w ycsb $Y --index $index --workload $w --scan-len 20 --perftest-read-mops $PERF_MOPS
+    grep -h -E " locks | run |verified" $L/ycsb-$index-$w.0.out $L/ycsb-$index-$w.1.out
+    case $index in sherman-onchip|sherman-hier)
+      grep -q "global lock table: 32768 64-bit CAS slots per MS in host memory" $L/ycsb-$index-$w.0.out \
+        || fail "$index did not fall back to a host-memory lock table with 64-bit CAS"
+    esac
+    stop_both
+  done
+done
+
+# check: short concurrent histories (gets, inserts, updates, removes, scans on
+# 48 keys) from two client processes, the union checked for linearizability.
+for index in $INDEXES; do
+  step "dm-bench check --fabric rdma --index $index, two client processes, 3 seeds"
+  fresh_ms
+  C="check --fabric rdma --ms $MS --index $index --seeds 3 --cores 2 --clients 6 --ops 60"
+  timeout 300 "$BIN/dm-bench" $C --client 0/2 --history-out $L/check-$index.0.jsonl > $L/check-$index.0.out 2>&1 & P1=$!
+  timeout 300 "$BIN/dm-bench" $C --client 1/2 --history-out $L/check-$index.1.jsonl > $L/check-$index.1.out 2>&1 & P2=$!
+  wait $P1 || fail "check $index client 0"
+  wait $P2 || fail "check $index client 1"
+  "$BIN/dm-bench" check --index $index --histories $L/check-$index.0.jsonl,$L/check-$index.1.jsonl \
+    > $L/check-$index.out 2>&1 || fail "check $index: the union of the histories is not linearizable"
+  cat $L/check-$index.out
+  stop_both
+done
 
 step "failure: a memory server killed mid-run gives client errors, not a hang"
+fresh_ms
 n0=$(grep -c "QP connected" $L/ms1.log || true)
 timeout 300 "$BIN/dm-bench" verbs $V --ops 400000 > $L/kill.out 2>&1 & P1=$!
 # Wait until the client's setup QP and both core QPs to MS 1 are connected.

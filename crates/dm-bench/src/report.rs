@@ -19,6 +19,53 @@ pub fn per_op(s: &VerbStats, ops: u64) -> Value {
     })
 }
 
+/// Verbs posted: READ, WRITE, CAS (masked included), FAA and RPC.
+pub fn verbs_posted(s: &VerbStats) -> u64 {
+    s.read + s.write + s.cas + s.faa + s.rpc
+}
+
+/// `--perftest-read-mops`: perftest's READ message rate on the same device.
+#[derive(clap::Args, Clone, Debug)]
+pub struct PerftestArgs {
+    /// perftest's READ message rate on the same device and machine, M READs/s
+    /// (the MsgRate[Mpps] column of `ib_read_bw -s 64`). The report then adds
+    /// `rdma_efficiency` = this run's verbs per second / that rate. Wall-clock
+    /// fabrics only.
+    #[arg(long)]
+    pub perftest_read_mops: Option<f64>,
+}
+
+impl PerftestArgs {
+    /// Errors: a rate that is not positive, or one given for sim (virtual time).
+    pub fn check(&self, virtual_time: bool) -> anyhow::Result<()> {
+        match self.perftest_read_mops {
+            Some(r) if !(r > 0.0 && r.is_finite()) => {
+                anyhow::bail!("--perftest-read-mops must be a positive rate, got {r}")
+            }
+            Some(_) if virtual_time => anyhow::bail!(
+                "--perftest-read-mops compares wall-clock rates: use --fabric loopback or rdma"
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Verbs per second of `verbs` posted in `ns` wall ns, and their ratio to
+/// perftest's READ rate (`rdma_efficiency`, if the rate was given), as JSON
+/// fields and a report line.
+pub fn efficiency(verbs: u64, ns: u64, p: &PerftestArgs) -> (Value, Option<String>) {
+    let per_s = verbs as f64 / (ns.max(1) as f64 / 1e9);
+    let eff = p.perftest_read_mops.map(|r| per_s / (r * 1e6));
+    let v = json!({"verbs_per_s": per_s, "perftest_read_mops": p.perftest_read_mops, "rdma_efficiency": eff});
+    let line = p.perftest_read_mops.zip(eff).map(|(r, e)| {
+        format!(
+            "{:.4} M verbs/s = {e:.3} x perftest's READ rate ({r:.4} M READs/s, ib_read_bw)",
+            per_s / 1e6
+        )
+    });
+    (v, line)
+}
+
 /// Writes `v` pretty-printed to `path` if given.
 pub fn write_json(path: Option<&std::path::Path>, v: &Value) -> anyhow::Result<()> {
     if let Some(p) = path {

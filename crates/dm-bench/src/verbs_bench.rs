@@ -12,7 +12,7 @@
 //! `[16 KiB, chunk end)` data slots of `--size` bytes.
 
 use crate::fabric_arg::{check_ms, parse_ms, MsArg, RdmaArgs};
-use crate::report::{per_op, write_json};
+use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use anyhow::{bail, Context as _, Result};
 use clap::ValueEnum;
 use dm_runtime::alloc::ChunkAlloc;
@@ -57,6 +57,8 @@ pub struct Args {
     pub ms: u16,
     #[command(flatten)]
     pub rdma: RdmaArgs,
+    #[command(flatten)]
+    pub perftest: PerftestArgs,
     /// Compute servers.
     #[arg(long, default_value_t = 2)]
     pub cs: u16,
@@ -303,6 +305,7 @@ pub fn run(mut a: Args) -> Result<()> {
     a.ms = a.ms_spec.count();
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
     let mix = parse_mix(&a.mix)?;
+    a.perftest.check(a.fabric == FabricArg::Sim)?;
     if a.size == 0 || !a.size.is_multiple_of(8) {
         bail!("--size must be a positive multiple of 8");
     }
@@ -437,6 +440,7 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let mops = ops as f64 / (elapsed_ns.max(1) as f64 / 1e9) / 1e6;
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    let (eff, eff_line) = efficiency(verbs_posted(&stats), elapsed_ns, &a.perftest);
     let report = json!({
         "bench": "verbs",
         "fabric": format!("{:?}", a.fabric).to_lowercase(),
@@ -452,6 +456,9 @@ pub fn run(mut a: Args) -> Result<()> {
         "mismatches": mismatches,
         "time": {"elapsed_ns": elapsed_ns, "clock": clock, "wall_seconds": wall_s},
         "fabric_detail": extra,
+        "verbs_per_s": eff["verbs_per_s"],
+        "perftest_read_mops": eff["perftest_read_mops"],
+        "rdma_efficiency": eff["rdma_efficiency"],
     });
     println!(
         "dm-bench verbs on {} ({clock} time)",
@@ -466,6 +473,9 @@ pub fn run(mut a: Args) -> Result<()> {
         counts[0], counts[1], counts[2], counts[3]
     );
     println!("  throughput   {mops:.3} Mops ({clock})");
+    if let Some(l) = eff_line {
+        println!("  efficiency   {l}");
+    }
     println!(
         "  latency      p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us",
         us(0.5),

@@ -17,7 +17,7 @@
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::report::{per_op, write_json};
+use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
@@ -61,6 +61,8 @@ pub struct Args {
     pub ms: u16,
     #[command(flatten)]
     pub rdma: RdmaArgs,
+    #[command(flatten)]
+    pub perftest: PerftestArgs,
     /// This process is client I of N (rdma): all N run the same command; each
     /// loads and runs its share of the operations (CS ids I*cs..), client 0
     /// creates the tree, and they meet at barriers (an FAA word at offset 2048
@@ -484,6 +486,7 @@ pub fn run(mut a: Args) -> Result<()> {
     a.ms = a.ms_spec.count();
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
     let (ci, cn) = parse_client(&a.client)?;
+    a.perftest.check(a.fabric == FabricArg::Sim)?;
     if cn > 1 && a.fabric != FabricArg::Rdma {
         bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
     }
@@ -833,6 +836,8 @@ fn report(
     let mops = ops as f64 / (run_ns.max(1) as f64 / 1e9) / 1e6;
     let load_mops = loaded as f64 / (load_ns.max(1) as f64 / 1e9) / 1e6;
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    // Run phase only; with --client I/N, this process's share.
+    let (eff, eff_line) = efficiency(verbs_posted(&total), run_ns, &a.perftest);
     let by_kind: serde_json::Map<String, serde_json::Value> = KINDS
         .iter()
         .enumerate()
@@ -876,6 +881,9 @@ fn report(
         "time": {"virtual": a.fabric == FabricArg::Sim, "load_ns": load_ns, "run_ns": run_ns, "seconds": wall_s},
         "fabric_detail": fabric_detail,
         "locks": locks.1,
+        "verbs_per_s": eff["verbs_per_s"],
+        "perftest_read_mops": eff["perftest_read_mops"],
+        "rdma_efficiency": eff["rdma_efficiency"],
     });
     println!(
         "dm-bench ycsb: index {}, workload {} ({source}), {} fabric ({clock} time)",
@@ -927,6 +935,9 @@ fn report(
         us(0.99),
         us(0.999)
     );
+    if let Some(l) = eff_line {
+        println!("  efficiency   {l} (run phase)");
+    }
     let d = ops.max(1) as f64;
     println!(
         "  per op       read {:.2} write {:.2} cas {:.2} | bytes r {:.0} w {:.0} | rtts {:.2}",

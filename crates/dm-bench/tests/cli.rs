@@ -355,6 +355,43 @@ fn check_on_loopback_and_merged_histories() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--perftest-read-mops R` adds rdma_efficiency = verbs per second / (R M/s)
+/// on wall-clock fabrics; sim (virtual time) refuses it.
+#[test]
+fn rdma_efficiency_is_verbs_per_second_over_perftest_read_rate() {
+    let (ok, text, v) = bench(&[
+        "verbs",
+        "--fabric",
+        "loopback",
+        "--cs",
+        "1",
+        "--threads",
+        "1",
+        "--ops",
+        "2000",
+        "--perftest-read-mops",
+        "2.5",
+    ]);
+    assert!(ok, "{text}");
+    let per_s = v["verbs_per_s"].as_f64().unwrap();
+    let verbs: f64 = ["read", "write", "cas", "faa", "rpc"]
+        .iter()
+        .map(|k| v["per_op"][k].as_f64().unwrap() * v["ops"].as_f64().unwrap())
+        .sum();
+    let secs = v["time"]["elapsed_ns"].as_f64().unwrap() / 1e9;
+    assert!((per_s - verbs / secs).abs() <= 1e-6 * per_s, "{v}");
+    let eff = v["rdma_efficiency"].as_f64().unwrap();
+    assert!((eff - per_s / 2.5e6).abs() <= 1e-9 * eff.max(1.0), "{v}");
+    assert!(text.contains("efficiency"), "{text}");
+    let (ok, text, v) = bench(&["verbs", "--fabric", "loopback", "--ops", "100"]);
+    assert!(ok, "{text}");
+    assert!(v["rdma_efficiency"].is_null());
+    let (ok, text, _) = bench(&["verbs", "--perftest-read-mops", "2"]);
+    assert!(!ok && text.contains("wall-clock"), "{text}");
+    let (ok, text, _) = bench(&["ycsb", "--fabric", "loopback", "--perftest-read-mops", "0"]);
+    assert!(!ok && text.contains("positive"), "{text}");
+}
+
 #[test]
 fn ycsb_fg_bulk_load() {
     let (ok, text, v) = bench(&[

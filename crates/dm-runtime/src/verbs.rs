@@ -35,6 +35,7 @@ impl VerbFuture {
 impl Future for VerbFuture {
     type Output = Result<VerbOutput, VerbError>;
 
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // `VerbFuture` is `Unpin`: the state is plain data.
         let this = self.get_mut();
@@ -120,6 +121,7 @@ fn take_verb(v: &mut Verb) -> Verb {
 
 /// Takes the result of in-flight slot `key` if it has arrived; otherwise makes
 /// sure the slot wakes the waker of this poll.
+#[inline(always)]
 fn poll_posted(
     c: &CoreState,
     key: u32,
@@ -170,6 +172,7 @@ impl Drop for VerbFuture {
     }
 }
 
+#[inline(always)]
 fn expect_read(r: Result<VerbOutput, VerbError>) -> Result<Vec<u8>, VerbError> {
     match r? {
         VerbOutput::Read(b) | VerbOutput::Rpc(b) => Ok(b),
@@ -177,6 +180,7 @@ fn expect_read(r: Result<VerbOutput, VerbError>) -> Result<Vec<u8>, VerbError> {
     }
 }
 
+#[inline(always)]
 fn expect_atomic(r: Result<VerbOutput, VerbError>) -> Result<u64, VerbError> {
     match r? {
         VerbOutput::Atomic(v) => Ok(v),

@@ -45,7 +45,7 @@ use todc_utils::{Action, History, Specification, WGLChecker};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// fg, sherman-combine, sherman-onchip, sherman-hier.
+    /// fg, sherman-combine, sherman-onchip, sherman-hier, sherman.
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// Number of seeds (independent runs).
@@ -64,9 +64,10 @@ pub struct Args {
     /// Key space (keys 0..N as 8-byte big-endian).
     #[arg(long, default_value_t = 48)]
     pub keys: u64,
-    /// Node size: small nodes split often.
-    #[arg(long, default_value_t = 128)]
-    pub node_bytes: usize,
+    /// Node size: small nodes split often. Default 128 bytes, or 176 when
+    /// leaves are unsorted (`--index sherman`): 5 entries per leaf either way.
+    #[arg(long)]
+    pub node_bytes: Option<usize>,
     /// Index cache per CS in leaf-parent nodes (tiny, so stale entries and evictions are frequent; 0 = none).
     #[arg(long, default_value_t = 4)]
     pub cache_nodes: u64,
@@ -201,7 +202,7 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         ..Default::default()
     };
     let tcfg = TreeConfig {
-        node_bytes: a.node_bytes,
+        node_bytes: a.node_bytes(),
         chunk_bytes: chunk,
         num_ms: 2,
         techniques: a.techniques,
@@ -224,8 +225,8 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     let caches: Vec<_> = (0..2)
         .map(|_| {
             Arc::new(IndexCache::new(
-                a.cache_nodes * a.node_bytes as u64,
-                a.node_bytes,
+                a.cache_nodes * a.node_bytes() as u64,
+                a.node_bytes(),
             ))
         })
         .collect();
@@ -368,6 +369,13 @@ fn write_history(path: &PathBuf, h: &[Event]) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+impl Args {
+    fn node_bytes(&self) -> usize {
+        self.node_bytes
+            .unwrap_or(if self.techniques.two_level { 176 } else { 128 })
+    }
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -37,7 +37,8 @@ use std::sync::Arc;
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
     /// Index: fg (FG+ B-link tree), or Sherman's ladder over it:
-    /// sherman-combine, sherman-onchip, sherman-hier.
+    /// sherman-combine, sherman-onchip, sherman-hier, sherman (all of them plus
+    /// two-level versions with unsorted leaves).
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.

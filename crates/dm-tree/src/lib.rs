@@ -7,6 +7,8 @@
 //!
 //! ## What lives where
 //! - [`node`]: the byte layout, fences, checksum validation (why a checksum: see there).
+//! - [`two_level`]: Sherman's unsorted leaves with two-level versions (§4.4),
+//!   made sound under torn READs: header checksum plus a check word per slot.
 //! - [`tree`]: [`FgTree`], configuration, errors and the root pointer.
 //! - [`lock`]: node locks and release: FG+, and Sherman's ladder (command
 //!   combination, global lock table, hierarchical lock) as switches.
@@ -49,10 +51,11 @@
 //!   [`TreeError::Corrupt`]; an impossible configuration is
 //!   [`TreeError::BadConfig`]. No input panics.
 //!
-//! Sherman (issue 5) so far: command combination, the global lock table and
-//! the hierarchical lock as [`Techniques`] switches; two-level versions with
-//! unsorted leaves, Sherman's top-level cache and parallel scans are still to
-//! come, as are DEX and the NAM designs.
+//! Sherman (issue 5) so far: command combination, the global lock table, the
+//! hierarchical lock and two-level versions with unsorted leaves as
+//! [`Techniques`] switches (`Techniques::SHERMAN` has them all); Sherman's
+//! top-level cache and parallel scans are still to come, as are DEX and the
+//! NAM designs.
 
 mod bulk;
 pub mod cache;
@@ -63,6 +66,7 @@ mod remove;
 mod scan;
 mod search;
 pub mod tree;
+pub mod two_level;
 
 pub use cache::{CacheStats, IndexCache};
 pub use lock::{LockTableConfig, Techniques};

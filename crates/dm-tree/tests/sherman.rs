@@ -78,6 +78,63 @@ fn warm_cache_update_round_trips_per_rung() {
     // Host-memory lock table (no device memory): 64-bit slots, WRITE 0 release.
     let s = update_stats(Techniques::SHERMAN_HIER, false);
     assert_eq!((s.rtts, s.cas, s.read, s.write), (3, 1, 1, 2), "{s:?}");
+    // Sherman (two-level versions, §4.4): the same 3 round trips, but the
+    // write-back moves one 24-byte entry slot (key, value, check word), not the node.
+    let s = update_stats(Techniques::SHERMAN, true);
+    assert_eq!((s.rtts, s.cas, s.read, s.write), (3, 2, 1, 1), "{s:?}");
+    assert_eq!(s.bytes_written, 24, "{s:?}");
+}
+
+/// Sherman's plain insert (no split) and remove write back one entry slot;
+/// an insert into a full leaf splits it and writes whole nodes (sorted).
+#[test]
+fn sherman_insert_and_remove_write_one_entry() {
+    let (mut rt, tcfg) = setup(Techniques::SHERMAN, true);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let entries: Vec<_> = (0..5000u64).map(|i| (k(i * 2), i)).collect();
+        FgTree::bulk_load(tcfg, 0, 0, &entries, 0.8).await.unwrap();
+        let t = FgTree::open(tcfg, 0, 0)
+            .unwrap()
+            .with_cache(Arc::new(IndexCache::new(1 << 20, tcfg.node_bytes)))
+            .with_local_locks(FgTree::new_local_lock_table(&tcfg));
+        assert_eq!(t.leaf_capacity(), (1024 - 48) / 24);
+        assert!(t.update(&k(1000), 6).await.unwrap());
+        let op = |name: &str, s: VerbStats, bytes: u64| {
+            assert_eq!(
+                (s.rtts, s.cas, s.read, s.write),
+                (3, 2, 1, 1),
+                "{name} {s:?}"
+            );
+            assert_eq!(s.bytes_written, bytes, "{name} {s:?}");
+        };
+        let s0 = dm_runtime::task_stats();
+        t.insert(&k(1001), 1).await.unwrap();
+        op("insert", dm_runtime::task_stats().since(&s0), 24);
+        let s0 = dm_runtime::task_stats();
+        assert!(t.remove(&k(1000)).await.unwrap());
+        op("remove", dm_runtime::task_stats().since(&s0), 24);
+        assert_eq!(t.get(&k(1000)).await.unwrap(), None);
+        assert_eq!(t.get(&k(1001)).await.unwrap(), Some(1));
+        // Fill leaves (bulk-loaded 80% full: 32 keys over 64 numbers) until they split: whole nodes move.
+        let mut split_bytes = 0;
+        for x in 0..t.leaf_capacity() as u64 {
+            let s0 = dm_runtime::task_stats();
+            t.insert(&k(1003 + 2 * x), x).await.unwrap();
+            split_bytes = split_bytes.max(dm_runtime::task_stats().since(&s0).bytes_written);
+        }
+        assert!(
+            split_bytes >= 2 * 1016,
+            "no split wrote whole nodes: {split_bytes}"
+        );
+        for x in 0..t.leaf_capacity() as u64 {
+            assert_eq!(t.get(&k(1003 + 2 * x)).await.unwrap(), Some(x));
+        }
+        let all = t.scan(&k(0), 100_000).await.unwrap();
+        assert_eq!(all.len(), 5000 + t.leaf_capacity());
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+    })
+    .unwrap();
 }
 
 /// Two cores of one CS update keys of the same leaf at the same time: under
@@ -129,6 +186,13 @@ fn hand_over_saves_the_lock_round_trip() {
         v[1].cas, 1,
         "giver acquired once and handed over: {:?}",
         v[1]
+    );
+    let v = run(Techniques::SHERMAN);
+    assert_eq!(
+        (v[0].rtts, v[0].read),
+        (2, 1),
+        "sherman receiver {:?}",
+        v[0]
     );
     let v = run(Techniques::SHERMAN_ONCHIP);
     assert!(v.iter().all(|s| s.rtts >= 3 && s.cas >= 2), "{v:?}");

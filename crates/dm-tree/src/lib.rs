@@ -15,10 +15,12 @@
 //! - `search`: traversal to the node covering a key at a level; `get`.
 //! - `insert`: upsert and update, node splits, parent insertion, root growth.
 //! - `remove`: delete without merge (nodes stay in place).
-//! - `scan`: ordered range scan across leaves via sibling pointers.
+//! - `scan`: ordered range scan across leaves via sibling pointers, the
+//!   leaves READ in parallel when the cached leaf parent names them (Sherman §4.2).
 //! - `bulk`: `bulk_load` from sorted input at a fill factor (default 80%).
 //!
-//! - [`cache`]: the CS index cache of leaf parents (FG+), safe when stale.
+//! - [`cache`]: the CS index cache (Sherman §4.1): leaf parents within a byte
+//!   budget, plus the highest two levels; safe when stale.
 //!
 //! ## Using it
 //! Create the tree once ([`FgTree::create`] or [`FgTree::bulk_load`]) from one
@@ -53,9 +55,9 @@
 //!
 //! Sherman (issue 5) so far: command combination, the global lock table, the
 //! hierarchical lock and two-level versions with unsorted leaves as
-//! [`Techniques`] switches (`Techniques::SHERMAN` has them all); Sherman's
-//! top-level cache and parallel scans are still to come, as are DEX and the
-//! NAM designs.
+//! [`Techniques`] switches (`Techniques::SHERMAN` has them all); the index
+//! cache with both of Sherman's node types and parallel scan READs serve every
+//! rung. DEX and the NAM designs are still to come.
 
 mod bulk;
 pub mod cache;

@@ -213,3 +213,83 @@ fn ladder_names_and_bad_combinations() {
     };
     assert!(FgTree::open(bad, 0, 0).is_err());
 }
+
+/// 200k keys in 1 KB nodes 80% full: leaves, two internal levels, root at level 3.
+fn tall_tree(
+    cache: Arc<IndexCache>,
+) -> (SimRuntime, dm_runtime::SimCore, TreeConfig, Arc<IndexCache>) {
+    let chunk = 8 << 20;
+    let fabric = SimFabric::new(SimConfig {
+        num_ms: 1,
+        ms: MsConfig {
+            region_bytes: 4096 + 64 * chunk,
+            chunk_bytes: chunk,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let tcfg = TreeConfig {
+        chunk_bytes: chunk,
+        ..Default::default()
+    };
+    let mut rt = SimRuntime::new(fabric);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let entries: Vec<_> = (0..200_000u64).map(|i| (k(i), i)).collect();
+        FgTree::bulk_load(tcfg, 0, 0, &entries, 0.8).await.unwrap();
+    })
+    .unwrap();
+    (rt, c, tcfg, cache)
+}
+
+/// Sherman §4.1's type-2 cache: with no room for leaf parents, a traversal
+/// still starts below the cached root and its children (2 READs: level 1 and
+/// the leaf, instead of root pointer, root, level 2, level 1, leaf).
+#[test]
+fn top_two_levels_are_cached() {
+    let (mut rt, c, tcfg, cache) = tall_tree(Arc::new(IndexCache::new(0, 1024)));
+    let (cold, warm) = rt
+        .block_on(c, async move {
+            let t = FgTree::open(tcfg, 0, 0).unwrap().with_cache(cache.clone());
+            let s0 = dm_runtime::task_stats();
+            assert_eq!(t.get(&k(4242)).await.unwrap(), Some(4242));
+            let s1 = dm_runtime::task_stats();
+            // A key 100 leaves away: another leaf parent, the same level-2 node.
+            assert_eq!(t.get(&k(9_042)).await.unwrap(), Some(9_042));
+            let s = cache.stats();
+            assert_eq!(s.nodes, 0, "no budget for leaf parents");
+            assert!(s.top_nodes >= 2, "{s:?}");
+            (s1.since(&s0), dm_runtime::task_stats().since(&s1))
+        })
+        .unwrap();
+    assert_eq!(cold.read, 5, "root pointer, levels 3, 2, 1, leaf: {cold:?}");
+    assert_eq!(warm.read, 2, "level 1 and leaf: {warm:?}");
+}
+
+/// Sherman §4.2: a range query READs its leaves in parallel; with the leaf
+/// parent cached, a scan over five leaves costs two or three round trips.
+#[test]
+fn scan_reads_leaves_in_parallel() {
+    let run = |cache_bytes: u64| {
+        let (mut rt, c, tcfg, cache) = tall_tree(Arc::new(IndexCache::new(cache_bytes, 1024)));
+        rt.block_on(c, async move {
+            let t = FgTree::open(tcfg, 0, 0).unwrap().with_cache(cache);
+            t.get(&k(10_000)).await.unwrap();
+            let s0 = dm_runtime::task_stats();
+            let r = t.scan(&k(10_000), 200).await.unwrap();
+            assert_eq!(r.len(), 200);
+            assert!(r.iter().enumerate().all(|(i, e)| e.1 == 10_000 + i as u64));
+            dm_runtime::task_stats().since(&s0)
+        })
+        .unwrap()
+    };
+    // 200 entries at 48 per leaf: 5 leaves; the first READ alone, then the rest together.
+    let par = run(1 << 20);
+    assert!(par.read >= 5 && par.read <= 6, "{par:?}");
+    assert!(par.rtts <= 3, "parallel READs: {par:?}");
+    let seq = run(0);
+    assert!(
+        seq.rtts >= 5,
+        "without leaf parents, one leaf per round trip: {seq:?}"
+    );
+}

@@ -3,13 +3,16 @@
 # soft-RoCE guest (scripts/softroce/), and inside it runs
 # scripts/softroce/guest-test-rdma.sh: the dm-verbs rdma tests (in-process
 # memory servers), then two dm-memserver processes on rxe0 with two dm-bench
-# clients each for `verbs` and `ycsb` (FG+), and the failure paths.
+# client processes each for `verbs`, `ycsb` and `check` on every landed index,
+# perftest's READ rate (for rdma_efficiency), and the failure paths.
 # Exit status: the guest script's (non-zero on any mismatch, error or hang).
 # Env: SKIP_DEPS=1 skips the apt step; GUEST_TIMEOUT (default 900 s) bounds the guest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-if [ -z "${SKIP_DEPS:-}" ]; then bash scripts/softroce/install-deps.sh >/dev/null; fi
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+if [ -z "${SKIP_DEPS:-}" ]; then $SUDO bash scripts/softroce/install-deps.sh >/dev/null; fi
 bash scripts/softroce/build-guest.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 cargo build --release -p dm-bench --features rdma --bins

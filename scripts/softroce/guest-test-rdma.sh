@@ -9,7 +9,7 @@ ip link set lo up
 rdma link add rxe0 type rxe netdev lo      # gid[1] = ::ffff:127.0.0.1 (RoCE v2)
 L=/tmp/dm-rdma-test; mkdir -p $L
 MS="127.0.0.1:7471,127.0.0.1:7472"
-INDEXES="fg sherman-combine sherman-onchip sherman-hier"
+INDEXES="fg sherman-combine sherman-onchip sherman-hier sherman"
 fail() {
   echo "=== FAIL: $*"
   for f in $L/*; do echo "--- $f"; tail -n 15 "$f"; done
@@ -95,7 +95,7 @@ for index in $INDEXES; do
     fresh_ms
     pair ycsb-$index-$w ycsb $Y --index $index --workload $w --scan-len 20 --perftest-read-mops $PERF_MOPS
     grep -h -E " locks | run |verified" $L/ycsb-$index-$w.0.out $L/ycsb-$index-$w.1.out
-    case $index in sherman-onchip|sherman-hier)
+    case $index in sherman-onchip|sherman-hier|sherman)
       grep -q "global lock table: 32768 64-bit CAS slots per MS in host memory" $L/ycsb-$index-$w.0.out \
         || fail "$index did not fall back to a host-memory lock table with 64-bit CAS"
     esac

@@ -71,7 +71,7 @@ use todc_utils::{Action, History, Specification, WGLChecker};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// fg, sherman-combine, sherman-onchip, sherman-hier.
+    /// fg, sherman-combine, sherman-onchip, sherman-hier, sherman.
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// Number of seeds (independent runs).
@@ -92,9 +92,10 @@ pub struct Args {
     /// Key space (keys 0..N as 8-byte big-endian).
     #[arg(long, default_value_t = 48)]
     pub keys: u64,
-    /// Node size: small nodes split often.
-    #[arg(long, default_value_t = 128)]
-    pub node_bytes: usize,
+    /// Node size: small nodes split often. Default 128 bytes, or 176 when
+    /// leaves are unsorted (`--index sherman`): 5 entries per leaf either way.
+    #[arg(long)]
+    pub node_bytes: Option<usize>,
     /// Index cache per CS in leaf-parent nodes (tiny, so stale entries and evictions are frequent; 0 = none).
     #[arg(long, default_value_t = 4)]
     pub cache_nodes: u64,
@@ -272,7 +273,7 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         ..Default::default()
     };
     let tcfg = TreeConfig {
-        node_bytes: a.node_bytes,
+        node_bytes: a.node_bytes(),
         chunk_bytes: chunk,
         num_ms,
         techniques: a.techniques,
@@ -295,8 +296,8 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     let caches: Vec<_> = (0..2)
         .map(|_| {
             Arc::new(IndexCache::new(
-                a.cache_nodes * a.node_bytes as u64,
-                a.node_bytes,
+                a.cache_nodes * a.node_bytes() as u64,
+                a.node_bytes(),
             ))
         })
         .collect();
@@ -364,7 +365,7 @@ fn run_seed_real<F: Fabric + Send + Sync>(
     (ci, cn): (usize, usize),
 ) -> Result<Vec<Event>> {
     let tcfg = TreeConfig {
-        node_bytes: a.node_bytes,
+        node_bytes: a.node_bytes(),
         chunk_bytes: fabric.ms_config().chunk_bytes,
         num_ms: fabric.num_ms(),
         techniques: a.techniques,
@@ -389,8 +390,8 @@ fn run_seed_real<F: Fabric + Send + Sync>(
     let caches: Vec<Arc<IndexCache>> = (0..2)
         .map(|_| {
             Arc::new(IndexCache::new(
-                a.cache_nodes * a.node_bytes as u64,
-                a.node_bytes,
+                a.cache_nodes * a.node_bytes() as u64,
+                a.node_bytes(),
             ))
         })
         .collect();
@@ -632,6 +633,13 @@ fn read_histories(paths: &[PathBuf]) -> Result<BTreeMap<u64, Vec<Event>>> {
 /// Produces one seed's history (`round` = seeds done before).
 type SeedRunner<'a> = Box<dyn FnMut(u64, u64) -> Result<Vec<Event>> + 'a>;
 
+impl Args {
+    fn node_bytes(&self) -> usize {
+        self.node_bytes
+            .unwrap_or(if self.techniques.two_level { 176 } else { 128 })
+    }
+}
+
 pub fn run(a: Args) -> Result<()> {
     let Some(t) = Techniques::named(&a.index) else {
         bail!(
@@ -770,11 +778,15 @@ fn report(
     ops: u64,
     failed: Option<(u64, String)>,
 ) -> Result<()> {
+    // Histories read back carry their own shape (`source` names it).
+    let shape = if a.histories.is_empty() {
+        format!("{} clients x {} ops, ", a.clients, a.ops)
+    } else {
+        String::new()
+    };
     println!(
-        "dm-bench check: index {}, {source}, {seeds} seeds, {} clients x {} ops, {} keys, faults {faults}: {ops} operations, {}",
+        "dm-bench check: index {}, {source}, {seeds} seeds, {shape}{} keys, faults {faults}: {ops} operations, {}",
         a.index,
-        a.clients,
-        a.ops,
         a.keys,
         if failed.is_some() { "NOT linearizable" } else { "linearizable" }
     );

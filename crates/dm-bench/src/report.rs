@@ -66,6 +66,17 @@ pub fn efficiency(verbs: u64, ns: u64, p: &PerftestArgs) -> (Value, Option<Strin
     (v, line)
 }
 
+/// A rate in Mops for the report: 3 decimals, or 3 significant digits below
+/// 0.1 Mops (soft-RoCE in an emulated guest runs at a few kops).
+pub fn mops(x: f64) -> String {
+    if x > 0.0 && x < 0.1 {
+        let d = (2.0 - x.log10().floor()).clamp(3.0, 9.0) as usize;
+        format!("{x:.d$}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
 /// Writes `v` pretty-printed to `path` if given.
 pub fn write_json(path: Option<&std::path::Path>, v: &Value) -> anyhow::Result<()> {
     if let Some(p) = path {
@@ -73,4 +84,16 @@ pub fn write_json(path: Option<&std::path::Path>, v: &Value) -> anyhow::Result<(
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mops_keeps_three_significant_digits_below_a_tenth() {
+        assert_eq!(super::mops(1.30812), "1.308");
+        assert_eq!(super::mops(0.0), "0.000");
+        assert_eq!(super::mops(0.000_412_3), "0.000412");
+        assert_eq!(super::mops(0.0237), "0.0237");
+        assert_eq!(super::mops(0.1234), "0.123");
+    }
 }

@@ -472,7 +472,10 @@ pub fn run(mut a: Args) -> Result<()> {
         "  ops          {ops} (read {}, write {}, cas-increment {}, faa {})",
         counts[0], counts[1], counts[2], counts[3]
     );
-    println!("  throughput   {mops:.3} Mops ({clock})");
+    println!(
+        "  throughput   {} Mops ({clock})",
+        crate::report::mops(mops)
+    );
     if let Some(l) = eff_line {
         println!("  efficiency   {l}");
     }

@@ -38,7 +38,8 @@ use std::sync::Arc;
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
     /// Index: fg (FG+ B-link tree), or Sherman's ladder over it:
-    /// sherman-combine, sherman-onchip, sherman-hier.
+    /// sherman-combine, sherman-onchip, sherman-hier, sherman (all of them plus
+    /// two-level versions with unsorted leaves).
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.
@@ -111,7 +112,8 @@ pub struct Args {
     /// Node fill factor of --load bulk.
     #[arg(long, default_value_t = 0.8)]
     pub fill: f64,
-    /// Index cache per compute server, MiB (leaf parents, shared by its cores; 0 = none).
+    /// Index cache per compute server, MiB (leaf parents, shared by its cores;
+    /// the top two levels are kept on top of it; 0 = no cache).
     #[arg(long, default_value_t = 64)]
     pub cache_mb: u64,
     /// Tree node size in bytes.
@@ -750,6 +752,7 @@ pub fn run(mut a: Args) -> Result<()> {
         cache.misses += s.misses;
         cache.bytes += s.bytes;
         cache.nodes += s.nodes;
+        cache.top_nodes += s.top_nodes;
     }
     let wall_s = wall.elapsed().as_secs_f64();
     let locks = lock_placement(&tcfg, caps);
@@ -873,7 +876,7 @@ fn report(
         "latency_us": {"p50": us(0.5), "p99": us(0.99), "p999": us(0.999)},
         "per_op": per_op(&total, ops),
         "per_op_by_kind": by_kind,
-        "cache": {"hit_ratio": cache.hit_ratio(), "bytes": cache.bytes, "items": cache.nodes, "hits": cache.hits, "misses": cache.misses},
+        "cache": {"hit_ratio": cache.hit_ratio(), "bytes": cache.bytes, "items": cache.nodes, "top_items": cache.top_nodes, "hits": cache.hits, "misses": cache.misses},
         "memory": {"ms_bytes_used": ms_used, "cs_cache_bytes": cache.bytes},
         "verified": ver,
         "mismatches": mismatches,
@@ -911,13 +914,14 @@ fn report(
         );
     }
     println!(
-        "  load         {} keys by {}, {load_mops:.3} Mops",
+        "  load         {} keys by {}, {} Mops",
         plan.load.len(),
         if a.load == "bulk" {
             format!("bulk load at fill {}", a.fill)
         } else {
             "inserts".to_string()
-        }
+        },
+        crate::report::mops(load_mops)
     );
     let kinds: Vec<String> = KINDS
         .iter()
@@ -926,8 +930,9 @@ fn report(
         .map(|(i, k)| format!("{k} {}", out.counts[i]))
         .collect();
     println!(
-        "  run          {ops} ops ({}), {mops:.3} Mops",
-        kinds.join(", ")
+        "  run          {ops} ops ({}), {} Mops",
+        kinds.join(", "),
+        crate::report::mops(mops)
     );
     println!(
         "  latency      p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us",
@@ -949,9 +954,10 @@ fn report(
         total.rtts as f64 / d
     );
     println!(
-        "  cache        hit ratio {:.3} (load and run), {} leaf parents, {:.1} MiB over {} CS",
+        "  cache        hit ratio {:.3} (load and run), {} leaf parents + {} top-level nodes, {:.1} MiB over {} CS",
         cache.hit_ratio(),
         cache.nodes,
+        cache.top_nodes,
         cache.bytes as f64 / (1 << 20) as f64,
         a.cs
     );

@@ -501,7 +501,12 @@ fn ycsb_fg_on_string_keys_from_a_key_file() {
 /// completions (even seeds: 16-bit lanes in device memory; odd: a host table).
 #[test]
 fn check_sherman_ladder_is_linearizable() {
-    for index in ["sherman-combine", "sherman-onchip", "sherman-hier"] {
+    for index in [
+        "sherman-combine",
+        "sherman-onchip",
+        "sherman-hier",
+        "sherman",
+    ] {
         let (ok, text, v) = bench(&["check", "--index", index, "--seeds", "100"]);
         assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
         assert_eq!(v["linearizable"], true, "{index}");

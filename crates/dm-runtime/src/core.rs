@@ -18,10 +18,19 @@ use std::task::Waker;
 /// future dropped while its WR is in flight frees nothing the fabric still uses.
 pub(crate) struct InFlight {
     pub(crate) gen: u32,
-    pub(crate) waker: Option<Waker>,
+    pub(crate) waiter: Waiter,
     pub(crate) result: Option<Result<VerbOutput, VerbError>>,
+}
+
+/// Whom a completion wakes.
+pub(crate) enum Waiter {
+    /// A task of this core, by key: the common case, woken without a waker
+    /// clone, drop or vtable call.
+    Task(u32),
+    /// Any other waker (a combinator's, or another executor's).
+    Waker(Waker),
     /// The future was dropped; the completion just frees the slot.
-    pub(crate) abandoned: bool,
+    Abandoned,
 }
 
 pub(crate) struct CoreState {
@@ -86,6 +95,15 @@ impl CoreState {
                 t.queued = true;
                 self.run_queue.borrow_mut().push_back(key);
             }
+        }
+    }
+
+    /// The [`Waiter`] for a future polled with `w`.
+    #[inline]
+    pub(crate) fn waiter(&self, w: &Waker) -> Waiter {
+        match crate::task::local_key(w, self.exec_id) {
+            Some(k) => Waiter::Task(k),
+            None => Waiter::Waker(w.clone()),
         }
     }
 

@@ -10,9 +10,9 @@
 //! On `sim` every task poll, WR and non-empty CQ poll charges the core's
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
-use crate::core::{CoreState, CURRENT};
+use crate::core::{CoreState, Waiter, CURRENT};
 use crate::task::{self, JoinHandle, TaskSlot};
-use dm_verbs::{Completion, Queues, VerbStats};
+use dm_verbs::{Completion, CpuCost, Queues, VerbStats};
 use slab::Slab;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -44,6 +44,9 @@ pub struct Executor<Q: Queues> {
     core: Rc<CoreState>,
     queues: Q,
     cfg: ExecConfig,
+    /// The queues' CPU costs, read once: a fabric's cost model is fixed when
+    /// its queues are opened (on sim, reading it borrows the whole simulator).
+    cost: CpuCost,
     cq_buf: Vec<Completion>,
 }
 
@@ -71,6 +74,7 @@ impl<Q: Queues> Executor<Q> {
         });
         Executor {
             core,
+            cost: queues.cpu_cost(),
             queues,
             cfg,
             cq_buf: Vec::with_capacity(cfg.cq_batch),
@@ -121,7 +125,7 @@ impl<Q: Queues> Executor<Q> {
     pub fn tick(&mut self) -> usize {
         let core: &CoreState = &self.core;
         let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
-        let cost = self.queues.cpu_cost();
+        let cost = self.cost;
         // 1. cross-core wakes
         if core.inbox.flag.load(Ordering::Relaxed) && core.inbox.flag.swap(false, Ordering::Acquire)
         {
@@ -241,7 +245,7 @@ fn deliver(core: &CoreState, c: Completion) {
         return;
     }
     tracing::trace!(key, ok = c.result.is_ok(), "completion");
-    if slot.abandoned {
+    if matches!(slot.waiter, Waiter::Abandoned) {
         inf.remove(key);
         return;
     }
@@ -249,14 +253,18 @@ fn deliver(core: &CoreState, c: Completion) {
         core.total.borrow_mut().count_completion(out);
     }
     slot.result = Some(c.result);
-    let w = slot.waker.take();
-    drop(inf);
-    // Fast path: a task of this core, scheduled without the waker's thread-local lookup.
-    if let Some(w) = w {
-        match task::local_key(&w, core.exec_id) {
-            Some(k) => core.schedule(k),
-            None => w.wake(),
+    // Once the result is in, the waiter is no longer needed: a later poll takes
+    // the result, a drop frees the slot.
+    match std::mem::replace(&mut slot.waiter, Waiter::Abandoned) {
+        Waiter::Task(k) => {
+            drop(inf);
+            core.schedule(k);
         }
+        Waiter::Waker(w) => {
+            drop(inf);
+            w.wake();
+        }
+        Waiter::Abandoned => {}
     }
 }
 

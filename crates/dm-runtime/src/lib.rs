@@ -42,12 +42,13 @@
 //!
 //! | variant | dm-runtime | tokio current-thread + `LocalSet` | ratio |
 //! |---|---|---|---|
-//! | task awaiting a loopback verb completion | 136 ns | 109 ns | 1.25 |
-//! | pure `yield_now` | 17.8 ns | 37.8 ns | 0.47 |
+//! | task awaiting a loopback verb completion | 107 ns | 112 ns | 0.95 |
+//! | pure `yield_now` | 17.7 ns | 40 ns | 0.45 |
 //!
 //! The yield path meets the foundation issue's target (at most half of tokio's);
-//! the verb path does not yet. `callgrind` puts a verb switch at about 1,250
-//! instructions: the loopback READ itself (bounds check, copy, an allocated
+//! the verb path does not yet (it was 136 ns before in-flight slots named
+//! their task and the verb future's poll was inlined). `callgrind` put a verb
+//! switch at about 1,250 instructions before those changes: the loopback READ itself (bounds check, copy, an allocated
 //! result and its free) about 400 of them, which the tokio variant pays too,
 //! and the verb future (in-flight slot, post list, counters) about 340. The
 //! tokio variant posts each WR on its own and is driven by a poller task.

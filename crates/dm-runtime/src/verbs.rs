@@ -6,7 +6,8 @@
 //! returns its `wr_id`. `wr_id = (generation << 32) | in-flight slab key`, so a
 //! late completion for a dropped future can never wake a reused slot.
 
-use crate::core::{with_current, InFlight};
+use crate::core::{with_current, CoreState, InFlight, Waiter};
+use crate::task::local_key;
 use dm_verbs::{GlobalAddr, Verb, VerbError, VerbOutput, WorkRequest};
 use std::future::Future;
 use std::pin::Pin;
@@ -34,52 +35,122 @@ impl VerbFuture {
 impl Future for VerbFuture {
     type Output = Result<VerbOutput, VerbError>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Init(verb) => {
-                let (key, gen) = with_current(|c| {
-                    let gen = c.next_gen.get().wrapping_add(1);
-                    c.next_gen.set(gen);
-                    let key = c.inflight.borrow_mut().insert(InFlight {
-                        gen,
-                        waker: Some(cx.waker().clone()),
-                        result: None,
-                        abandoned: false,
-                    }) as u32;
-                    tracing::trace!(key, ms = verb.ms(), kind = ?verb.kind(), "post");
-                    c.post(WorkRequest {
-                        wr_id: ((gen as u64) << 32) | key as u64,
-                        verb,
-                    });
-                    (key, gen)
-                });
-                self.state = State::Posted { key, gen };
-                Poll::Pending
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `VerbFuture` is `Unpin`: the state is plain data.
+        let this = self.get_mut();
+        if let State::Posted { key, gen } = this.state {
+            let r = with_current(|c| poll_posted(c, key, gen, cx));
+            if r.is_ready() {
+                this.state = State::Done;
             }
-            State::Posted { key, gen } => with_current(|c| {
-                let mut inf = c.inflight.borrow_mut();
-                let slot = &mut inf[key as usize];
-                debug_assert_eq!(slot.gen, gen);
-                match slot.result.take() {
-                    Some(r) => {
-                        inf.remove(key as usize);
-                        if let Ok(out) = &r {
-                            c.cur.borrow_mut().count_completion(out);
-                            c.cur_dirty.set(true);
-                        }
-                        Poll::Ready(r)
-                    }
-                    None => {
-                        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                            slot.waker = Some(cx.waker().clone());
-                        }
-                        drop(inf);
-                        self.state = State::Posted { key, gen };
-                        Poll::Pending
-                    }
-                }
-            }),
-            State::Done => panic!("VerbFuture polled after completion"),
+            return r;
+        }
+        let State::Init(verb) = &mut this.state else {
+            panic!("VerbFuture polled after completion");
+        };
+        let verb = take_verb(verb);
+        let (key, gen) = with_current(|c| {
+            let gen = c.next_gen.get().wrapping_add(1);
+            c.next_gen.set(gen);
+            let key = c.inflight.borrow_mut().insert(InFlight {
+                gen,
+                waiter: c.waiter(cx.waker()),
+                result: None,
+            }) as u32;
+            tracing::trace!(key, ms = verb.ms(), kind = ?verb.kind(), "post");
+            c.post(WorkRequest {
+                wr_id: ((gen as u64) << 32) | key as u64,
+                verb,
+            });
+            (key, gen)
+        });
+        this.state = State::Posted { key, gen };
+        Poll::Pending
+    }
+}
+
+/// Moves the verb out field by field. The verb was usually written a few
+/// instructions earlier (the future is built right before its first poll), and
+/// copying the enum as a whole makes wide loads that straddle those narrow
+/// stores, which the CPU cannot forward (a stall of a dozen cycles or more).
+#[inline(always)]
+fn take_verb(v: &mut Verb) -> Verb {
+    match v {
+        Verb::Read { addr, len } => Verb::Read {
+            addr: *addr,
+            len: *len,
+        },
+        Verb::Write { addr, data } => Verb::Write {
+            addr: *addr,
+            data: std::mem::take(data),
+        },
+        Verb::Cas { addr, expect, swap } => Verb::Cas {
+            addr: *addr,
+            expect: *expect,
+            swap: *swap,
+        },
+        Verb::MaskedCas {
+            addr,
+            expect,
+            swap,
+            compare_mask,
+            swap_mask,
+        } => Verb::MaskedCas {
+            addr: *addr,
+            expect: *expect,
+            swap: *swap,
+            compare_mask: *compare_mask,
+            swap_mask: *swap_mask,
+        },
+        Verb::Faa { addr, add } => Verb::Faa {
+            addr: *addr,
+            add: *add,
+        },
+        Verb::Rpc {
+            ms,
+            handler,
+            payload,
+        } => Verb::Rpc {
+            ms: *ms,
+            handler: *handler,
+            payload: std::mem::take(payload),
+        },
+    }
+}
+
+/// Takes the result of in-flight slot `key` if it has arrived; otherwise makes
+/// sure the slot wakes the waker of this poll.
+#[inline(always)]
+fn poll_posted(
+    c: &CoreState,
+    key: u32,
+    gen: u32,
+    cx: &mut Context<'_>,
+) -> Poll<Result<VerbOutput, VerbError>> {
+    let mut inf = c.inflight.borrow_mut();
+    let slot = &mut inf[key as usize];
+    debug_assert_eq!(slot.gen, gen);
+    match slot.result.take() {
+        Some(r) => {
+            inf.remove(key as usize);
+            drop(inf);
+            if let Ok(out) = &r {
+                c.cur.borrow_mut().count_completion(out);
+                c.cur_dirty.set(true);
+            }
+            Poll::Ready(r)
+        }
+        None => {
+            let same = match &slot.waiter {
+                Waiter::Task(k) => local_key(cx.waker(), c.exec_id) == Some(*k),
+                Waiter::Waker(w) => w.will_wake(cx.waker()),
+                Waiter::Abandoned => false,
+            };
+            if !same {
+                slot.waiter = c.waiter(cx.waker());
+            }
+            Poll::Pending
         }
     }
 }
@@ -93,8 +164,7 @@ impl Drop for VerbFuture {
                     if slot.result.is_some() {
                         inf.remove(key as usize);
                     } else {
-                        slot.abandoned = true;
-                        slot.waker = None;
+                        slot.waiter = Waiter::Abandoned;
                     }
                 }
             });
@@ -102,6 +172,7 @@ impl Drop for VerbFuture {
     }
 }
 
+#[inline(always)]
 fn expect_read(r: Result<VerbOutput, VerbError>) -> Result<Vec<u8>, VerbError> {
     match r? {
         VerbOutput::Read(b) | VerbOutput::Rpc(b) => Ok(b),
@@ -109,6 +180,7 @@ fn expect_read(r: Result<VerbOutput, VerbError>) -> Result<Vec<u8>, VerbError> {
     }
 }
 
+#[inline(always)]
 fn expect_atomic(r: Result<VerbOutput, VerbError>) -> Result<u64, VerbError> {
     match r? {
         VerbOutput::Atomic(v) => Ok(v),

@@ -39,13 +39,14 @@ impl FgTree {
                 i + 1
             )));
         }
-        let cap = t.node_capacity();
-        let per = ((cap as f64 * fill).floor() as usize).clamp(2, cap);
+        let fill_of = |cap: usize| ((cap as f64 * fill).floor() as usize).clamp(2, cap);
+        let per_leaf = fill_of(t.leaf_capacity());
+        let per = fill_of(t.node_capacity());
         // Level 0.
         let groups: Vec<Vec<(Vec<u8>, u64)>> = if entries.is_empty() {
             vec![Vec::new()]
         } else {
-            entries.chunks(per).map(|c| c.to_vec()).collect()
+            entries.chunks(per_leaf).map(|c| c.to_vec()).collect()
         };
         let mut level = 0u8;
         let mut lows: Vec<Fence> = Vec::new();
@@ -61,7 +62,7 @@ impl FgTree {
             } else {
                 Fence::Key(groups[i + 1][0].0.clone())
             };
-            let mut n = Node::empty(level, low.clone(), high);
+            let mut n = t.new_leaf(low.clone(), high);
             n.entries = g.clone();
             lows.push(low);
             nodes.push(n);

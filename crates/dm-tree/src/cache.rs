@@ -1,10 +1,15 @@
-//! The CS index cache of FG+ (Sherman §5 gives FG an index cache; Sherman
-//! §4.1 caches the leaf parents): copies of level-1 internal nodes, shared by
-//! the cores of one compute server, bounded in bytes.
-//!
-//! A lookup maps a key to the leaf pointer of the cached level-1 node whose
-//! fences `[low, high)` contain the key (the greatest cached low fence <= key),
-//! so a warm `get` is one READ of the leaf.
+//! The CS index cache (Sherman §4.1; Sherman §5 gives FG+ the same cache):
+//! copies of internal nodes, shared by the cores of one compute server, of two
+//! types, as the paper has them:
+//! 1. **leaf parents** (level 1), bounded in bytes: a lookup maps a key to the
+//!    leaf pointer of the cached level-1 node whose fences `[low, high)`
+//!    contain the key (the greatest cached low fence <= key), so a warm `get`
+//!    is one READ of the leaf, and a range scan learns the addresses of the
+//!    next leaves at once (their READs go out in parallel, see `scan`);
+//! 2. **the highest two levels** (the root and its children), kept whole
+//!    outside the budget (at most `1 + fan-out` nodes): on a type-1 miss the
+//!    traversal starts at the child of the cached level below the root, which
+//!    saves the two READs of the top levels.
 //!
 //! **Why a stale entry is safe.** Nodes are never merged or freed, and a split
 //! only lowers a node's high fence (the low fence never changes). A cached
@@ -15,8 +20,15 @@
 //! fits (e.g. the tree was rebuilt by a bulk load), the entry is dropped and the
 //! next traversal from the root re-caches a fresh copy.
 //!
-//! Eviction: first in, first out once the byte budget is exceeded (each cached
-//! node counts `node_bytes`).
+//! The same argument covers the top levels: a traversal started from a cached
+//! child pointer moves right where keys moved, and restarts from the root
+//! (dropping the top-level copies) if it lands on a node that does not cover
+//! its key; a traversal from the root that finds the root at a higher level
+//! than the copies were taken from replaces them. A cache must not outlive a
+//! `bulk_load` that replaces its tree (the old tree's nodes still exist).
+//!
+//! Eviction of leaf parents: first in, first out once the byte budget is
+//! exceeded (each cached node counts `node_bytes`).
 
 use crate::node::{Fence, Node};
 use dm_verbs::GlobalAddr;
@@ -27,6 +39,10 @@ use std::sync::Mutex;
 struct Inner {
     /// Cached level-1 nodes by low fence (empty vector = -inf).
     nodes: BTreeMap<Vec<u8>, Node>,
+    /// Type 2: the highest two levels, by (level, low fence); `top_level` is
+    /// the root level they were taken under (0: none cached).
+    top: BTreeMap<(u8, Vec<u8>), Node>,
+    top_level: u8,
     fifo: VecDeque<Vec<u8>>,
     bytes: u64,
     hits: u64,
@@ -46,9 +62,12 @@ pub struct IndexCache {
 pub struct CacheStats {
     pub hits: u64,
     pub misses: u64,
-    /// Bytes held (cached nodes x node size).
+    /// Bytes held (cached nodes of both types x node size).
     pub bytes: u64,
+    /// Leaf parents cached.
     pub nodes: u64,
+    /// Nodes of the highest two levels cached.
+    pub top_nodes: u64,
 }
 
 impl CacheStats {
@@ -73,6 +92,8 @@ impl IndexCache {
             node_bytes: node_bytes as u64,
             inner: Mutex::new(Inner {
                 nodes: BTreeMap::new(),
+                top: BTreeMap::new(),
+                top_level: 0,
                 fifo: VecDeque::new(),
                 bytes: 0,
                 hits: 0,
@@ -92,6 +113,79 @@ impl IndexCache {
             return None;
         }
         Some((n.child_for(key), low.clone()))
+    }
+
+    /// Up to `max` leaf pointers from the cached leaf parent covering `key`:
+    /// the child for `key` and the ones after it, in key order.
+    pub(crate) fn leaves_from(&self, key: &[u8], max: usize) -> Option<Vec<GlobalAddr>> {
+        let g = self.inner.lock().unwrap();
+        let (_, n) = g
+            .nodes
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()?;
+        if n.beyond_high(key) {
+            return None;
+        }
+        let i = match n.find(key) {
+            Ok(i) => i,
+            Err(0) => 0,
+            Err(i) => i - 1,
+        };
+        Some(
+            n.entries[i..]
+                .iter()
+                .take(max)
+                .map(|e| GlobalAddr::from_u64(e.1))
+                .collect(),
+        )
+    }
+
+    /// Type-2 lookup for a traversal towards `level`: the child pointer for
+    /// `key` of the cached node one level below the root, and that child's
+    /// level, when the child is at `level` or above.
+    pub(crate) fn top_lookup(&self, key: &[u8], level: u8) -> Option<(GlobalAddr, u8)> {
+        let g = self.inner.lock().unwrap();
+        if g.top_level < 2 {
+            return None;
+        }
+        let l = g.top_level - 1;
+        if l <= level {
+            return None;
+        }
+        let (_, n) = g
+            .top
+            .range::<(u8, Vec<u8>), _>((
+                Bound::Included((l, Vec::new())),
+                Bound::Included((l, key.to_vec())),
+            ))
+            .next_back()?;
+        if n.beyond_high(key) {
+            return None;
+        }
+        Some((n.child_for(key), l - 1))
+    }
+
+    /// Caches `n`, read by a traversal that found the root at `root_level`,
+    /// if it is one of the highest two levels (type 2).
+    pub(crate) fn insert_top(&self, n: &Node, root_level: u8) {
+        if root_level < 2 || n.level + 1 < root_level {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap();
+        if root_level > g.top_level {
+            g.top.clear();
+            g.top_level = root_level;
+        } else if root_level < g.top_level {
+            return;
+        }
+        g.top.insert((n.level, low_key(&n.low)), n.clone());
+    }
+
+    /// Drops the type-2 copies (a traversal from them went astray).
+    pub(crate) fn invalidate_top(&self) {
+        let mut g = self.inner.lock().unwrap();
+        g.top.clear();
+        g.top_level = 0;
     }
 
     pub(crate) fn record(&self, hit: bool) {
@@ -136,8 +230,9 @@ impl IndexCache {
         CacheStats {
             hits: g.hits,
             misses: g.misses,
-            bytes: g.bytes,
+            bytes: g.bytes + g.top.len() as u64 * self.node_bytes,
             nodes: g.nodes.len() as u64,
+            top_nodes: g.top.len() as u64,
         }
     }
 }

@@ -47,18 +47,38 @@ impl FgTree {
                 self.drop_stale(cached);
                 continue;
             };
-            match n.find(key) {
-                Ok(i) => n.entries[i].1 = value,
+            // The slot to write back alone (unsorted leaf with room, §4.4).
+            let slot = match n.find(key) {
+                Ok(i) => {
+                    n.entries[i].1 = value;
+                    n.slots.get(i).copied()
+                }
                 Err(_) if !may_insert => {
                     self.release(held, Vec::new()).await?;
                     return Ok(false);
                 }
-                Err(i) => n.entries.insert(i, (key.to_vec(), value)),
-            }
-            if n.entries.len() <= self.g.capacity() {
-                self.write_back_unlock(held, a, &n).await?;
-            } else {
-                self.split(held, a, n).await?;
+                Err(i) => {
+                    n.entries.insert(i, (key.to_vec(), value));
+                    let s = if n.unsorted {
+                        n.free_slot(&self.g)
+                    } else {
+                        None
+                    };
+                    if let Some(s) = s {
+                        n.slots.insert(i, s);
+                    }
+                    s
+                }
+            };
+            match slot {
+                Some(s) if n.unsorted => {
+                    self.write_slot_unlock(held, a, &n, s, Some((key, value)))
+                        .await?
+                }
+                _ if n.entries.len() <= n.capacity(&self.g) => {
+                    self.write_back_unlock(held, a, n).await?
+                }
+                _ => self.split(held, a, n).await?,
             }
             return Ok(true);
         }
@@ -76,6 +96,7 @@ impl FgTree {
             let right_entries = n.entries.split_off(n.entries.len() / 2);
             let sep = right_entries[0].0.clone();
             let mut right = Node::empty(n.level, Fence::Key(sep.clone()), n.high.clone());
+            right.unsorted = n.unsorted;
             right.sibling = n.sibling;
             right.entries = right_entries;
             let ra = match self.alloc_node().await {
@@ -88,6 +109,8 @@ impl FgTree {
             };
             n.high = Fence::Key(sep.clone());
             n.sibling = ra;
+            // A whole-node write: readers must not mix it with the old image's slots.
+            n.version = n.version.wrapping_add(1);
             // The new right node is written before the node that points to it:
             // one doorbell on one QP (in order) when both are on the lock's MS
             // and commands are combined, else completed first (see `release`).
@@ -142,8 +165,8 @@ impl FgTree {
                         Ok(i) => p.entries[i].1 = right.to_u64(),
                         Err(i) => p.entries.insert(i, (sep.clone(), right.to_u64())),
                     }
-                    if p.entries.len() <= self.g.capacity() {
-                        return self.write_back_unlock(held, pa, &p).await;
+                    if p.entries.len() <= p.capacity(&self.g) {
+                        return self.write_back_unlock(held, pa, p).await;
                     }
                     return self.split(held, pa, p).await;
                 }

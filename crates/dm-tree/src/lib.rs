@@ -7,16 +7,20 @@
 //!
 //! ## What lives where
 //! - [`node`]: the byte layout, fences, checksum validation (why a checksum: see there).
+//! - [`two_level`]: Sherman's unsorted leaves with two-level versions (§4.4),
+//!   made sound under torn READs: header checksum plus a check word per slot.
 //! - [`tree`]: [`FgTree`], configuration, errors and the root pointer.
 //! - [`lock`]: node locks and release: FG+, and Sherman's ladder (command
 //!   combination, global lock table, hierarchical lock) as switches.
 //! - `search`: traversal to the node covering a key at a level; `get`.
 //! - `insert`: upsert and update, node splits, parent insertion, root growth.
 //! - `remove`: delete without merge (nodes stay in place).
-//! - `scan`: ordered range scan across leaves via sibling pointers.
+//! - `scan`: ordered range scan across leaves via sibling pointers, the
+//!   leaves READ in parallel when the cached leaf parent names them (Sherman §4.2).
 //! - `bulk`: `bulk_load` from sorted input at a fill factor (default 80%).
 //!
-//! - [`cache`]: the CS index cache of leaf parents (FG+), safe when stale.
+//! - [`cache`]: the CS index cache (Sherman §4.1): leaf parents within a byte
+//!   budget, plus the highest two levels; safe when stale.
 //!
 //! ## Using it
 //! Create the tree once ([`FgTree::create`] or [`FgTree::bulk_load`]) from one
@@ -49,10 +53,11 @@
 //!   [`TreeError::Corrupt`]; an impossible configuration is
 //!   [`TreeError::BadConfig`]. No input panics.
 //!
-//! Sherman (issue 5) so far: command combination, the global lock table and
-//! the hierarchical lock as [`Techniques`] switches; two-level versions with
-//! unsorted leaves, Sherman's top-level cache and parallel scans are still to
-//! come, as are DEX and the NAM designs.
+//! Sherman (issue 5) so far: command combination, the global lock table, the
+//! hierarchical lock and two-level versions with unsorted leaves as
+//! [`Techniques`] switches (`Techniques::SHERMAN` has them all); the index
+//! cache with both of Sherman's node types and parallel scan READs serve every
+//! rung. DEX and the NAM designs are still to come.
 
 mod bulk;
 pub mod cache;
@@ -63,6 +68,7 @@ mod remove;
 mod scan;
 mod search;
 pub mod tree;
+pub mod two_level;
 
 pub use cache::{CacheStats, IndexCache};
 pub use lock::{LockTableConfig, Techniques};

@@ -7,6 +7,7 @@
 //! | `sherman-combine` | same | write-back and WRITE 0 in one doorbell on the node's QP (1 RTT, §4.5) |
 //! | `sherman-onchip` | global lock table (GLT) slot on the node's MS (§4.3) | combined |
 //! | `sherman-hier` | GLT slot under a CS-local lock with FIFO queue and hand-over (§4.3) | combined, or hand-over |
+//! | `sherman` | as `sherman-hier`, leaves unsorted with two-level versions (§4.4, [`crate::two_level`]) | a plain insert/update/remove writes back one entry |
 //!
 //! **Command combination** (§4.5) relies on one QP executing WRs in posting
 //! order: the write-back lands before the unlock, so whoever takes the lock
@@ -60,6 +61,11 @@ pub struct Techniques {
     pub hier_lock: bool,
     /// Consecutive hand-overs allowed before the GLT slot is released (§4.3: 4).
     pub max_handover: u32,
+    /// Two-level versions (§4.4): leaves created unsorted with a check word
+    /// per entry, so a plain insert, update or remove writes back one entry
+    /// instead of the node ([`crate::two_level`]). Only affects leaves this
+    /// tree creates: a leaf's layout is recorded in its header.
+    pub two_level: bool,
 }
 
 impl Techniques {
@@ -69,6 +75,7 @@ impl Techniques {
         onchip_lock: false,
         hier_lock: false,
         max_handover: 4,
+        two_level: false,
     };
     /// FG+ with command combination.
     pub const SHERMAN_COMBINE: Techniques = Techniques {
@@ -86,20 +93,33 @@ impl Techniques {
         ..Self::SHERMAN_ONCHIP
     };
 
-    /// The rung called `name` (`fg`, `sherman-combine`, `sherman-onchip`, `sherman-hier`).
+    /// Sherman: every technique, i.e. `SHERMAN_HIER` plus two-level versions.
+    pub const SHERMAN: Techniques = Techniques {
+        two_level: true,
+        ..Self::SHERMAN_HIER
+    };
+
+    /// The rung called `name` (`fg`, `sherman-combine`, `sherman-onchip`,
+    /// `sherman-hier`, `sherman`).
     pub fn named(name: &str) -> Option<Techniques> {
         Some(match name {
             "fg" | "fg+" => Self::FG_PLUS,
             "sherman-combine" => Self::SHERMAN_COMBINE,
             "sherman-onchip" => Self::SHERMAN_ONCHIP,
             "sherman-hier" => Self::SHERMAN_HIER,
+            "sherman" => Self::SHERMAN,
             _ => return None,
         })
     }
 
     /// Names [`Techniques::named`] knows, in ladder order.
-    pub const NAMES: [&'static str; 4] =
-        ["fg", "sherman-combine", "sherman-onchip", "sherman-hier"];
+    pub const NAMES: [&'static str; 5] = [
+        "fg",
+        "sherman-combine",
+        "sherman-onchip",
+        "sherman-hier",
+        "sherman",
+    ];
 }
 
 impl Default for Techniques {

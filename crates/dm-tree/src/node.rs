@@ -11,11 +11,15 @@
 //! | 16 | 1 | level: 0 = leaf |
 //! | 17 | 1 | flags: bit 0 low fence is -inf, bit 1 high fence is +inf |
 //! | 18 | 2 | count: entries in use |
-//! | 20 | 4 | reserved (0) |
+//! | 20 | 4 | node version: bumped by every whole-node write of a node that was read (Sherman §4.4; see [`crate::two_level`]) |
 //! | 24 | 8 | sibling pointer ([`GlobalAddr`] raw; NULL = rightmost) |
 //! | 32 | Kp | low fence key (inclusive) |
 //! | 32+Kp | Kp | high fence key (exclusive) |
 //! | 32+2Kp | count x (Kp+8) | sorted entries: key, then value (leaf) or child pointer (internal) |
+//!
+//! Leaves of a tree with Sherman's two-level versions use the unsorted layout
+//! of [`crate::two_level`] instead (flag bit 2): header checksum plus a check
+//! word per entry slot, so one entry can be written back alone.
 //!
 //! An internal node's first entry key equals its low fence: entry *i*'s child
 //! covers `[key_i, key_{i+1})` and the last one `[key_last, high fence)`.
@@ -41,10 +45,12 @@ pub const OFF_CSUM: usize = 8;
 const OFF_LEVEL: usize = 16;
 const OFF_FLAGS: usize = 17;
 const OFF_COUNT: usize = 18;
+const OFF_VERSION: usize = 20;
 const OFF_SIBLING: usize = 24;
 const OFF_FENCES: usize = 32;
 const FLAG_LOW_INF: u8 = 1;
 const FLAG_HIGH_INF: u8 = 2;
+const FLAG_UNSORTED: u8 = 4;
 
 /// Checksum of `bytes` (a multiple of 8 long), see the module docs.
 pub fn checksum(bytes: &[u8]) -> u64 {
@@ -75,15 +81,25 @@ impl Geometry {
         }
     }
 
-    fn entries_off(&self) -> usize {
+    pub(crate) fn entries_off(&self) -> usize {
         OFF_FENCES + 2 * self.kp
+    }
+
+    /// Bytes of one slot of an unsorted leaf: key, value, check word.
+    pub fn slot_bytes(&self) -> usize {
+        self.kp + 16
+    }
+
+    /// Entries an unsorted leaf ([`crate::two_level`]) holds.
+    pub fn unsorted_capacity(&self) -> usize {
+        (self.node_bytes - self.entries_off()) / self.slot_bytes()
     }
 
     fn entry_bytes(&self) -> usize {
         self.kp + 8
     }
 
-    /// Entries a node holds.
+    /// Entries a sorted node (internal, or an FG+ leaf) holds.
     pub fn capacity(&self) -> usize {
         (self.node_bytes - self.entries_off()) / self.entry_bytes()
     }
@@ -106,6 +122,14 @@ pub struct Node {
     pub sibling: GlobalAddr,
     /// Sorted by key; values are leaf values or child pointers.
     pub entries: Vec<(Vec<u8>, u64)>,
+    /// Node version (offset 20); writers bump it before a whole-node write.
+    pub version: u32,
+    /// An unsorted leaf with entry check words ([`crate::two_level`]).
+    pub unsorted: bool,
+    /// For a decoded unsorted leaf: the slot of each entry, parallel to
+    /// `entries` (empty otherwise). Whole-node writes ignore it: they lay the
+    /// entries out sorted from slot 0 (§4.4: entries are sorted on split).
+    pub slots: Vec<u16>,
 }
 
 impl Node {
@@ -117,6 +141,18 @@ impl Node {
             high,
             sibling: GlobalAddr::NULL,
             entries: Vec::new(),
+            version: 0,
+            unsorted: false,
+            slots: Vec::new(),
+        }
+    }
+
+    /// Entries this node can hold in its layout.
+    pub fn capacity(&self, g: &Geometry) -> usize {
+        if self.unsorted {
+            g.unsorted_capacity()
+        } else {
+            g.capacity()
         }
     }
 
@@ -169,14 +205,26 @@ impl Node {
         if self.high == Fence::PosInf {
             flags |= FLAG_HIGH_INF;
         }
+        if self.unsorted {
+            flags |= FLAG_UNSORTED;
+        }
         b[OFF_FLAGS] = flags;
-        b[OFF_COUNT..OFF_COUNT + 2].copy_from_slice(&(self.entries.len() as u16).to_le_bytes());
+        if !self.unsorted {
+            b[OFF_COUNT..OFF_COUNT + 2].copy_from_slice(&(self.entries.len() as u16).to_le_bytes());
+        }
+        b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&self.version.to_le_bytes());
         b[OFF_SIBLING..OFF_SIBLING + 8].copy_from_slice(&self.sibling.to_u64().to_le_bytes());
         if let Fence::Key(k) = &self.low {
             b[OFF_FENCES..OFF_FENCES + k.len()].copy_from_slice(k);
         }
         if let Fence::Key(k) = &self.high {
             b[OFF_FENCES + g.kp..OFF_FENCES + g.kp + k.len()].copy_from_slice(k);
+        }
+        if self.unsorted {
+            crate::two_level::encode_slots(g, self, &mut b);
+            let c = checksum(&b[16..g.entries_off()]);
+            b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
+            return b;
         }
         let mut o = g.entries_off();
         for (k, v) in &self.entries {
@@ -196,14 +244,20 @@ impl Node {
             return None;
         }
         let stored = u64::from_le_bytes(b[OFF_CSUM..OFF_CSUM + 8].try_into().unwrap());
-        if checksum(&b[16..]) != stored {
+        let flags = b[OFF_FLAGS];
+        let unsorted = flags & FLAG_UNSORTED != 0;
+        let covered = if unsorted {
+            &b[16..g.entries_off()]
+        } else {
+            &b[16..]
+        };
+        if checksum(covered) != stored {
             return None;
         }
         let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
-        if count > g.capacity() {
+        if count > g.capacity() || (unsorted && (count != 0 || b[OFF_LEVEL] != 0)) {
             return None;
         }
-        let flags = b[OFF_FLAGS];
         let key_at = |o: usize| b[o..o + g.key_bytes].to_vec();
         let low = if flags & FLAG_LOW_INF != 0 {
             Fence::NegInf
@@ -215,6 +269,7 @@ impl Node {
         } else {
             Fence::Key(key_at(OFF_FENCES + g.kp))
         };
+        let version = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
         let mut entries = Vec::with_capacity(count);
         let mut o = g.entries_off();
         for _ in 0..count {
@@ -222,7 +277,7 @@ impl Node {
             entries.push((key_at(o), v));
             o += g.entry_bytes();
         }
-        Some(Node {
+        let n = Node {
             level: b[OFF_LEVEL],
             low,
             high,
@@ -230,12 +285,24 @@ impl Node {
                 b[OFF_SIBLING..OFF_SIBLING + 8].try_into().unwrap(),
             )),
             entries,
-        })
+            version,
+            unsorted,
+            slots: Vec::new(),
+        };
+        if unsorted {
+            return crate::two_level::decode_slots(g, b, n);
+        }
+        Some(n)
     }
 
     /// Bytes of MS memory holding live entries (for memory accounting).
     pub fn live_bytes(&self, g: &Geometry) -> usize {
-        self.entries.len() * g.entry_bytes()
+        let per = if self.unsorted {
+            g.slot_bytes()
+        } else {
+            g.entry_bytes()
+        };
+        self.entries.len() * per
     }
 }
 

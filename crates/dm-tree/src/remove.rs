@@ -1,4 +1,5 @@
-//! Remove: lock the leaf, drop the entry, write back, unlock. Nodes are never
+//! Remove: lock the leaf, drop the entry, write back (only the emptied slot
+//! in an unsorted leaf, Sherman §4.4), unlock. Nodes are never
 //! merged or freed, so every pointer a reader may hold stays valid (Ziegler et
 //! al. leave deletion without merging too).
 
@@ -17,7 +18,12 @@ impl FgTree {
             match n.find(key) {
                 Ok(i) => {
                     n.entries.remove(i);
-                    self.write_back_unlock(held, a, &n).await?;
+                    if n.unsorted {
+                        let s = n.slots.remove(i);
+                        self.write_slot_unlock(held, a, &n, s, None).await?;
+                    } else {
+                        self.write_back_unlock(held, a, n).await?;
+                    }
                     return Ok(true);
                 }
                 Err(_) => {

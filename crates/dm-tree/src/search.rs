@@ -16,31 +16,58 @@ impl FgTree {
     /// From the root down to the node at `level` whose fences cover `key`,
     /// moving right along sibling pointers where a concurrent split moved the
     /// key (B-link), restarting from the root if a node no longer covers it.
+    ///
+    /// With an index cache, the traversal starts below the cached highest two
+    /// levels when it can (Sherman §4.1, type-2 cache), and caches the nodes
+    /// of those levels and the leaf parents it reads from the root.
     pub(crate) async fn find(&self, key: &[u8], level: u8) -> Result<Found, TreeError> {
+        let mut from_top = self.cache.is_some();
         'restart: loop {
-            let root = self.read_root().await?;
-            let mut a = root;
-            let mut n = self.read_node(a).await?;
-            if n.level < level {
-                return Ok(Found::RootBelow(root));
-            }
-            loop {
-                if n.below_low(key) {
-                    continue 'restart;
-                }
-                if n.beyond_high(key) {
-                    if n.sibling.is_null() {
+            let top = match (&self.cache, from_top) {
+                (Some(c), true) => c.top_lookup(key, level),
+                _ => None,
+            };
+            // The root level this traversal started under (0: from the cache).
+            let (mut a, mut n, root_level) = match top {
+                Some((a, want)) => {
+                    let n = self.read_node(a).await?;
+                    if n.level != want {
+                        self.cache.as_ref().unwrap().invalidate_top();
+                        from_top = false;
                         continue 'restart;
                     }
+                    (a, n, 0)
+                }
+                None => {
+                    let root = self.read_root().await?;
+                    let n = self.read_node(root).await?;
+                    if n.level < level {
+                        return Ok(Found::RootBelow(root));
+                    }
+                    let l = n.level;
+                    (root, n, l)
+                }
+            };
+            loop {
+                if n.below_low(key) || (n.beyond_high(key) && n.sibling.is_null()) {
+                    if root_level == 0 {
+                        self.cache.as_ref().unwrap().invalidate_top();
+                    }
+                    from_top = false;
+                    continue 'restart;
+                }
+                if let Some(c) = &self.cache {
+                    if n.level == 1 {
+                        c.insert(&n);
+                    } else if root_level > 0 {
+                        c.insert_top(&n, root_level);
+                    }
+                }
+                if n.beyond_high(key) {
                     a = n.sibling;
                 } else if n.level == level {
                     return Ok(Found::Node(a, n));
                 } else {
-                    if n.level == 1 {
-                        if let Some(c) = &self.cache {
-                            c.insert(&n);
-                        }
-                    }
                     a = n.child_for(key);
                 }
                 n = self.read_node(a).await?;

@@ -115,7 +115,12 @@ impl FgTree {
             )));
         }
         let g = Geometry::new(cfg.node_bytes, cfg.key_bytes);
-        if !cfg.node_bytes.is_multiple_of(8) || cfg.node_bytes < 64 || g.capacity() < 4 {
+        let leaf_cap = if cfg.techniques.two_level {
+            g.unsorted_capacity()
+        } else {
+            g.capacity()
+        };
+        if !cfg.node_bytes.is_multiple_of(8) || cfg.node_bytes < 64 || leaf_cap < 4 {
             return Err(TreeError::BadConfig(format!(
                 "node_bytes {} holds fewer than 4 entries",
                 cfg.node_bytes
@@ -155,7 +160,7 @@ impl FgTree {
     pub async fn create(cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
         let t = Self::open(cfg, cs, core)?;
         t.create_lock_tables().await?;
-        let leaf = Node::empty(0, Fence::NegInf, Fence::PosInf);
+        let leaf = t.new_leaf(Fence::NegInf, Fence::PosInf);
         let a = t.alloc_node().await?;
         write(a, leaf.encode(&t.g)).await?;
         write(cfg.root_ptr, a.to_u64().to_le_bytes().to_vec()).await?;
@@ -199,9 +204,28 @@ impl FgTree {
         self.rejected.get()
     }
 
-    /// Entries per node.
+    /// Entries per internal node (and per FG+ leaf).
     pub fn node_capacity(&self) -> usize {
         self.g.capacity()
+    }
+
+    /// Entries per leaf this handle creates (fewer when leaves are unsorted:
+    /// each entry carries a check word, see [`crate::two_level`]).
+    pub fn leaf_capacity(&self) -> usize {
+        if self.cfg.techniques.two_level {
+            self.g.unsorted_capacity()
+        } else {
+            self.g.capacity()
+        }
+    }
+
+    /// An empty leaf in the layout this tree creates leaves in.
+    pub(crate) fn new_leaf(&self, low: Fence, high: Fence) -> Node {
+        if self.cfg.techniques.two_level {
+            Node::empty_unsorted_leaf(low, high)
+        } else {
+            Node::empty(0, low, high)
+        }
     }
 
     pub(crate) fn check_key(&self, key: &[u8]) -> Result<(), TreeError> {
@@ -249,16 +273,34 @@ impl FgTree {
         Err(TreeError::Corrupt(a))
     }
 
-    /// Writes `n` back to `a` (everything after the in-node lock word) and
-    /// releases `held` ([`FgTree::release`]: 2 RTTs on FG+, 1 combined).
+    /// Writes `n` back to `a` (everything after the in-node lock word) under a
+    /// new node version and releases `held` ([`FgTree::release`]: 2 RTTs on
+    /// FG+, 1 combined).
     pub(crate) async fn write_back_unlock(
         &self,
         held: Held<'_>,
         a: GlobalAddr,
-        n: &Node,
+        mut n: Node,
     ) -> Result<(), TreeError> {
+        n.version = n.version.wrapping_add(1);
         let b = n.encode(&self.g);
         self.release(held, vec![(a.add(8), b[8..].to_vec())]).await
+    }
+
+    /// Writes slot `slot` of the unsorted leaf `n` at `a` (`entry`, or empty)
+    /// and releases `held`: the entry-level write-back of Sherman §4.4, one
+    /// WRITE of `Kp + 16` bytes instead of the node.
+    pub(crate) async fn write_slot_unlock(
+        &self,
+        held: Held<'_>,
+        a: GlobalAddr,
+        n: &Node,
+        slot: u16,
+        entry: Option<(&[u8], u64)>,
+    ) -> Result<(), TreeError> {
+        let b = crate::two_level::slot_image(&self.g, n.version, slot, entry);
+        let at = a.add(crate::two_level::slot_offset(&self.g, slot) as u64);
+        self.release(held, vec![(at, b)]).await
     }
 
     /// Locks the node covering `key` at `level` starting from `a` (moving right

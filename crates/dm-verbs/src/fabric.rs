@@ -122,6 +122,7 @@ pub trait Queues {
     fn clock(&self) -> Clock;
     /// Charges `ns` of CPU time to this core (advances its virtual clock on sim).
     fn charge_cpu(&mut self, ns: u64);
-    /// The CPU costs the runtime should charge.
+    /// The CPU costs the runtime should charge. Fixed for the life of the
+    /// queues: an executor reads them once, when it is built.
     fn cpu_cost(&self) -> CpuCost;
 }

@@ -25,11 +25,12 @@
 //! the events themselves in a slab (sifting moves 16-byte keys, not events). An
 //! idle core whose completion arrives runs at once rather than through a wake
 //! event. A monotone radix heap was tried and measured slower at this event
-//! count (2.4 vs 3.3 M verbs/s).
+//! count (2.4 vs 3.3 M verbs/s), and so was a timing wheel of 1024 x 8 ns
+//! buckets with an overflow heap (2.8-3.3 vs 3.5 M verbs/s, `sim-speed --reps 3`).
 //!
 //! Speed (2-core development machine, `cargo run --release -p dm-bench -- sim-speed`,
 //! 16 simulated cores x 8 tasks, 64-byte READ/WRITE/FAA, torn READs on):
-//! 3.4 M simulated verbs per wall second on one core. The foundation issue's
+//! 3.5 M simulated verbs per wall second on one core (best of 3). The foundation issue's
 //! target is 5 M; about a third of the time goes to the runtime's verb path
 //! (see dm-runtime's crate docs), the rest to the event queue and the model.
 

@@ -40,11 +40,11 @@
 //! | offset | bytes | field |
 //! |---|---|---|
 //! | 0 | 8 | reverse pointer |
-//! | 8 | 8 | meta: bit 0 valid, bits 8..16 key length |
+//! | 8 | 8 | meta: bit 0 valid, bits 8..16 key length, bits 16..64 sequence number |
 //! | 16 | 8 | checksum of bytes `[8, 16)` and `[24, 32 + Kp)` |
 //! | 24 | Kp | key, zero-padded to `Kp` (max key length rounded up to 8) |
 //! | 24 + Kp | 8 | value |
-//! | 32 + Kp | 8 | lock word: 0 free, else the holder's tag |
+//! | 32 + Kp | 8 | lock word: `seq << 1` free, `seq << 1 \| 1` taken |
 //!
 //! The lock is the last word (the paper's rear-embedded lock) so one WRITE of
 //! `[8, 40 + Kp)` stores the new item and releases the lock, relying like
@@ -55,6 +55,16 @@
 //! masked CAS). Readers validate by checksum: a torn READ mixing two versions
 //! of the item is rejected (see `dm_tree::node` for why a checksum and not a
 //! version word).
+//!
+//! **Sequence number in the lock word (our addition).** Every locked write
+//! bumps the item's `seq` and releases the lock to `(seq + 1) << 1`. A writer
+//! takes the lock by CAS from `seq << 1`, the `seq` of the validated image it
+//! decided on; the CAS fails if anything was written since that READ, so the
+//! decision (present or removed, old value) is still true when the lock is
+//! held, without the re-READ after locking that the digest's pitfall list
+//! asks for (the artifact rewrites fields it read before locking). A torn
+//! image whose lock word is newer than its item shows `lock != seq << 1` and
+//! is read again.
 
 use dm_verbs::GlobalAddr;
 
@@ -220,6 +230,8 @@ pub struct LeafGeometry {
 pub struct Leaf {
     pub rev: GlobalAddr,
     pub valid: bool,
+    /// Locked writes so far (48 bits).
+    pub seq: u64,
     pub key: Vec<u8>,
     pub value: u64,
 }
@@ -227,6 +239,18 @@ pub struct Leaf {
 pub const LEAF_OFF_META: usize = 8;
 pub const LEAF_OFF_CSUM: usize = 16;
 pub const LEAF_OFF_KEY: usize = 24;
+/// The 48 bits of a leaf's sequence number.
+pub const SEQ_MASK: u64 = (1 << 48) - 1;
+
+/// The free lock word of a leaf at sequence number `seq`.
+pub fn lock_free(seq: u64) -> u64 {
+    (seq & SEQ_MASK) << 1
+}
+
+/// The taken lock word of a leaf at sequence number `seq`.
+pub fn lock_taken(seq: u64) -> u64 {
+    lock_free(seq) | 1
+}
 
 impl LeafGeometry {
     /// `max_key` in 1..=255.
@@ -258,8 +282,8 @@ impl LeafGeometry {
         h
     }
 
-    /// The whole leaf image with lock word 0 (so writing bytes `[8, ..)` of it
-    /// also releases the lock).
+    /// The whole leaf image with the lock word free at `l.seq` (so writing
+    /// bytes `[8, ..)` of it also releases the lock).
     pub fn encode(&self, l: &Leaf) -> Vec<u8> {
         assert!(
             l.key.len() <= self.max_key,
@@ -267,8 +291,10 @@ impl LeafGeometry {
         );
         let mut b = vec![0u8; self.bytes()];
         b[..8].copy_from_slice(&l.rev.to_u64().to_le_bytes());
-        b[LEAF_OFF_META] = l.valid as u8;
-        b[LEAF_OFF_META + 1] = l.key.len() as u8;
+        let meta = l.valid as u64 | (l.key.len() as u64) << 8 | (l.seq & SEQ_MASK) << 16;
+        b[LEAF_OFF_META..LEAF_OFF_META + 8].copy_from_slice(&meta.to_le_bytes());
+        let lo = self.lock_off();
+        b[lo..lo + 8].copy_from_slice(&lock_free(l.seq).to_le_bytes());
         b[LEAF_OFF_KEY..LEAF_OFF_KEY + l.key.len()].copy_from_slice(&l.key);
         let vo = LEAF_OFF_KEY + self.kp;
         b[vo..vo + 8].copy_from_slice(&l.value.to_le_bytes());
@@ -293,9 +319,11 @@ impl LeafGeometry {
             return None;
         }
         let vo = LEAF_OFF_KEY + self.kp;
+        let meta = u64::from_le_bytes(b[LEAF_OFF_META..LEAF_OFF_META + 8].try_into().unwrap());
         Some(Leaf {
             rev: GlobalAddr::from_u64(u64::from_le_bytes(b[..8].try_into().unwrap())),
-            valid: b[LEAF_OFF_META] & 1 == 1,
+            valid: meta & 1 == 1,
+            seq: meta >> 16,
             key: b[LEAF_OFF_KEY..LEAF_OFF_KEY + len].to_vec(),
             value: u64::from_le_bytes(b[vo..vo + 8].try_into().unwrap()),
         })
@@ -379,6 +407,7 @@ mod tests {
         let l = Leaf {
             rev: GlobalAddr::new(1, 128),
             valid: true,
+            seq: 3,
             key: b"pypi-name".to_vec(),
             value: 42,
         };
@@ -398,6 +427,10 @@ mod tests {
                 }
             }
         }
+        assert_eq!(
+            u64::from_le_bytes(old[g.lock_off()..].try_into().unwrap()),
+            lock_free(3)
+        );
         // The lock word and reverse pointer are outside the checksum.
         let mut t = old.clone();
         t[g.lock_off()] = 5;

@@ -1,7 +1,11 @@
 //! # dm-art: the radix-tree family on disaggregated memory
 //!
-//! Status: the remote layout of SMART is here; the trees land with their
-//! issues. What lives (and will live) here:
+//! Status: SMART's remote layout and its core tree ([`SmartTree`]: get,
+//! upsert, update, remove, ordered scan; lock-free internal nodes, rear-locked
+//! in-place leaves, checksum-validated READs) run on every fabric. Still to
+//! come (issue 6): the ART cache with reverse check, read delegation and
+//! write combining, the DM-ported ART baseline, the `dm-bench` wiring.
+//! What lives (and will live) here:
 //!
 //! - [`layout`]: 8-byte slots (partial key, leaf bit, node type or leaf size,
 //!   48-bit address) changed by one CAS; adaptive internal nodes with reverse
@@ -9,8 +13,15 @@
 //!   word taken by plain CAS (SMART §4.1.1), byte by byte in its docs.
 //! - [`keys`]: keys as radix paths: fixed-length (8-byte integers) or
 //!   variable-length with a length byte, order-preserving.
-//! - `smart`: hybrid concurrency control, read delegation and write combining,
-//!   the reverse-check ART cache (SMART §4.1.2-§4.3), each technique a switch.
+//! - [`tree`]: [`SmartTree`], [`SmartConfig`], [`ArtError`], validated READs
+//!   of nodes and leaves, the header-depth rule of header splits.
+//! - `search`: `get` (Algorithm 1).
+//! - `insert`: `insert` (upsert), `update`, `remove` (Algorithm 2, Fig. 8:
+//!   normal insert, leaf split, header split, type switch, in-place update
+//!   under the rear lock); the invariants that make them lock-free and sound.
+//! - `scan`: ordered, count-bounded range scan (Algorithm 4).
+//! - still to come: read delegation and write combining, the reverse-check
+//!   ART cache (SMART §4.2-§4.3), each technique a switch.
 //! - `art`: the DM-ported ART baseline with ROWEX-style synchronisation (SMART §5.1.3).
 //! - `dolphin`: ART internal nodes over B+tree-style leaves, FAA-based leaf lock
 //!   (Dolphin §III).
@@ -18,8 +29,15 @@
 //! Every tree implements the workspace's one async index API over any
 //! [`dm_verbs::Fabric`].
 
+mod insert;
 pub mod keys;
 pub mod layout;
+mod scan;
+mod search;
+pub mod tree;
+
+pub use keys::{KeyCodec, KeyLengthError};
+pub use tree::{ArtError, SmartConfig, SmartTree};
 
 /// Width of one SMART slot in bytes (SMART §4.1.1: a slot is changed by one 8-byte CAS).
 pub const SLOT_BYTES: usize = 8;

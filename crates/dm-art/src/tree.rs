@@ -1,0 +1,265 @@
+//! [`SmartTree`]: one core's handle on a global SMART radix tree; its
+//! configuration, errors, allocation and the validated READs every operation
+//! uses (SMART §4.1, §4.5).
+
+use crate::keys::{KeyCodec, KeyLengthError};
+use crate::layout::{capacity, Header, Leaf, LeafGeometry, Slot, ALIGN, INTERNAL_RESERVE};
+use dm_runtime::alloc::ChunkAlloc;
+use dm_runtime::{read, yield_now};
+use dm_verbs::{GlobalAddr, VerbError};
+use std::cell::Cell;
+use std::fmt;
+
+/// Where the tree lives and its key shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmartConfig {
+    /// How keys become radix paths: `KeyCodec::fixed(8)` for u64 keys as
+    /// big-endian bytes (the default), `KeyCodec::variable(n)` for byte
+    /// strings of 0..=n bytes (n at most 255).
+    pub keys: KeyCodec,
+    /// Address of the 8-byte root slot (default: MS 0, superblock offset 8;
+    /// the B+trees use offset 0 for their root pointer).
+    pub root_slot: GlobalAddr,
+    /// Chunk size the MSs hand out (must match the fabric's `MsConfig::chunk_bytes`).
+    pub chunk_bytes: u64,
+    /// Number of memory servers nodes and leaves are spread over.
+    pub num_ms: u16,
+}
+
+impl Default for SmartConfig {
+    fn default() -> Self {
+        SmartConfig {
+            keys: KeyCodec::fixed(8),
+            root_slot: GlobalAddr::new(0, 8),
+            chunk_bytes: 8 << 20,
+            num_ms: 1,
+        }
+    }
+}
+
+/// Why a tree operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArtError {
+    /// The key does not fit the tree's [`KeyCodec`] (too long, or not the
+    /// fixed length). Nothing was changed.
+    KeyLength(KeyLengthError),
+    /// The configuration is impossible (keys longer than 255 bytes, a chunk
+    /// smaller than an internal node).
+    BadConfig(String),
+    /// A node or leaf never validated after many READs (a writer died
+    /// mid-write, or the memory is not a tree).
+    Corrupt(GlobalAddr),
+    /// The leaf lock at this address stayed taken through a million attempts:
+    /// its holder died or never released it.
+    LockStuck(GlobalAddr),
+    /// A verb failed (QP error, out of bounds, MS out of memory, ...). An
+    /// insert that fails with `MsOutOfMemory` has not taken effect: new
+    /// leaves and nodes are allocated before anything is published.
+    Verb(VerbError),
+}
+
+impl fmt::Display for ArtError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArtError::KeyLength(e) => write!(f, "{e}"),
+            ArtError::BadConfig(s) => write!(f, "bad tree configuration: {s}"),
+            ArtError::Corrupt(a) => write!(f, "node at {a:?} never validated"),
+            ArtError::LockStuck(a) => write!(f, "lock of leaf {a:?} never released"),
+            ArtError::Verb(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ArtError {}
+
+impl From<VerbError> for ArtError {
+    fn from(e: VerbError) -> Self {
+        ArtError::Verb(e)
+    }
+}
+
+impl From<KeyLengthError> for ArtError {
+    fn from(e: KeyLengthError) -> Self {
+        ArtError::KeyLength(e)
+    }
+}
+
+/// READs of one leaf (or lock attempts) before giving up.
+pub(crate) const MAX_RETRIES: u32 = 1_000_000;
+
+/// An internal node as READ: reverse pointer, header, and the slot words of
+/// the capacity that was read (filled slots form a prefix: slots are never
+/// emptied, see `insert`).
+#[derive(Clone, Debug)]
+pub(crate) struct NodeImage {
+    /// For the ART cache's reverse check (SMART §4.3.2), still to come.
+    #[allow(dead_code)]
+    pub rev: GlobalAddr,
+    pub header: Header,
+    /// The header word as read (the CAS expectation of header updates).
+    pub header_word: u64,
+    pub slots: Vec<u64>,
+}
+
+impl NodeImage {
+    /// The index and word of the slot whose partial key is `b`.
+    pub fn find(&self, b: u8) -> Option<(usize, u64)> {
+        self.slots
+            .iter()
+            .take_while(|&&w| w != 0)
+            .enumerate()
+            .find(|(_, &w)| w as u8 == b)
+            .map(|(i, &w)| (i, w))
+    }
+
+    /// Index of the first empty slot read, if any.
+    pub fn first_empty(&self) -> Option<usize> {
+        self.slots.iter().position(|&w| w == 0)
+    }
+}
+
+/// Address of slot `i` of the internal node at `node`.
+pub(crate) fn slot_addr(node: GlobalAddr, i: usize) -> GlobalAddr {
+    node.add(16 + 8 * i as u64)
+}
+
+/// One core's handle on the tree (the chunk carver is per core). Create the
+/// tree once with [`SmartTree::create`], then [`SmartTree::open`] it on every
+/// other core.
+pub struct SmartTree {
+    pub(crate) cfg: SmartConfig,
+    pub(crate) leaf: LeafGeometry,
+    alloc: ChunkAlloc,
+    /// Leaf images rejected (torn or mid-write) and read again.
+    rejected: Cell<u64>,
+}
+
+impl SmartTree {
+    /// A handle for core `core` of compute server `cs` (no verbs).
+    pub fn open(cfg: SmartConfig, cs: u16, core: u16) -> Result<Self, ArtError> {
+        if cfg.keys.max_key == 0 || cfg.keys.max_key > 255 {
+            return Err(ArtError::BadConfig(format!(
+                "keys of {} bytes: 1..=255 supported",
+                cfg.keys.max_key
+            )));
+        }
+        if cfg.chunk_bytes < INTERNAL_RESERVE as u64 * 2 {
+            return Err(ArtError::BadConfig(format!(
+                "chunk of {} bytes is smaller than two internal nodes",
+                cfg.chunk_bytes
+            )));
+        }
+        let first_ms = (cs as u32 * 31 + core as u32) as u16 % cfg.num_ms.max(1);
+        Ok(SmartTree {
+            cfg,
+            leaf: LeafGeometry::new(cfg.keys.max_key),
+            alloc: ChunkAlloc::new(cfg.num_ms, cfg.chunk_bytes, first_ms),
+            rejected: Cell::new(0),
+        })
+    }
+
+    /// Creates an empty tree (the root slot set to empty) and returns this
+    /// core's handle.
+    pub async fn create(cfg: SmartConfig, cs: u16, core: u16) -> Result<Self, ArtError> {
+        let t = Self::open(cfg, cs, core)?;
+        dm_runtime::write(cfg.root_slot, vec![0; 8]).await?;
+        Ok(t)
+    }
+
+    /// Images this handle rejected (torn or mid-write) and read again.
+    pub fn rejected_images(&self) -> u64 {
+        self.rejected.get()
+    }
+
+    /// The radix path of `key` (errors: [`ArtError::KeyLength`]).
+    pub(crate) fn path(&self, key: &[u8]) -> Result<Vec<u8>, ArtError> {
+        Ok(self.cfg.keys.path(key)?)
+    }
+
+    pub(crate) async fn alloc_internal(&self) -> Result<GlobalAddr, ArtError> {
+        Ok(self.alloc.alloc(INTERNAL_RESERVE as u64, ALIGN).await?)
+    }
+
+    pub(crate) async fn alloc_leaf(&self) -> Result<GlobalAddr, ArtError> {
+        Ok(self.alloc.alloc(self.leaf.bytes() as u64, ALIGN).await?)
+    }
+
+    /// One 8-byte READ of a slot word (atomic).
+    pub(crate) async fn read_word(&self, a: GlobalAddr) -> Result<u64, ArtError> {
+        let b = read(a, 8).await?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    /// READs the internal node at `a` with `ty`'s capacity, and again with the
+    /// header's if the node has grown since the slot was read (§4.3.2: the
+    /// header's type is authoritative, a slot's is a hint for the READ size).
+    pub(crate) async fn read_node(&self, a: GlobalAddr, ty: u8) -> Result<NodeImage, ArtError> {
+        let mut ty = ty.max(1);
+        loop {
+            let b = read(a, (16 + 8 * capacity(ty)) as u32).await?;
+            let w = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+            let header_word = w(1);
+            let Some(header) = Header::decode(header_word) else {
+                return Err(ArtError::Corrupt(a));
+            };
+            if header.ty == 0 {
+                return Err(ArtError::Corrupt(a));
+            }
+            if header.ty > ty {
+                ty = header.ty;
+                continue;
+            }
+            return Ok(NodeImage {
+                rev: GlobalAddr::from_u64(w(0)),
+                header,
+                header_word,
+                slots: (0..capacity(ty)).map(|i| w(2 + i)).collect(),
+            });
+        }
+    }
+
+    /// READs the leaf a slot names until its checksum validates; returns it
+    /// with the lock word of the same READ.
+    pub(crate) async fn read_leaf(&self, a: GlobalAddr) -> Result<(Leaf, u64), ArtError> {
+        let n = self.leaf.bytes();
+        for _ in 0..MAX_RETRIES {
+            let b = read(a, n as u32).await?;
+            if let Some(l) = self.leaf.decode(&b) {
+                let lo = self.leaf.lock_off();
+                return Ok((l, u64::from_le_bytes(b[lo..lo + 8].try_into().unwrap())));
+            }
+            self.rejected.set(self.rejected.get() + 1);
+            yield_now().await;
+        }
+        Err(ArtError::Corrupt(a))
+    }
+
+    /// The slot word naming a leaf at `a` under partial key `partial`.
+    pub(crate) fn leaf_slot(&self, partial: u8, a: GlobalAddr) -> Result<u64, ArtError> {
+        Slot::Leaf {
+            partial,
+            words: (self.leaf.bytes() / 8) as u8,
+            addr: a,
+        }
+        .encode()
+        .map_err(|e| ArtError::BadConfig(format!("unaddressable leaf: {e:?}")))
+    }
+}
+
+/// The prefix bytes of `h` still to be matched by a traversal that expects
+/// the node at depth `d` (its parent consumed path bytes `[0, d)`), or `None`
+/// when the header starts deeper than `d` (a header split moved its leading
+/// bytes into a new parent after this traversal read the old parent slot:
+/// re-read that slot, §3.6 of the digest / SMART §4.1.2).
+///
+/// A header whose depth is below `d` has not yet been trimmed by the second
+/// CAS of a header split; its leading bytes repeat what the new parent
+/// matched, so they are skipped. Every header of a node names the same end
+/// position `depth + prefix.len()` (trimming moves the start only).
+pub(crate) fn effective_prefix(h: &Header, d: usize) -> Option<&[u8]> {
+    let hd = h.depth as usize;
+    if hd > d || d - hd > h.prefix.len() {
+        return None;
+    }
+    Some(&h.prefix[d - hd..])
+}

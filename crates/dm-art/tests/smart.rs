@@ -1,0 +1,318 @@
+//! SMART on the sim fabric with strict (8-byte) torn READs: differential
+//! tests against `BTreeMap` (integer and string keys, alphabets small enough
+//! to force leaf splits, header splits, chains and type switches), verb
+//! counts, bad input, and concurrent writers on several CSs.
+
+use dm_art::{ArtError, KeyCodec, SmartConfig, SmartTree};
+use dm_runtime::{task_stats, SimCore, SimRuntime};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::MsConfig;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+fn cluster(keys: KeyCodec, seed: u64) -> (SimRuntime, SmartConfig) {
+    let chunk = 1 << 20;
+    let cfg = SimConfig {
+        num_ms: 2,
+        ms: MsConfig {
+            region_bytes: 64 << 20,
+            chunk_bytes: chunk,
+            device_bytes: 0,
+            cores: 1,
+        },
+        faults: Faults {
+            tear: TearGranularity::Word,
+            tear_window_ns: 500,
+            delay_prob: 0.2,
+            delay_max_ns: 3000,
+        },
+        seed,
+        ..Default::default()
+    };
+    let scfg = SmartConfig {
+        keys,
+        chunk_bytes: chunk,
+        num_ms: 2,
+        ..Default::default()
+    };
+    (SimRuntime::new(SimFabric::new(cfg)), scfg)
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(Vec<u8>, u64),
+    Update(Vec<u8>, u64),
+    Remove(Vec<u8>),
+    Get(Vec<u8>),
+    Scan(Vec<u8>, usize),
+}
+
+fn ops(key: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        5 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        1 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::Update(k, v)),
+        2 => key.clone().prop_map(Op::Remove),
+        2 => key.clone().prop_map(Op::Get),
+        1 => (key, 0..40usize).prop_map(|(k, n)| Op::Scan(k, n)),
+    ];
+    proptest::collection::vec(op, 1..400)
+}
+
+/// Integer keys whose bytes come from a 4-letter alphabet: long shared
+/// prefixes (chains, header splits) and up to 4 children per byte.
+fn int_key() -> BoxedStrategy<Vec<u8>> {
+    proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(7), Just(0xff)], 8).boxed()
+}
+
+/// Wide integer keys: many children per node (type switches up to 256 slots).
+fn wide_key() -> BoxedStrategy<Vec<u8>> {
+    (0u64..600)
+        .prop_map(|x| (x * 0x0101_0101 % 0x1_0000_0000).to_be_bytes().to_vec())
+        .boxed()
+}
+
+/// Strings of 0..=9 bytes over "ab\0": prefixes of each other, trailing zeros.
+fn str_key() -> BoxedStrategy<Vec<u8>> {
+    proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0u8)], 0..10).boxed()
+}
+
+fn differential(codec: KeyCodec, ops: Vec<Op>) {
+    let (mut rt, scfg) = cluster(codec, 1);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t = SmartTree::create(scfg, 0, 0).await.unwrap();
+        let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        for o in ops {
+            match o {
+                Op::Insert(k, v) => {
+                    t.insert(&k, v).await.unwrap();
+                    m.insert(k, v);
+                }
+                Op::Update(k, v) => {
+                    let had = m.contains_key(&k);
+                    assert_eq!(t.update(&k, v).await.unwrap(), had, "update {k:?}");
+                    if had {
+                        m.insert(k, v);
+                    }
+                }
+                Op::Remove(k) => {
+                    assert_eq!(
+                        t.remove(&k).await.unwrap(),
+                        m.remove(&k).is_some(),
+                        "remove {k:?}"
+                    );
+                }
+                Op::Get(k) => assert_eq!(t.get(&k).await.unwrap(), m.get(&k).copied(), "get {k:?}"),
+                Op::Scan(k, n) => {
+                    let want: Vec<_> = m
+                        .range(k.clone()..)
+                        .take(n)
+                        .map(|(a, b)| (a.clone(), *b))
+                        .collect();
+                    assert_eq!(t.scan(&k, n).await.unwrap(), want, "scan {k:?} {n}");
+                }
+            }
+        }
+        for (k, v) in &m {
+            assert_eq!(t.get(k).await.unwrap(), Some(*v));
+        }
+        let all = t
+            .scan(&codec.key(&vec![0; codec.path_len()]), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(all, m.into_iter().collect::<Vec<_>>());
+    })
+    .unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn integer_keys_match_btreemap(ops in ops(int_key())) {
+        differential(KeyCodec::fixed(8), ops);
+    }
+
+    #[test]
+    fn wide_integer_keys_match_btreemap(ops in ops(wide_key())) {
+        differential(KeyCodec::fixed(8), ops);
+    }
+
+    #[test]
+    fn string_keys_match_btreemap(ops in ops(str_key())) {
+        differential(KeyCodec::variable(9), ops);
+    }
+}
+
+/// Keys sharing more than 6 bytes go through chain nodes; a long key space.
+#[test]
+fn long_string_keys_with_long_common_prefixes() {
+    let mut ops = Vec::new();
+    for i in 0..300u64 {
+        let mut k = b"pypi-package-name-".to_vec();
+        k.extend_from_slice(format!("{:x}", i * 2654435761 % 4096).as_bytes());
+        ops.push(Op::Insert(k.clone(), i));
+        if i % 7 == 0 {
+            ops.push(Op::Remove(k.clone()));
+        }
+        if i % 11 == 0 {
+            ops.push(Op::Scan(k, 9));
+        }
+    }
+    differential(KeyCodec::variable(32), ops);
+}
+
+/// Verb counts (no cache, SMART §3.7 of the digest): an update of a present
+/// key at depth h costs the root-slot READ, h node READs, the leaf READ, the
+/// lock CAS and one WRITE that also releases the lock.
+#[test]
+fn update_is_read_cas_write_past_the_parent_and_bad_keys_are_errors() {
+    let (mut rt, scfg) = cluster(KeyCodec::fixed(8), 3);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t = SmartTree::create(scfg, 0, 0).await.unwrap();
+        for x in 0..50u64 {
+            t.insert(&(x << 40).to_be_bytes(), x).await.unwrap();
+        }
+        let before = task_stats();
+        assert!(t.update(&(7u64 << 40).to_be_bytes(), 70).await.unwrap());
+        let s = task_stats();
+        // root slot + one node (the 50 keys differ in byte 2) + leaf.
+        assert_eq!(s.read - before.read, 3, "{s:?}");
+        assert_eq!(s.cas - before.cas, 1);
+        assert_eq!(s.write - before.write, 1);
+        let before = task_stats();
+        assert_eq!(t.get(&(7u64 << 40).to_be_bytes()).await.unwrap(), Some(70));
+        let s = task_stats();
+        assert_eq!(
+            (
+                s.read - before.read,
+                s.cas - before.cas,
+                s.write - before.write
+            ),
+            (3, 0, 0)
+        );
+        assert!(matches!(
+            t.insert(&[1, 2, 3], 1).await,
+            Err(ArtError::KeyLength(_))
+        ));
+        assert!(matches!(t.get(&[0; 9]).await, Err(ArtError::KeyLength(_))));
+    })
+    .unwrap();
+    let (mut rt, scfg) = cluster(KeyCodec::variable(4), 3);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t = SmartTree::create(scfg, 0, 0).await.unwrap();
+        t.insert(b"", 1).await.unwrap();
+        t.insert(b"\0", 2).await.unwrap();
+        assert_eq!(t.get(b"").await.unwrap(), Some(1));
+        assert_eq!(t.get(b"\0").await.unwrap(), Some(2));
+        let e = t.insert(b"abcde", 1).await.unwrap_err();
+        assert_eq!(e.to_string(), "key of 5 bytes, at most 4 allowed");
+    })
+    .unwrap();
+    assert!(matches!(
+        SmartTree::open(
+            SmartConfig {
+                keys: KeyCodec::fixed(0),
+                ..Default::default()
+            },
+            0,
+            0
+        ),
+        Err(ArtError::BadConfig(_))
+    ));
+}
+
+/// 4 cores on 2 CSs x 8 tasks: each task inserts its own keys (interleaved
+/// with everyone's, so splits of every kind race), upserts a few shared hot
+/// keys, and reads its own keys back; torn READs and delayed verbs on.
+#[test]
+fn concurrent_writers_survive_torn_reads_and_every_split() {
+    for (seed, codec) in [
+        (0, KeyCodec::fixed(8)),
+        (1, KeyCodec::variable(12)),
+        (2, KeyCodec::fixed(8)),
+    ] {
+        let (mut rt, scfg) = cluster(codec, seed);
+        let cores: Vec<SimCore> = (0..4).map(|i| rt.add_core(i / 2, i % 2)).collect();
+        rt.block_on(cores[0], async move {
+            SmartTree::create(scfg, 0, 0).await.map(|_| ())
+        })
+        .unwrap()
+        .unwrap();
+        let key = move |x: u64| -> Vec<u8> {
+            if codec.variable {
+                // Variable length, shared prefixes: "k" + digits.
+                format!("k{}", x % 100_003).into_bytes()
+            } else {
+                let y = x * 0x9e37_79b9 % 100_003;
+                (y << 40 | y).to_be_bytes().to_vec()
+            }
+        };
+        // Hot keys, distinct from every key above.
+        let hot_key = move |r: u64| -> Vec<u8> {
+            if codec.variable {
+                format!("hot{r}").into_bytes()
+            } else {
+                (0xee00_0000_0000_0000 | r).to_be_bytes().to_vec()
+            }
+        };
+        let per_task = 40u64;
+        let written = Rc::new(std::cell::RefCell::new(BTreeMap::<Vec<u8>, Vec<u64>>::new()));
+        for (ci, &c) in cores.iter().enumerate() {
+            let t = Rc::new(SmartTree::open(scfg, (ci / 2) as u16, (ci % 2) as u16).unwrap());
+            for task in 0..8u64 {
+                let t = t.clone();
+                let written = written.clone();
+                let base = (ci as u64 * 8 + task) * per_task;
+                rt.spawn_on(c, async move {
+                    for i in 0..per_task {
+                        let x = (base + i) * 7919;
+                        t.insert(&key(x), x + 1).await.unwrap();
+                        let hot = hot_key(i % 3);
+                        let v = base * 1000 + i;
+                        written.borrow_mut().entry(hot.clone()).or_default().push(v);
+                        t.insert(&hot, v).await.unwrap();
+                        if i % 2 == 0 {
+                            assert_eq!(t.get(&key(x)).await.unwrap(), Some(x + 1));
+                        }
+                        if i % 5 == 0 {
+                            let s = t.scan(&key(x), 5).await.unwrap();
+                            assert_eq!(s.first().map(|e| &e.0), Some(&key(x)));
+                            assert!(s.windows(2).all(|w| w[0].0 < w[1].0));
+                        }
+                    }
+                });
+            }
+        }
+        rt.run();
+        let written = Rc::try_unwrap(written).unwrap().into_inner();
+        rt.block_on(cores[1], async move {
+            let t = SmartTree::open(scfg, 0, 1).unwrap();
+            let mut want = BTreeMap::new();
+            for x in 0..4 * 8 * per_task {
+                let x = x * 7919;
+                want.insert(key(x), x + 1);
+            }
+            for (k, v) in &want {
+                assert_eq!(t.get(k).await.unwrap(), Some(*v), "key {k:?}");
+            }
+            for (k, vs) in &written {
+                let got = t.get(k).await.unwrap().unwrap();
+                assert!(
+                    vs.contains(&got),
+                    "hot key {k:?} holds {got}, never written"
+                );
+            }
+            let all = t
+                .scan(&codec.key(&vec![0; codec.path_len()]), usize::MAX)
+                .await
+                .unwrap();
+            assert_eq!(all.len(), want.len() + written.len());
+            assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+        })
+        .unwrap();
+    }
+}

@@ -50,11 +50,13 @@
 //! fresh (the barrier word starts at 0).
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
+use crate::kv::Kv;
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
+use dm_art::{SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
-use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig, TreeError};
+use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{Caps, Fabric, MsConfig};
@@ -71,7 +73,7 @@ use todc_utils::{Action, History, Specification, WGLChecker};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// fg, sherman-combine, sherman-onchip, sherman-hier, sherman.
+    /// fg, sherman-combine, sherman-onchip, sherman-hier, sherman, smart (sim only so far).
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// Number of seeds (independent runs).
@@ -186,14 +188,14 @@ fn monotonic_ns() -> u64 {
 
 /// One client: `a.ops` random operations, each logged with its call and
 /// return times on `clock`. Stops at the first error.
-async fn client(
-    t: Rc<FgTree>,
+async fn client<T: Kv>(
+    t: Rc<T>,
     id: u32,
     seed: u64,
     a: Rc<Args>,
     log: Rc<RefCell<Vec<Event>>>,
     clock: fn() -> u64,
-) -> Result<(), TreeError> {
+) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ id as u64);
     for i in 0..a.ops {
         let k = rng.gen_range(0..a.keys);
@@ -288,10 +290,35 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     let cores: Vec<_> = (0..a.cores.max(1))
         .map(|i| rt.add_core(i % 2, i / 2))
         .collect();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    if a.index == SMART {
+        let scfg = smart_config(chunk, num_ms);
+        rt.block_on(cores[0], SmartTree::create(scfg, 0, 0))
+            .unwrap()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let trees: Vec<_> = (0..cores.len())
+            .map(|i| Rc::new(SmartTree::open(scfg, (i % 2) as u16, (i / 2) as u16).unwrap()))
+            .collect();
+        let hs: Vec<_> = (0..a.clients)
+            .map(|c| {
+                let i = c as usize % cores.len();
+                let f = client(
+                    trees[i].clone(),
+                    c,
+                    seed,
+                    a.clone(),
+                    log.clone(),
+                    dm_runtime::now_ns,
+                );
+                rt.spawn_on(cores[i], f)
+            })
+            .collect();
+        rt.run();
+        return finish_seed(seed, &hs, &log);
+    }
     rt.block_on(cores[0], FgTree::create(tcfg, 0, 0))
         .unwrap()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let log = Rc::new(RefCell::new(Vec::new()));
     // Per CS: an index cache of `--cache-nodes` leaf parents and a local lock table.
     let caches: Vec<_> = (0..2)
         .map(|_| {
@@ -333,6 +360,26 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         })
         .collect();
     rt.run();
+    finish_seed(seed, &hs, &log)
+}
+
+/// `--index smart`: SMART over 8-byte keys, its root slot in MS 0's superblock.
+const SMART: &str = "smart";
+
+fn smart_config(chunk_bytes: u64, num_ms: u16) -> SmartConfig {
+    SmartConfig {
+        chunk_bytes,
+        num_ms,
+        ..Default::default()
+    }
+}
+
+/// The history of a finished sim seed, or why it has none.
+fn finish_seed(
+    seed: u64,
+    hs: &[dm_runtime::JoinHandle<Result<(), String>>],
+    log: &Rc<RefCell<Vec<Event>>>,
+) -> Result<Vec<Event>> {
     if hs.iter().any(|h| !h.is_finished()) {
         bail!("seed {seed}: some clients never finished (deadlock or lost wake-up)");
     }
@@ -641,13 +688,18 @@ impl Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let Some(t) = Techniques::named(&a.index) else {
-        bail!(
-            "unknown --index {:?}: this build has {}",
+    let t = match Techniques::named(&a.index) {
+        Some(t) => t,
+        None if a.index == SMART => Techniques::FG_PLUS,
+        None => bail!(
+            "unknown --index {:?}: this build has {}, {SMART}",
             a.index,
             Techniques::NAMES.join(", ")
-        );
+        ),
     };
+    if a.index == SMART && a.fabric != FabricArg::Sim && a.histories.is_empty() {
+        bail!("--index smart runs on --fabric sim so far");
+    }
     let mut a = a;
     a.techniques = t;
     if !a.histories.is_empty() {

@@ -16,6 +16,7 @@
 
 mod check;
 mod fabric_arg;
+mod kv;
 mod report;
 mod runtime_bench;
 mod sim_speed;

@@ -1,0 +1,40 @@
+//! The operations `check` drives, over every index family: the B+trees
+//! (`dm_tree::FgTree`, every Sherman rung) and SMART (`dm_art::SmartTree`).
+//! Errors become their display text (the checker only reports them).
+
+use dm_art::SmartTree;
+use dm_tree::FgTree;
+
+/// A key-value index with 8-byte values (keys as the index takes them).
+pub(crate) trait Kv {
+    async fn insert(&self, k: &[u8], v: u64) -> Result<(), String>;
+    async fn update(&self, k: &[u8], v: u64) -> Result<bool, String>;
+    async fn remove(&self, k: &[u8]) -> Result<bool, String>;
+    async fn get(&self, k: &[u8]) -> Result<Option<u64>, String>;
+    async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, String>;
+}
+
+macro_rules! impl_kv {
+    ($t:ty) => {
+        impl Kv for $t {
+            async fn insert(&self, k: &[u8], v: u64) -> Result<(), String> {
+                <$t>::insert(self, k, v).await.map_err(|e| e.to_string())
+            }
+            async fn update(&self, k: &[u8], v: u64) -> Result<bool, String> {
+                <$t>::update(self, k, v).await.map_err(|e| e.to_string())
+            }
+            async fn remove(&self, k: &[u8]) -> Result<bool, String> {
+                <$t>::remove(self, k).await.map_err(|e| e.to_string())
+            }
+            async fn get(&self, k: &[u8]) -> Result<Option<u64>, String> {
+                <$t>::get(self, k).await.map_err(|e| e.to_string())
+            }
+            async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, String> {
+                <$t>::scan(self, from, n).await.map_err(|e| e.to_string())
+            }
+        }
+    };
+}
+
+impl_kv!(FgTree);
+impl_kv!(SmartTree);

@@ -10,8 +10,16 @@ rdma link add rxe0 type rxe netdev lo      # gid[1] = ::ffff:127.0.0.1 (RoCE v2)
 L=/tmp/dm-rdma-test; mkdir -p $L
 MS="127.0.0.1:7471,127.0.0.1:7472"
 INDEXES="fg sherman-combine sherman-onchip sherman-hier sherman"
+# rxe's transport counters: retransmissions (completer_retry_err), duplicate
+# requests seen by a responder, retry-exceeded QP failures.
+rxe_stats() {
+  echo "rxe0 counters: $(rdma statistic show link rxe0/1 | tr ' ' '\n' \
+    | grep -A1 -x -E 'sent_pkts|duplicate_request|completer_retry_err|retry_exceeded_err|rcvd_seq_err' \
+    | grep -v -- -- | paste -s -d ' ')"
+}
 fail() {
   echo "=== FAIL: $*"
+  rxe_stats
   for f in $L/*; do echo "--- $f"; tail -n 15 "$f"; done
   exit 1
 }
@@ -143,4 +151,5 @@ grep -h "error" $L/unreach.out
 if "$BIN/dm-bench" verbs --fabric rdma --ms nohost > $L/badms.out 2>&1; then fail "bad --ms accepted"; fi
 grep -h "error" $L/badms.out
 
+rxe_stats
 step "all rdma tests passed"

@@ -57,6 +57,10 @@ pub struct RdmaArgs {
     /// GID index (1 on soft-RoCE over lo; the RoCE v2 IPv4 entry on ConnectX).
     #[arg(long, default_value_t = 1)]
     pub rdma_gid_index: u8,
+    /// RC local ACK timeout exponent: each try waits 4.096 us * 2^N before a
+    /// retransmission (7 retries, then the QP fails). Default 18 (1.07 s).
+    #[arg(long, default_value_t = 18, value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub rdma_timeout: u8,
 }
 
 /// Checks that `--ms` fits the fabric: a count for sim/loopback, addresses for rdma.
@@ -81,11 +85,12 @@ pub fn connect(ms: &MsArg, r: &RdmaArgs) -> Result<dm_verbs::rdma::RdmaFabric> {
         unreachable!()
     };
     let addrs = parse_ms_list(&list.join(","))?;
-    let cfg = RdmaConfig {
+    let mut cfg = RdmaConfig {
         device: r.rdma_device.clone(),
         gid_index: r.rdma_gid_index,
         ..Default::default()
     };
+    cfg.timers.timeout = r.rdma_timeout;
     Ok(RdmaFabric::connect(cfg, &addrs)?)
 }
 

@@ -55,6 +55,26 @@ enum Cmd {
 }
 
 fn main() {
+    // A core thread that fails (an index error surfaces as a panic in the
+    // bench's tasks) may hold remote locks its tasks took: the rest of this
+    // process, and other client processes, would wait on them until their
+    // bounds run out. Report the failure and end the whole process at once.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        eprintln!("dm-bench: error: a core thread failed; stopping");
+        std::process::exit(101);
+    }));
+    // The rdma backend reports QP failures and retransmission trouble through
+    // `tracing` (RUST_LOG overrides the level).
+    #[cfg(feature = "rdma")]
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Ycsb(a) => ycsb_bench::run(a),

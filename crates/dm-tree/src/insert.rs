@@ -140,7 +140,18 @@ impl FgTree {
         sep: Vec<u8>,
         right: GlobalAddr,
     ) -> Result<(), TreeError> {
+        let mut round = 0u64;
         loop {
+            round += 1;
+            if round.is_multiple_of(1 << 14) {
+                tracing::warn!(
+                    level,
+                    ?left,
+                    ?right,
+                    round,
+                    "separator still not in a parent"
+                );
+            }
             match self.find(&sep, level).await? {
                 Found::RootBelow(root) if root == left => {
                     let mut r = Node::empty(level, Fence::NegInf, Fence::PosInf);

@@ -208,6 +208,10 @@ pub(crate) struct Held<'t> {
 /// of up to 32 yields each: far beyond any contention a live holder causes).
 const MAX_LOCK_ATTEMPTS: u32 = 1_000_000;
 
+/// Failed attempts between two `tracing` warnings about one lock (the value
+/// in the warning is the holder's: CS id << 16 | core, plus 1).
+const LOCK_WARN_EVERY: u32 = 1 << 14;
+
 fn slot_hash(a: GlobalAddr) -> u64 {
     let x = a.to_u64().wrapping_mul(0x9e37_79b9_7f4a_7c15);
     x ^ (x >> 29)
@@ -284,17 +288,19 @@ impl FgTree {
             return Ok(Held { word, local });
         }
         let mut backoff = 1u32;
-        for _ in 0..MAX_LOCK_ATTEMPTS {
-            let got = match word {
-                LockWord::Word(w) => cas(w, 0, self.tag).await? == 0,
+        for attempt in 1..=MAX_LOCK_ATTEMPTS {
+            let holder = match word {
+                LockWord::Word(w) => cas(w, 0, self.tag).await?,
                 LockWord::Lane { word: w, shift } => {
                     let m = 0xffffu64 << shift;
-                    let old = masked_cas(w, 0, self.lane_id() << shift, m, m).await?;
-                    old & m == 0
+                    (masked_cas(w, 0, self.lane_id() << shift, m, m).await? & m) >> shift
                 }
             };
-            if got {
+            if holder == 0 {
                 return Ok(Held { word, local });
+            }
+            if attempt.is_multiple_of(LOCK_WARN_EVERY) {
+                tracing::warn!(node = ?a, holder = format_args!("{holder:#x}"), attempt, "node lock still taken");
             }
             for _ in 0..backoff {
                 yield_now().await;

@@ -314,7 +314,15 @@ impl FgTree {
     ) -> Result<Option<(GlobalAddr, Node, Held<'_>)>, TreeError> {
         loop {
             let held = self.lock(a).await?;
-            let n = self.read_node(a).await?;
+            let n = match self.read_node(a).await {
+                Ok(n) => n,
+                Err(e) => {
+                    // Do not leave the node locked for everyone else (best
+                    // effort: with a broken QP the unlock fails too).
+                    let _ = self.release(held, Vec::new()).await;
+                    return Err(e);
+                }
+            };
             if n.level != level || n.below_low(key) {
                 self.release(held, Vec::new()).await?;
                 return Ok(None);

@@ -126,9 +126,15 @@ impl Default for RdmaConfig {
             rd_atomic: 16,
             max_inline: 128,
             staging_bytes: 32 << 20,
-            // 4.096 us * 2^14 = 67 ms per try, 7 tries: a dead peer errors in ~0.5 s.
+            // 4.096 us * 2^18 = 1.07 s per try, 7 retries: a peer that stops
+            // answering errors in ~8.6 s (a dead memory server is noticed
+            // sooner, by its TCP connection). Shorter timers retransmit
+            // spuriously when a completion is merely late: 2^14 (67 ms) gave
+            // ~20 retransmissions per two-client ycsb run on soft-RoCE in the
+            // test guest (`rdma statistic`: completer_retry_err), and a guest
+            // stalled past 7 of them fails the QP mid-run.
             timers: RcTimers {
-                timeout: 14,
+                timeout: 18,
                 retry_cnt: 7,
                 rnr_retry: 7,
                 min_rnr_timer: 12,

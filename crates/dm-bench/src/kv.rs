@@ -38,3 +38,45 @@ macro_rules! impl_kv {
 
 impl_kv!(FgTree);
 impl_kv!(SmartTree);
+
+/// One index handle of either family, for the benches that pick the index at
+/// run time (`ycsb --index`).
+pub(crate) enum AnyIndex {
+    /// The B+tree family: FG+ and every Sherman rung.
+    Tree(FgTree),
+    /// SMART (dm-art).
+    Smart(SmartTree),
+}
+
+impl Kv for AnyIndex {
+    async fn insert(&self, k: &[u8], v: u64) -> Result<(), String> {
+        match self {
+            AnyIndex::Tree(t) => Kv::insert(t, k, v).await,
+            AnyIndex::Smart(t) => Kv::insert(t, k, v).await,
+        }
+    }
+    async fn update(&self, k: &[u8], v: u64) -> Result<bool, String> {
+        match self {
+            AnyIndex::Tree(t) => Kv::update(t, k, v).await,
+            AnyIndex::Smart(t) => Kv::update(t, k, v).await,
+        }
+    }
+    async fn remove(&self, k: &[u8]) -> Result<bool, String> {
+        match self {
+            AnyIndex::Tree(t) => Kv::remove(t, k).await,
+            AnyIndex::Smart(t) => Kv::remove(t, k).await,
+        }
+    }
+    async fn get(&self, k: &[u8]) -> Result<Option<u64>, String> {
+        match self {
+            AnyIndex::Tree(t) => Kv::get(t, k).await,
+            AnyIndex::Smart(t) => Kv::get(t, k).await,
+        }
+    }
+    async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, String> {
+        match self {
+            AnyIndex::Tree(t) => Kv::scan(t, from, n).await,
+            AnyIndex::Smart(t) => Kv::scan(t, from, n).await,
+        }
+    }
+}

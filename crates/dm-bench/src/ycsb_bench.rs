@@ -17,11 +17,13 @@
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
+use crate::kv::{AnyIndex, Kv};
 use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use anyhow::{anyhow, bail, Result};
+use dm_art::{KeyCodec, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
@@ -39,7 +41,8 @@ use std::sync::Arc;
 pub struct Args {
     /// Index: fg (FG+ B-link tree), or Sherman's ladder over it:
     /// sherman-combine, sherman-onchip, sherman-hier, sherman (all of them plus
-    /// two-level versions with unsorted leaves).
+    /// two-level versions with unsorted leaves); smart (SMART's adaptive radix
+    /// tree, dm-art; sim and loopback so far, insert load only).
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.
@@ -186,7 +189,7 @@ enum Phase {
 }
 
 async fn coroutine(
-    tree: Rc<FgTree>,
+    tree: Rc<AnyIndex>,
     plan: Arc<Plan>,
     phase: Phase,
     id: usize,
@@ -227,7 +230,7 @@ fn allowed(plan: &Plan, key: &[u8], v: u64) -> bool {
     plan.allowed.get(key).is_some_and(|vs| vs.contains(&v))
 }
 
-async fn run_op(tree: &FgTree, plan: &Plan, j: usize, out: &mut Out) -> usize {
+async fn run_op(tree: &AnyIndex, plan: &Plan, j: usize, out: &mut Out) -> usize {
     match &plan.run[j] {
         Op::Read(k) => {
             if let Some(v) = tree.get(k).await.expect("get") {
@@ -270,7 +273,7 @@ async fn run_op(tree: &FgTree, plan: &Plan, j: usize, out: &mut Out) -> usize {
 }
 
 async fn core_phase(
-    tree: Rc<FgTree>,
+    tree: Rc<AnyIndex>,
     plan: Arc<Plan>,
     phase: Phase,
     first: usize,
@@ -298,7 +301,7 @@ async fn core_phase(
 }
 
 /// Final check: every key's value, then a full scan. Returns (verified, mismatches, first).
-async fn verify(tree: Rc<FgTree>, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
+async fn verify(tree: Rc<AnyIndex>, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
     let mut keys: Vec<&Vec<u8>> = plan.allowed.keys().collect();
     keys.sort();
     let mut out = Out::new();
@@ -501,13 +504,22 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.fabric == FabricArg::Rdma {
         return Err(crate::fabric_arg::no_rdma());
     }
-    let Some(techniques) = Techniques::named(&a.index) else {
-        bail!(
-            "unknown --index {:?}: this build has {}",
+    let smart = a.index == SMART;
+    let techniques = match Techniques::named(&a.index) {
+        Some(t) => t,
+        None if smart => Techniques::default(),
+        None => bail!(
+            "unknown --index {:?}: this build has {}, {SMART}",
             a.index,
             Techniques::NAMES.join(", ")
-        );
+        ),
     };
+    if smart && a.load == "bulk" {
+        bail!("--load bulk is for the B+tree family; --index smart loads by insert");
+    }
+    if smart && a.fabric == FabricArg::Rdma {
+        bail!("--index smart runs on --fabric sim and loopback so far");
+    }
     if a.load != "insert" && a.load != "bulk" {
         bail!("--load must be insert or bulk, got {:?}", a.load);
     }
@@ -524,8 +536,16 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     let nodes_estimate = (plan.allowed.len() as u64 * 3 / (a.node_bytes as u64 / 24).max(1) + 64)
         * a.node_bytes as u64;
-    let region =
+    let mut region =
         (4096 + nodes_estimate * 2 / a.ms as u64 + 4 * chunk).next_multiple_of(chunk) + 4096;
+    if smart {
+        // SMART: a leaf per key plus its share of internal nodes (well under
+        // 1 KiB per key), spread over the MSs; each core carves its own
+        // chunks on every MS it allocates from.
+        let cores = (a.cs as u64) * (a.threads as u64);
+        let smart_bytes = plan.allowed.len() as u64 * 1024 * 2 / a.ms as u64 + (cores + 4) * chunk;
+        region = region.max((4096 + smart_bytes).next_multiple_of(chunk) + 4096);
+    }
     let ms_cfg = MsConfig {
         region_bytes: region,
         chunk_bytes: chunk,
@@ -555,7 +575,31 @@ pub fn run(mut a: Args) -> Result<()> {
         lock_table: LockTableConfig::for_caps(caps),
         ..Default::default()
     };
-    FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
+    let scfg = SmartConfig {
+        keys: KeyCodec::fixed(key_bytes(&a)),
+        chunk_bytes: chunk,
+        num_ms: a.ms,
+        ..Default::default()
+    };
+    if smart {
+        SmartTree::open(scfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
+    } else {
+        FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
+    }
+    // Creates the index (from client 0's first core).
+    let create = move || async move {
+        if smart {
+            SmartTree::create(scfg, 0, 0)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        } else {
+            FgTree::create(tcfg, 0, 0)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
     let cores: Vec<(u16, u16)> = (0..a.cs)
         .flat_map(|cs| (0..a.threads).map(move |t| (cs, t)))
         .collect();
@@ -568,14 +612,18 @@ pub fn run(mut a: Args) -> Result<()> {
         .map(|_| FgTree::new_local_lock_table(&tcfg))
         .collect();
     let open = |cs: u16, t: u16| {
-        let tree = FgTree::open(tcfg, (ci * a.cs as usize) as u16 + cs, t)
+        let id = (ci * a.cs as usize) as u16 + cs;
+        if smart {
+            return AnyIndex::Smart(SmartTree::open(scfg, id, t).unwrap());
+        }
+        let tree = FgTree::open(tcfg, id, t)
             .unwrap()
             .with_local_locks(llts[cs as usize].clone());
-        if a.cache_mb > 0 {
+        AnyIndex::Tree(if a.cache_mb > 0 {
             tree.with_cache(caches[cs as usize].clone())
         } else {
             tree
-        }
+        })
     };
     let wall = std::time::Instant::now();
     let load_pb = bar(plan.load.len() as u64, "load");
@@ -594,8 +642,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 Ok(())
             };
             if ci == 0 && a.load != "bulk" {
-                ex.block_on(FgTree::create(tcfg, 0, 0))
-                    .map_err(|e| anyhow!("{e}"))?;
+                ex.block_on(create()).map_err(|e| anyhow!("{e}"))?;
             }
             let phase = |ph: Phase, pb: &ProgressBar| {
                 let t0 = std::time::Instant::now();
@@ -665,10 +712,10 @@ pub fn run(mut a: Args) -> Result<()> {
             let fabric = SimFabric::new(cfg);
             let mut rt = SimRuntime::new(fabric.clone());
             let sc: Vec<_> = cores.iter().map(|&(cs, t)| rt.add_core(cs, t)).collect();
-            rt.block_on(sc[0], FgTree::create(tcfg, 0, 0))
+            rt.block_on(sc[0], create())
                 .unwrap()
                 .map_err(|e| anyhow!("{e}"))?;
-            let trees: Vec<Rc<FgTree>> =
+            let trees: Vec<Rc<AnyIndex>> =
                 cores.iter().map(|&(cs, t)| Rc::new(open(cs, t))).collect();
             let phase = |rt: &mut SimRuntime, ph: Phase, pb: &ProgressBar| {
                 let t0 = rt.fabric().now_ns();
@@ -755,7 +802,15 @@ pub fn run(mut a: Args) -> Result<()> {
         cache.top_nodes += s.top_nodes;
     }
     let wall_s = wall.elapsed().as_secs_f64();
-    let locks = lock_placement(&tcfg, caps);
+    let locks = if smart {
+        let line = "lock-free internal nodes (CAS on slots), a lock word at the rear of each leaf (SMART \u{a7}4)";
+        (
+            line.to_string(),
+            json!({"global_lock_table": false, "index": SMART}),
+        )
+    } else {
+        lock_placement(&tcfg, caps)
+    };
     report(
         &a,
         &plan,
@@ -771,6 +826,9 @@ pub fn run(mut a: Args) -> Result<()> {
         wall_s,
     )
 }
+
+/// `--index smart`: SMART (dm-art) over the plan's fixed-length keys.
+const SMART: &str = "smart";
 
 /// Where the node locks live, for the report: a line and its JSON.
 fn lock_placement(t: &TreeConfig, caps: Caps) -> (String, serde_json::Value) {
@@ -953,7 +1011,10 @@ fn report(
         total.bytes_written as f64 / d,
         total.rtts as f64 / d
     );
-    println!(
+    if a.index == SMART {
+        println!("  cache        none (SMART's radix-tree cache is not built yet)");
+    } else {
+        println!(
         "  cache        hit ratio {:.3} (load and run), {} leaf parents + {} top-level nodes, {:.1} MiB over {} CS",
         cache.hit_ratio(),
         cache.nodes,
@@ -961,6 +1022,7 @@ fn report(
         cache.bytes as f64 / (1 << 20) as f64,
         a.cs
     );
+    }
     println!(
         "  memory       {:.1} MiB allocated on the MSs",
         ms_used as f64 / (1 << 20) as f64

@@ -529,3 +529,37 @@ fn check_sherman_ladder_is_linearizable() {
     let (ok, text, _) = bench(&["check", "--index", "sherman-magic", "--seeds", "1"]);
     assert!(!ok && text.contains("sherman-hier"), "{text}");
 }
+
+#[test]
+fn ycsb_smart_on_sim_and_loopback_verifies_every_key() {
+    for (fabric, workload) in [("sim", "a"), ("loopback", "e")] {
+        let (ok, text, v) = bench(&[
+            "ycsb",
+            "--index",
+            "smart",
+            "--fabric",
+            fabric,
+            "--workload",
+            workload,
+            "--keys",
+            "3000",
+            "--ops",
+            "3000",
+            "--threads",
+            "2",
+            "--coros",
+            "4",
+        ]);
+        assert!(ok, "{text}");
+        assert_eq!(v["mismatches"], 0, "{text}");
+        assert!(v["verified"].as_u64().unwrap() >= 3000, "{text}");
+        assert_eq!(v["locks"]["index"], "smart", "{text}");
+        // Every op READs at least the root's slot path down to a leaf.
+        assert!(v["per_op"]["read"].as_f64().unwrap() >= 2.0, "{text}");
+    }
+    let (ok, text, _) = bench(&["ycsb", "--index", "smart", "--load", "bulk"]);
+    assert!(
+        !ok && text.contains("--load bulk is for the B+tree family"),
+        "{text}"
+    );
+}

@@ -2,7 +2,7 @@
 //!
 //! Subcommands (see `dm-bench --help`):
 //! - `ycsb`: the main job: load, run a YCSB or Sherman workload against an
-//!   index (now: `fg`), verify every key touched, report.
+//!   index (`fg`, Sherman's rungs, `smart`), verify every key touched, report.
 //! - `check`: concurrent random operations on `sim` with faults, the history
 //!   checked for linearizability (per key, Wing & Gong) and scan consistency.
 //! - `verbs`: the main job until the B+tree lands: a cluster of CS coroutines

@@ -31,7 +31,7 @@ use crate::layout::{
     capacity, lock_free, lock_taken, type_for_index, Header, Leaf, Slot, LEAF_OFF_META,
 };
 use crate::search::Cursor;
-use crate::tree::{effective_prefix, slot_addr, ArtError, SmartTree, MAX_RETRIES};
+use crate::tree::{slot_addr, ArtError, SmartTree, MAX_RETRIES};
 use dm_runtime::{cas, write, yield_now};
 use dm_verbs::GlobalAddr;
 use futures::future::{join, join_all};
@@ -119,15 +119,15 @@ impl SmartTree {
                     }
                 }
                 Slot::Internal { addr, ty, .. } => {
-                    let n = self.read_node(addr, ty).await?;
-                    let Some(pre) = effective_prefix(&n.header, c.depth) else {
-                        c.word = self.read_word(c.slot_a).await?;
+                    let d = c.depth;
+                    let Some((n, s)) = self
+                        .read_internal(c.slot_a, &mut c.word, addr, ty, d, path.len())
+                        .await?
+                    else {
                         continue;
                     };
+                    let pre = &n.header.prefix[s..];
                     let p = c.depth + pre.len();
-                    if p >= path.len() {
-                        return Err(ArtError::Corrupt(addr));
-                    }
                     if let Some(j) = (0..pre.len()).find(|&j| path[c.depth + j] != pre[j]) {
                         if !matches!(mode, Mode::Upsert(_)) {
                             return Ok(false);

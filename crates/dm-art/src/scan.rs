@@ -12,7 +12,7 @@
 //! parent slot, see `effective_prefix`).
 
 use crate::layout::Slot;
-use crate::tree::{effective_prefix, slot_addr, ArtError, SmartTree, MAX_RETRIES};
+use crate::tree::{slot_addr, ArtError, SmartTree, MAX_RETRIES};
 use dm_verbs::GlobalAddr;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
@@ -59,15 +59,14 @@ impl SmartTree {
                     Slot::Leaf { .. } => return self.emit_leaves(w, &[word], border).await,
                     Slot::Internal { addr, ty, .. } => (addr, ty),
                 };
-                let n = self.read_node(addr, ty).await?;
-                let Some(pre) = effective_prefix(&n.header, d) else {
-                    word = self.read_word(slot_a).await?;
+                let Some((n, s)) = self
+                    .read_internal(slot_a, &mut word, addr, ty, d, w.from.len())
+                    .await?
+                else {
                     continue;
                 };
+                let pre = &n.header.prefix[s..];
                 let p = d + pre.len();
-                if p >= w.from.len() {
-                    return Err(ArtError::Corrupt(addr));
-                }
                 let mut border = border;
                 if border {
                     match pre.cmp(&w.from[d..p]) {

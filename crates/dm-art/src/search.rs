@@ -2,7 +2,7 @@
 //! slot, then one node per level, then the leaf.
 
 use crate::layout::Slot;
-use crate::tree::{effective_prefix, slot_addr, ArtError, SmartTree, MAX_RETRIES};
+use crate::tree::{slot_addr, ArtError, SmartTree, MAX_RETRIES};
 use dm_verbs::GlobalAddr;
 
 /// Where a traversal stands: the slot it follows (address and word as READ)
@@ -44,17 +44,15 @@ impl SmartTree {
                     return Ok((l.valid && l.key == key).then_some(l.value));
                 }
                 Slot::Internal { addr, ty, .. } => {
-                    let n = self.read_node(addr, ty).await?;
-                    let Some(pre) = effective_prefix(&n.header, c.depth) else {
-                        // A header split moved this node down: its new parent
-                        // is in the slot now.
-                        c.word = self.read_word(c.slot_a).await?;
+                    let d = c.depth;
+                    let Some((n, s)) = self
+                        .read_internal(c.slot_a, &mut c.word, addr, ty, d, path.len())
+                        .await?
+                    else {
                         continue;
                     };
+                    let pre = &n.header.prefix[s..];
                     let p = c.depth + pre.len();
-                    if p >= path.len() {
-                        return Err(ArtError::Corrupt(addr));
-                    }
                     if path[c.depth..p] != *pre {
                         return Ok(None);
                     }

@@ -184,6 +184,34 @@ impl SmartTree {
         Ok(self.alloc.alloc(self.leaf.bytes() as u64, ALIGN).await?)
     }
 
+    /// One step of a walk into the internal node at `addr` (slot type hint
+    /// `ty`), named by the slot at `slot_a` when `word` was READ, the walk
+    /// being at byte `d` of a `len`-byte path: the node's image and where its
+    /// effective prefix starts in `header.prefix` (it covers path bytes
+    /// `d..d + prefix.len() - start`). `None` when a header split moved the
+    /// node down since: its new parent is in the slot now, and `word` is
+    /// READ again. [`ArtError::Corrupt`] if the prefix reaches the path's end.
+    pub(crate) async fn read_internal(
+        &self,
+        slot_a: GlobalAddr,
+        word: &mut u64,
+        addr: GlobalAddr,
+        ty: u8,
+        d: usize,
+        len: usize,
+    ) -> Result<Option<(NodeImage, usize)>, ArtError> {
+        let n = self.read_node(addr, ty).await?;
+        let Some(pre) = effective_prefix(&n.header, d) else {
+            *word = self.read_word(slot_a).await?;
+            return Ok(None);
+        };
+        if d + pre.len() >= len {
+            return Err(ArtError::Corrupt(addr));
+        }
+        let start = n.header.prefix.len() - pre.len();
+        Ok(Some((n, start)))
+    }
+
     /// One 8-byte READ of a slot word (atomic).
     pub(crate) async fn read_word(&self, a: GlobalAddr) -> Result<u64, ArtError> {
         let b = read(a, 8).await?;
@@ -256,7 +284,7 @@ impl SmartTree {
 /// CAS of a header split; its leading bytes repeat what the new parent
 /// matched, so they are skipped. Every header of a node names the same end
 /// position `depth + prefix.len()` (trimming moves the start only).
-pub(crate) fn effective_prefix(h: &Header, d: usize) -> Option<&[u8]> {
+fn effective_prefix(h: &Header, d: usize) -> Option<&[u8]> {
     let hd = h.depth as usize;
     if hd > d || d - hd > h.prefix.len() {
         return None;

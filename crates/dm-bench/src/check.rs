@@ -51,6 +51,7 @@
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::Kv;
+use crate::kv::SMART;
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -362,9 +363,6 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     rt.run();
     finish_seed(seed, &hs, &log)
 }
-
-/// `--index smart`: SMART over 8-byte keys, its root slot in MS 0's superblock.
-const SMART: &str = "smart";
 
 fn smart_config(chunk_bytes: u64, num_ms: u16) -> SmartConfig {
     SmartConfig {

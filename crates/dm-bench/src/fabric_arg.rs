@@ -58,9 +58,10 @@ pub struct RdmaArgs {
     #[arg(long, default_value_t = 1)]
     pub rdma_gid_index: u8,
     /// RC local ACK timeout exponent: each try waits 4.096 us * 2^N before a
-    /// retransmission (7 retries, then the QP fails). Default 18 (1.07 s).
-    #[arg(long, default_value_t = 18, value_parser = clap::value_parser!(u8).range(1..=31))]
-    pub rdma_timeout: u8,
+    /// retransmission (7 retries, then the QP fails). Default: the backend's
+    /// (`RdmaConfig::default()`, 18 = 1.07 s).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub rdma_timeout: Option<u8>,
 }
 
 /// Checks that `--ms` fits the fabric: a count for sim/loopback, addresses for rdma.
@@ -90,7 +91,9 @@ pub fn connect(ms: &MsArg, r: &RdmaArgs) -> Result<dm_verbs::rdma::RdmaFabric> {
         gid_index: r.rdma_gid_index,
         ..Default::default()
     };
-    cfg.timers.timeout = r.rdma_timeout;
+    if let Some(t) = r.rdma_timeout {
+        cfg.timers.timeout = t;
+    }
     Ok(RdmaFabric::connect(cfg, &addrs)?)
 }
 

@@ -5,6 +5,10 @@
 use dm_art::SmartTree;
 use dm_tree::FgTree;
 
+/// The `--index` name of SMART (`check` and `ycsb`); the B+tree family's
+/// names are `dm_tree::Techniques::NAMES`.
+pub(crate) const SMART: &str = "smart";
+
 /// A key-value index with 8-byte values (keys as the index takes them).
 pub(crate) trait Kv {
     async fn insert(&self, k: &[u8], v: u64) -> Result<(), String>;

@@ -17,7 +17,7 @@
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::kv::{AnyIndex, Kv};
+use crate::kv::{AnyIndex, Kv, SMART};
 use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
@@ -826,9 +826,6 @@ pub fn run(mut a: Args) -> Result<()> {
         wall_s,
     )
 }
-
-/// `--index smart`: SMART (dm-art) over the plan's fixed-length keys.
-const SMART: &str = "smart";
 
 /// Where the node locks live, for the report: a line and its JSON.
 fn lock_placement(t: &TreeConfig, caps: Caps) -> (String, serde_json::Value) {

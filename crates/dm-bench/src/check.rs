@@ -802,16 +802,17 @@ pub fn run(a: Args) -> Result<()> {
     };
     if cn > 1 {
         println!(
-            "dm-bench check: index {}, {fabric} fabric, client {ci}/{cn}: {done} seeds, {} clients x {} ops, {} keys: {ops} operations recorded in {}; check the union with --histories",
+            "dm-bench check: index {}, {fabric} fabric, client {ci}/{cn}: {done} seeds, {} clients x {} ops, {} keys: {ops} operations recorded in {}; check the union with --histories; {} locks taken over (own-tag ledger)",
             a.index,
             a.clients,
             a.ops,
             a.keys,
-            a.history_out.as_ref().unwrap().display()
+            a.history_out.as_ref().unwrap().display(),
+            dm_tree::lock_takeovers()
         );
         write_json(
             a.json.as_deref(),
-            &json!({"index": a.index, "fabric": fabric, "client": ci, "clients_processes": cn, "seeds": done, "operations": ops, "linearizable": null}),
+            &json!({"index": a.index, "fabric": fabric, "client": ci, "clients_processes": cn, "seeds": done, "operations": ops, "linearizable": null, "lock_takeovers": dm_tree::lock_takeovers()}),
         )?;
         return Ok(());
     }
@@ -835,14 +836,19 @@ fn report(
         String::new()
     };
     println!(
-        "dm-bench check: index {}, {source}, {seeds} seeds, {shape}{} keys, faults {faults}: {ops} operations, {}",
+        "dm-bench check: index {}, {source}, {seeds} seeds, {shape}{} keys, faults {faults}: {ops} operations, {}{}",
         a.index,
         a.keys,
-        if failed.is_some() { "NOT linearizable" } else { "linearizable" }
+        if failed.is_some() { "NOT linearizable" } else { "linearizable" },
+        if a.histories.is_empty() {
+            format!("; {} locks taken over (own-tag ledger)", dm_tree::lock_takeovers())
+        } else {
+            String::new()
+        }
     );
     write_json(
         a.json.as_deref(),
-        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": failed.is_none(), "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.clone())}),
+        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": failed.is_none(), "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.clone()), "lock_takeovers": dm_tree::lock_takeovers()}),
     )?;
     if let Some((seed, why)) = failed {
         bail!("seed {seed}: {why}");

@@ -809,7 +809,10 @@ pub fn run(mut a: Args) -> Result<()> {
             json!({"global_lock_table": false, "index": SMART}),
         )
     } else {
-        lock_placement(&tcfg, caps)
+        let (line, mut v) = lock_placement(&tcfg, caps);
+        let n = dm_tree::lock_takeovers();
+        v["takeovers"] = json!(n);
+        (format!("{line}; {n} taken over (own-tag ledger)"), v)
     };
     report(
         &a,

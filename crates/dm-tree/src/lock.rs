@@ -41,12 +41,33 @@
 //!
 //! Hash collisions in the GLT only make unrelated nodes share a lock, which is
 //! safe because an operation holds at most one lock at a time (§4.3).
+//!
+//! **Own-tag ledger** (not in the papers): each thread keeps, per (tag, 64-bit
+//! lock word), how many locks its handles hold, how many lock CASes they have
+//! in flight, and an epoch bumped at every take and release it sees complete.
+//! A CAS that returns this handle's own tag although, from its post to its
+//! completion, no task here held the word, took or released it (the epoch did
+//! not move) and no earlier CAS of ours on it was in flight (the
+//! QP executes them in post order), can only be the
+//! trace of a CAS of ours that took the lock without its success being
+//! reported (on soft-RoCE, a duplicated execution after a retransmission is
+//! the suspect). Nobody would ever release such a lock, so the CAS's issuer
+//! takes it, with a warning ([`lock_takeovers`] counts them), instead of
+//! spinning on it forever. The epoch matters: completions of different verbs
+//! may be processed out of order (the `sim` fabric does it), so a CAS can
+//! legitimately report a tag of ours that a release completed since.
+//! Sound because a 64-bit tag is written only by its one handle's thread
+//! (`(cs, core)` unique among running handles, see [`crate::FgTree::open`]).
+//! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
 
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::sync::LocalLockGuard;
 use dm_runtime::{cas, masked_cas, read, write, yield_now};
 use dm_verbs::{Caps, GlobalAddr};
 use futures::future::try_join_all;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Which of Sherman's techniques are on (Sherman §4, the Fig. 5 ladder).
 /// Each rung is a constant; [`Techniques::named`] maps `--index` names.
@@ -212,6 +233,77 @@ const MAX_LOCK_ATTEMPTS: u32 = 1_000_000;
 /// in the warning is the holder's: CS id << 16 | core, plus 1).
 const LOCK_WARN_EVERY: u32 = 1 << 14;
 
+/// One (tag, lock word) in this thread's ledger (see the module docs).
+#[derive(Default)]
+struct Entry {
+    held: u32,
+    /// Post numbers of the lock CASes in flight, in post order.
+    in_flight: Vec<u64>,
+    next_post: u64,
+    epoch: u64,
+}
+
+thread_local! {
+    static LEDGER: RefCell<HashMap<(u64, u64), Entry>> = RefCell::new(HashMap::new());
+}
+
+/// Locks of this process taken over through the own-tag ledger.
+static LEDGER_TAKEOVERS: AtomicU64 = AtomicU64::new(0);
+
+/// How many locks this process took over because a CAS of its own had taken
+/// them without reporting success (module docs, "own-tag ledger").
+pub fn lock_takeovers() -> u64 {
+    LEDGER_TAKEOVERS.load(Ordering::Relaxed)
+}
+
+fn ledger<R>(key: (u64, u64), f: impl FnOnce(&mut Entry) -> R) -> R {
+    LEDGER.with(|l| {
+        let mut l = l.borrow_mut();
+        let e = l.entry(key).or_default();
+        let r = f(e);
+        if e.held == 0 && e.in_flight.is_empty() {
+            l.remove(&key);
+        }
+        r
+    })
+}
+
+/// A lock CAS in flight: in the ledger until dropped (also on error or
+/// cancellation), with its post number and the entry's epoch at posting.
+struct InFlight {
+    key: (u64, u64),
+    post: u64,
+    epoch: u64,
+}
+
+impl InFlight {
+    fn new(key: (u64, u64)) -> Self {
+        let (post, epoch) = ledger(key, |e| {
+            let p = e.next_post;
+            e.next_post += 1;
+            e.in_flight.push(p);
+            (p, e.epoch)
+        });
+        InFlight { key, post, epoch }
+    }
+
+    /// True if this CAS's own-tag result cannot be explained by anything the
+    /// ledger saw (module docs): no holder, no take or release since it was
+    /// posted, no earlier CAS of ours still in flight (one QP executes them in
+    /// post order, so later ones cannot have run first).
+    fn unexplained(&self) -> bool {
+        ledger(self.key, |e| {
+            e.held == 0 && e.epoch == self.epoch && e.in_flight.first() == Some(&self.post)
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        ledger(self.key, |e| e.in_flight.retain(|p| *p != self.post));
+    }
+}
+
 fn slot_hash(a: GlobalAddr) -> u64 {
     let x = a.to_u64().wrapping_mul(0x9e37_79b9_7f4a_7c15);
     x ^ (x >> 29)
@@ -290,7 +382,29 @@ impl FgTree {
         let mut backoff = 1u32;
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             let holder = match word {
-                LockWord::Word(w) => cas(w, 0, self.tag).await?,
+                LockWord::Word(w) => {
+                    let key = (self.tag, w.to_u64());
+                    let in_flight = InFlight::new(key);
+                    let mut h = cas(w, 0, self.tag).await?;
+                    if h == self.tag && in_flight.unexplained() {
+                        LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            node = ?a,
+                            attempt,
+                            "lock word holds this handle's tag but no task here holds or took it \
+                             (a CAS of ours took it unreported); taking it"
+                        );
+                        h = 0;
+                    }
+                    drop(in_flight);
+                    if h == 0 {
+                        ledger(key, |e| {
+                            e.held += 1;
+                            e.epoch += 1;
+                        });
+                    }
+                    h
+                }
                 LockWord::Lane { word: w, shift } => {
                     let m = 0xffffu64 << shift;
                     (masked_cas(w, 0, self.lane_id() << shift, m, m).await? & m) >> shift
@@ -379,7 +493,13 @@ impl FgTree {
 
     async fn unlock_word(&self, w: LockWord) -> Result<(), TreeError> {
         match w {
-            LockWord::Word(a) => write(a, vec![0; 8]).await?,
+            LockWord::Word(a) => {
+                write(a, vec![0; 8]).await?;
+                ledger((self.tag, a.to_u64()), |e| {
+                    e.held = e.held.saturating_sub(1);
+                    e.epoch += 1;
+                });
+            }
             LockWord::Lane { word, shift } => {
                 let m = 0xffffu64 << shift;
                 masked_cas(word, self.lane_id() << shift, 0, m, m).await?;

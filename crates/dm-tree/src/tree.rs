@@ -106,7 +106,10 @@ pub struct FgTree {
 }
 
 impl FgTree {
-    /// A handle for core `core` of compute server `cs` (no verbs).
+    /// A handle for core `core` of compute server `cs` (no verbs). Its lock tag
+    /// is `(cs << 16 | core) + 1`: at most one thread may run handles with a
+    /// given `(cs, core)` at a time (the own-tag ledger of [`crate::lock`]
+    /// relies on it, as does every lock holder's identity).
     pub fn open(cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
         if cfg.key_bytes == 0 || cfg.key_bytes > 32 {
             return Err(TreeError::BadConfig(format!(

@@ -158,6 +158,8 @@ fn concurrent_inserts_survive_torn_reads_and_splits() {
         "the runs must have produced torn node images for validation to reject"
     );
     eprintln!("torn node images rejected: {}", rejected.get());
+    // No lock of ours went unreported on sim (see tests/lock_ledger.rs).
+    assert_eq!(dm_tree::lock_takeovers(), 0);
 }
 
 #[test]

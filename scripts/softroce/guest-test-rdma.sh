@@ -20,7 +20,11 @@ rxe_stats() {
 fail() {
   echo "=== FAIL: $*"
   rxe_stats
-  for f in $L/*; do echo "--- $f"; tail -n 15 "$f"; done
+  for f in $L/*; do
+    echo "--- $f ($(wc -l < "$f") lines)"
+    if [ "$(wc -l < "$f")" -gt 30 ]; then head -n 10 "$f"; echo "[...]"; fi
+    tail -n 20 "$f"
+  done
   exit 1
 }
 t0=$(date +%s)
@@ -124,6 +128,7 @@ for index in $INDEXES; do
   "$BIN/dm-bench" check --index $index --histories $L/check-$index.0.jsonl,$L/check-$index.1.jsonl \
     > $L/check-$index.out 2>&1 || fail "check $index: the union of the histories is not linearizable"
   cat $L/check-$index.out
+  grep -h -o "[0-9]* locks taken over.*" $L/check-$index.0.out $L/check-$index.1.out | sed 's/^/  client: /'
   stop_both
 done
 

@@ -406,6 +406,10 @@ impl Fabric for RdmaFabric {
     }
 }
 
+/// Written into an atomic's result buffer before posting: a completion that
+/// leaves it there had its old value never delivered (a diagnostic warning).
+const UNWRITTEN: u64 = 0xa5c3_5a3c_0bad_f00d;
+
 /// Native `wr_id` bit of receive WRs (send WRs carry a per-QP sequence number).
 const RECV_BIT: u64 = 1 << 63;
 
@@ -768,6 +772,9 @@ impl RdmaQueues {
                 match (&wr.verb, body) {
                     (Verb::Write { data, .. }, _) => write_words(staging.words(), off, data),
                     (_, Some(m)) => write_words(staging.words(), off, m),
+                    (Verb::Cas { .. } | Verb::Faa { .. }, _) => {
+                        write_words(staging.words(), off, &UNWRITTEN.to_le_bytes())
+                    }
                     _ => {}
                 }
             }
@@ -848,10 +855,16 @@ impl RdmaQueues {
                 Some(Ok(VerbOutput::Read(read_words(words, off, o.len as usize))))
             }
             (OutKind::Atomic, Some((off, _))) => {
-                let b = read_words(words, off, 8);
-                Some(Ok(VerbOutput::Atomic(u64::from_le_bytes(
-                    b.try_into().unwrap(),
-                ))))
+                let v = u64::from_le_bytes(read_words(words, off, 8).try_into().unwrap());
+                if v == UNWRITTEN {
+                    tracing::warn!(
+                        ms = o.addr.ms(),
+                        addr = ?o.addr,
+                        "atomic completed without its old value in the buffer \
+                         (or the word really held the marker {UNWRITTEN:#x})"
+                    );
+                }
+                Some(Ok(VerbOutput::Atomic(v)))
             }
             (OutKind::Write, _) => Some(Ok(VerbOutput::Write)),
             _ => None,

@@ -407,7 +407,9 @@ impl Fabric for RdmaFabric {
 }
 
 /// Written into an atomic's result buffer before posting: a completion that
-/// leaves it there had its old value never delivered (a diagnostic warning).
+/// leaves it there had its old value never delivered (a warning), and the
+/// caller sees this marker rather than a stale value (such as 0, which a lock
+/// CAS would take for success). See docs/rdma.md.
 const UNWRITTEN: u64 = 0xa5c3_5a3c_0bad_f00d;
 
 /// Native `wr_id` bit of receive WRs (send WRs carry a per-QP sequence number).

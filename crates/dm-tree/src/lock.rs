@@ -50,8 +50,9 @@
 //! not move) and no earlier CAS of ours on it was in flight (the
 //! QP executes them in post order), can only be the
 //! trace of a CAS of ours that took the lock without its success being
-//! reported (on soft-RoCE, a duplicated execution after a retransmission is
-//! the suspect). Nobody would ever release such a lock, so the CAS's issuer
+//! reported (seen on soft-RoCE without a retransmission at the time; an old
+//! value never written to the result buffer is the suspect, see docs/rdma.md).
+//! Nobody would ever release such a lock, so the CAS's issuer
 //! takes it, with a warning ([`lock_takeovers`] counts them), instead of
 //! spinning on it forever. The epoch matters: completions of different verbs
 //! may be processed out of order (the `sim` fabric does it), so a CAS can

@@ -57,7 +57,8 @@ struct Spare {
 
 impl SmartTree {
     /// Inserts `key` with `value`, or overwrites its value (upsert).
-    /// Verbs (no cache): the traversal's READs, then one of: an in-place
+    /// Verbs: the traversal's READs (none past a cached parent: see
+    /// `search`), then one of: an in-place
     /// update (leaf READ, lock CAS, one WRITE that also unlocks: 3 RTTs past
     /// the parent), a normal insert (leaf WRITE + slot CAS), a leaf or header
     /// split (one round of parallel WRITEs + one CAS, then the reverse
@@ -85,13 +86,14 @@ impl SmartTree {
             Mode::Upsert(v) => v,
             _ => 0,
         };
+        let upsert = matches!(mode, Mode::Upsert(_));
         let mut spare = Spare::default();
-        let mut c = self.root_cursor().await?;
+        let (mut c, hit) = self.start_cursor(&path).await?;
         'walk: for _ in 0..MAX_RETRIES {
             match Slot::decode(c.word) {
                 Slot::Empty => {
                     // Only the root slot is ever followed while empty.
-                    if !matches!(mode, Mode::Upsert(_)) {
+                    if !upsert {
                         return Ok(false);
                     }
                     let la = self.place_leaf(&mut spare, key, value, c.slot_a).await?;
@@ -100,37 +102,47 @@ impl SmartTree {
                     if got == 0 {
                         return Ok(true);
                     }
-                    c.word = got;
+                    c.fresh(got);
                 }
                 Slot::Leaf { addr, .. } => {
                     let (l, lock) = self.read_leaf(addr).await?;
+                    self.reverse_check(&c, l.rev, &path, hit);
                     if l.key == key {
                         return self.leaf_write(addr, l, lock, mode).await;
                     }
-                    if !matches!(mode, Mode::Upsert(_)) {
-                        return Ok(false);
+                    if !upsert {
+                        if self.confirm(&mut c, &path, hit).await? {
+                            return Ok(false);
+                        }
+                        continue;
                     }
+                    // The split's CAS expects the (possibly cached) word.
                     match self
                         .leaf_split(&mut spare, &path, key, value, c, addr, &l)
                         .await?
                     {
                         None => return Ok(true),
-                        Some(got) => c.word = got,
+                        Some(got) => {
+                            self.invalidate(&path, hit.filter(|_| c.cached));
+                            c.fresh(got)
+                        }
                     }
                 }
                 Slot::Internal { addr, ty, .. } => {
                     let d = c.depth;
-                    let Some((n, s)) = self
-                        .read_internal(c.slot_a, &mut c.word, addr, ty, d, path.len())
-                        .await?
+                    let Some((n, s)) = self.read_internal(&mut c, addr, ty, d, path.len()).await?
                     else {
                         continue;
                     };
+                    self.reverse_check(&c, n.rev, &path, hit);
                     let pre = &n.header.prefix[s..];
                     let p = c.depth + pre.len();
                     if let Some(j) = (0..pre.len()).find(|&j| path[c.depth + j] != pre[j]) {
-                        if !matches!(mode, Mode::Upsert(_)) {
-                            return Ok(false);
+                        if !upsert {
+                            if self.confirm(&mut c, &path, hit).await? {
+                                return Ok(false);
+                            }
+                            continue;
                         }
                         let pre = pre.to_vec();
                         match self
@@ -138,19 +150,24 @@ impl SmartTree {
                             .await?
                         {
                             None => return Ok(true),
-                            Some(got) => c.word = got,
+                            Some(got) => {
+                                self.invalidate(&path, hit.filter(|_| c.cached));
+                                c.fresh(got)
+                            }
                         }
                         continue;
                     }
+                    self.cache_fill(&path, p, addr, &c, &n);
                     if let Some((i, w)) = n.find(path[p]) {
                         c = Cursor {
                             slot_a: slot_addr(addr, i),
                             word: w,
                             depth: p + 1,
+                            cached: false,
                         };
                         continue;
                     }
-                    if !matches!(mode, Mode::Upsert(_)) {
+                    if !upsert {
                         return Ok(false);
                     }
                     // Normal insert into the first empty slot, going on past
@@ -172,6 +189,7 @@ impl SmartTree {
                                 slot_a: sa,
                                 word: got,
                                 depth: p + 1,
+                                cached: false,
                             };
                             continue 'walk;
                         }

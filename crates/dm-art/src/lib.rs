@@ -2,9 +2,9 @@
 //!
 //! Status: SMART's remote layout and its core tree ([`SmartTree`]: get,
 //! upsert, update, remove, ordered scan; lock-free internal nodes, rear-locked
-//! in-place leaves, checksum-validated READs) run on every fabric. Still to
-//! come (issue 6): the ART cache with reverse check, read delegation and
-//! write combining, the DM-ported ART baseline, the `dm-bench` wiring.
+//! in-place leaves, checksum-validated READs) and its ART cache with the
+//! (sound) reverse check run on every fabric. Still to come (issue 6): read
+//! delegation and write combining, the DM-ported ART baseline.
 //! What lives (and will live) here:
 //!
 //! - [`layout`]: 8-byte slots (partial key, leaf bit, node type or leaf size,
@@ -15,13 +15,17 @@
 //!   variable-length with a length byte, order-preserving.
 //! - [`tree`]: [`SmartTree`], [`SmartConfig`], [`ArtError`], validated READs
 //!   of nodes and leaves, the header-depth rule of header splits.
-//! - `search`: `get` (Algorithm 1).
+//! - [`cache`]: [`ArtCache`], the per-CS local radix tree of internal-node
+//!   snapshots (SMART §4.3), its budget and FIFO eviction, and why a passed
+//!   reverse check is not trusted for negative answers.
+//! - `search`: `get` (Algorithm 1) and the walk helpers around the cache
+//!   (reverse check, confirmation of negative answers, cache fill).
 //! - `insert`: `insert` (upsert), `update`, `remove` (Algorithm 2, Fig. 8:
 //!   normal insert, leaf split, header split, type switch, in-place update
 //!   under the rear lock); the invariants that make them lock-free and sound.
 //! - `scan`: ordered, count-bounded range scan (Algorithm 4).
-//! - still to come: read delegation and write combining, the reverse-check
-//!   ART cache (SMART §4.2-§4.3), each technique a switch.
+//! - still to come: read delegation and write combining (SMART §4.2), each
+//!   technique a switch.
 //! - `art`: the DM-ported ART baseline with ROWEX-style synchronisation (SMART §5.1.3).
 //! - `dolphin`: ART internal nodes over B+tree-style leaves, FAA-based leaf lock
 //!   (Dolphin §III).
@@ -29,6 +33,7 @@
 //! Every tree implements the workspace's one async index API over any
 //! [`dm_verbs::Fabric`].
 
+pub mod cache;
 mod insert;
 pub mod keys;
 pub mod layout;
@@ -36,6 +41,7 @@ mod scan;
 mod search;
 pub mod tree;
 
+pub use cache::{ArtCache, CacheStats};
 pub use keys::{KeyCodec, KeyLengthError};
 pub use tree::{ArtError, SmartConfig, SmartTree};
 

@@ -12,6 +12,7 @@
 //! parent slot, see `effective_prefix`).
 
 use crate::layout::Slot;
+use crate::search::Cursor;
 use crate::tree::{slot_addr, ArtError, SmartTree, MAX_RETRIES};
 use dm_verbs::GlobalAddr;
 use futures::future::{join_all, LocalBoxFuture};
@@ -48,19 +49,26 @@ impl SmartTree {
         &'a self,
         w: &'a mut Walk<'_>,
         slot_a: GlobalAddr,
-        mut word: u64,
+        word: u64,
         d: usize,
         border: bool,
     ) -> LocalBoxFuture<'a, Result<(), ArtError>> {
         async move {
+            let mut c = Cursor {
+                slot_a,
+                word,
+                depth: d,
+                cached: false,
+            };
             for _ in 0..MAX_RETRIES {
+                let word = c.word;
                 let (addr, ty) = match Slot::decode(word) {
                     Slot::Empty => return Ok(()),
                     Slot::Leaf { .. } => return self.emit_leaves(w, &[word], border).await,
                     Slot::Internal { addr, ty, .. } => (addr, ty),
                 };
                 let Some((n, s)) = self
-                    .read_internal(slot_a, &mut word, addr, ty, d, w.from.len())
+                    .read_internal(&mut c, addr, ty, d, w.from.len())
                     .await?
                 else {
                     continue;

@@ -1,8 +1,11 @@
-//! Search (SMART §4.5, Algorithm 1) without the ART cache: READ the root
-//! slot, then one node per level, then the leaf.
+//! Search (SMART §4.5, Algorithm 1): start at the deepest cached node on
+//! the key's path (or READ the root slot), then one node per level, then
+//! the leaf; the walk helpers shared with the writers (cache fill, the
+//! reverse check, confirmation of negative answers; see `cache`).
 
+use crate::cache::Hit;
 use crate::layout::Slot;
-use crate::tree::{slot_addr, ArtError, SmartTree, MAX_RETRIES};
+use crate::tree::{slot_addr, ArtError, NodeImage, SmartTree, MAX_RETRIES};
 use dm_verbs::GlobalAddr;
 
 /// Where a traversal stands: the slot it follows (address and word as READ)
@@ -12,6 +15,17 @@ pub(crate) struct Cursor {
     pub slot_a: GlobalAddr,
     pub word: u64,
     pub depth: usize,
+    /// The word came from the ART cache, not from a READ of this operation:
+    /// negative conclusions through it must be confirmed (`cache` docs).
+    pub cached: bool,
+}
+
+impl Cursor {
+    /// Takes a word just READ (or returned by a CAS) from the same slot.
+    pub fn fresh(&mut self, w: u64) {
+        self.word = w;
+        self.cached = false;
+    }
 }
 
 impl SmartTree {
@@ -21,13 +35,82 @@ impl SmartTree {
             slot_a: self.cfg.root_slot,
             word: self.read_word(self.cfg.root_slot).await?,
             depth: 0,
+            cached: false,
         })
     }
 
-    /// The value of `key`, if present. Verbs: READ of the root slot (8 B),
-    /// one READ per internal level (`16 + 8 x capacity` bytes; a second one
-    /// if the node grew since its slot was written), one READ of the leaf;
-    /// a leaf image that fails its checksum is READ again.
+    /// Where a walk for `path` starts: the ART cache's deepest entry on it
+    /// (no verb), else the root slot (one READ).
+    pub(crate) async fn start_cursor(
+        &self,
+        path: &[u8],
+    ) -> Result<(Cursor, Option<Hit>), ArtError> {
+        if let Some((c, hit)) = self.cache.as_ref().and_then(|k| k.lookup(path)) {
+            return Ok((c, Some(hit)));
+        }
+        Ok((self.root_cursor().await?, None))
+    }
+
+    /// Drops the cache entry a cached start came from (a check found it stale).
+    pub(crate) fn invalidate(&self, path: &[u8], hit: Option<Hit>) {
+        if let (Some(k), Some(h)) = (&self.cache, hit) {
+            k.invalidate(path, h);
+        }
+    }
+
+    /// The reverse check (§4.3.2 type 1) of a child reached through `c`:
+    /// its reverse pointer `rev` must name `c`'s slot. A mismatch proves the
+    /// cached word stale and drops the entry; a match proves nothing (the
+    /// pointer is rewritten after a split's CAS), so `c` stays `cached`.
+    pub(crate) fn reverse_check(&self, c: &Cursor, rev: GlobalAddr, path: &[u8], hit: Option<Hit>) {
+        if c.cached && rev != c.slot_a {
+            self.invalidate(path, hit);
+        }
+    }
+
+    /// Confirms a negative conclusion drawn through `c`: `true` if `c` is
+    /// fresh or its slot still holds the word (one 8-byte READ; slots change
+    /// monotonically, so the conclusion held at that READ); else `c` takes
+    /// the fresh word, the entry is dropped, and the walk must go on.
+    pub(crate) async fn confirm(
+        &self,
+        c: &mut Cursor,
+        path: &[u8],
+        hit: Option<Hit>,
+    ) -> Result<bool, ArtError> {
+        if !c.cached {
+            return Ok(true);
+        }
+        let w = self.read_word(c.slot_a).await?;
+        let same = w == c.word;
+        if !same {
+            self.invalidate(path, hit);
+        }
+        c.fresh(w);
+        Ok(same)
+    }
+
+    /// Admits the node at `addr` READ through `c` (its slots discriminate on
+    /// path byte `end`) into the ART cache.
+    pub(crate) fn cache_fill(
+        &self,
+        path: &[u8],
+        end: usize,
+        addr: GlobalAddr,
+        c: &Cursor,
+        n: &NodeImage,
+    ) {
+        if let Some(k) = &self.cache {
+            k.insert(&path[..end], addr, *c, &n.slots);
+        }
+    }
+
+    /// The value of `key`, if present. Verbs without a cache hit: READ of
+    /// the root slot (8 B), one READ per internal level (`16 + 8 x capacity`
+    /// bytes; a second one if the node grew since its slot was written), one
+    /// READ of the leaf; a leaf image that fails its checksum is READ again.
+    /// With the parent cached: the leaf READ only, plus one 8-byte READ of
+    /// the cached slot if the key turns out absent (`cache` docs).
     ///
     /// Linearizable: a slot names the only place a key with that path prefix
     /// can live, and a leaf's key never changes, so a validated leaf image
@@ -35,27 +118,36 @@ impl SmartTree {
     /// of that READ.
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, ArtError> {
         let path = self.path(key)?;
-        let mut c = self.root_cursor().await?;
+        let (mut c, hit) = self.start_cursor(&path).await?;
         for _ in 0..MAX_RETRIES {
             match Slot::decode(c.word) {
                 Slot::Empty => return Ok(None),
                 Slot::Leaf { addr, .. } => {
                     let (l, _) = self.read_leaf(addr).await?;
-                    return Ok((l.valid && l.key == key).then_some(l.value));
+                    self.reverse_check(&c, l.rev, &path, hit);
+                    if l.key == key {
+                        return Ok(l.valid.then_some(l.value));
+                    }
+                    if self.confirm(&mut c, &path, hit).await? {
+                        return Ok(None);
+                    }
                 }
                 Slot::Internal { addr, ty, .. } => {
                     let d = c.depth;
-                    let Some((n, s)) = self
-                        .read_internal(c.slot_a, &mut c.word, addr, ty, d, path.len())
-                        .await?
+                    let Some((n, s)) = self.read_internal(&mut c, addr, ty, d, path.len()).await?
                     else {
                         continue;
                     };
+                    self.reverse_check(&c, n.rev, &path, hit);
                     let pre = &n.header.prefix[s..];
                     let p = c.depth + pre.len();
                     if path[c.depth..p] != *pre {
-                        return Ok(None);
+                        if self.confirm(&mut c, &path, hit).await? {
+                            return Ok(None);
+                        }
+                        continue;
                     }
+                    self.cache_fill(&path, p, addr, &c, &n);
                     let Some((i, w)) = n.find(path[p]) else {
                         return Ok(None);
                     };
@@ -63,6 +155,7 @@ impl SmartTree {
                         slot_a: slot_addr(addr, i),
                         word: w,
                         depth: p + 1,
+                        cached: false,
                     };
                 }
             }

@@ -2,13 +2,16 @@
 //! configuration, errors, allocation and the validated READs every operation
 //! uses (SMART §4.1, §4.5).
 
+use crate::cache::ArtCache;
 use crate::keys::{KeyCodec, KeyLengthError};
 use crate::layout::{capacity, Header, Leaf, LeafGeometry, Slot, ALIGN, INTERNAL_RESERVE};
+use crate::search::Cursor;
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::{read, yield_now};
 use dm_verbs::{GlobalAddr, VerbError};
 use std::cell::Cell;
 use std::fmt;
+use std::sync::Arc;
 
 /// Where the tree lives and its key shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,8 +95,8 @@ pub(crate) const MAX_RETRIES: u32 = 1_000_000;
 /// emptied, see `insert`).
 #[derive(Clone, Debug)]
 pub(crate) struct NodeImage {
-    /// For the ART cache's reverse check (SMART §4.3.2), still to come.
-    #[allow(dead_code)]
+    /// Reverse pointer: the slot that names this node (the ART cache's
+    /// reverse check, SMART §4.3.2).
     pub rev: GlobalAddr,
     pub header: Header,
     /// The header word as read (the CAS expectation of header updates).
@@ -132,6 +135,8 @@ pub struct SmartTree {
     alloc: ChunkAlloc,
     /// Leaf images rejected (torn or mid-write) and read again.
     rejected: Cell<u64>,
+    /// This CS's ART cache (SMART §4.3), shared by its cores.
+    pub(crate) cache: Option<Arc<ArtCache>>,
 }
 
 impl SmartTree {
@@ -155,7 +160,20 @@ impl SmartTree {
             leaf: LeafGeometry::new(cfg.keys.max_key),
             alloc: ChunkAlloc::new(cfg.num_ms, cfg.chunk_bytes, first_ms),
             rejected: Cell::new(0),
+            cache: None,
         })
+    }
+
+    /// Uses `cache`, the ART cache of this handle's compute server (one per
+    /// CS, shared by its cores through the `Arc`; SMART §4.3).
+    pub fn with_cache(mut self, cache: Arc<ArtCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// This handle's ART cache, if any.
+    pub fn cache(&self) -> Option<&Arc<ArtCache>> {
+        self.cache.as_ref()
     }
 
     /// Creates an empty tree (the root slot set to empty) and returns this
@@ -185,16 +203,16 @@ impl SmartTree {
     }
 
     /// One step of a walk into the internal node at `addr` (slot type hint
-    /// `ty`), named by the slot at `slot_a` when `word` was READ, the walk
-    /// being at byte `d` of a `len`-byte path: the node's image and where its
-    /// effective prefix starts in `header.prefix` (it covers path bytes
+    /// `ty`), named by cursor `c`'s slot word, the walk being at byte `d` of
+    /// a `len`-byte path: the node's image and where its effective prefix
+    /// starts in `header.prefix` (it covers path bytes
     /// `d..d + prefix.len() - start`). `None` when a header split moved the
-    /// node down since: its new parent is in the slot now, and `word` is
-    /// READ again. [`ArtError::Corrupt`] if the prefix reaches the path's end.
+    /// node down since: its new parent is in the slot now, and `c` takes the
+    /// slot word READ again. [`ArtError::Corrupt`] if the prefix reaches the
+    /// path's end.
     pub(crate) async fn read_internal(
         &self,
-        slot_a: GlobalAddr,
-        word: &mut u64,
+        c: &mut Cursor,
         addr: GlobalAddr,
         ty: u8,
         d: usize,
@@ -202,7 +220,8 @@ impl SmartTree {
     ) -> Result<Option<(NodeImage, usize)>, ArtError> {
         let n = self.read_node(addr, ty).await?;
         let Some(pre) = effective_prefix(&n.header, d) else {
-            *word = self.read_word(slot_a).await?;
+            let w = self.read_word(c.slot_a).await?;
+            c.fresh(w);
             return Ok(None);
         };
         if d + pre.len() >= len {

@@ -3,13 +3,14 @@
 //! to force leaf splits, header splits, chains and type switches), verb
 //! counts, bad input, and concurrent writers on several CSs.
 
-use dm_art::{ArtError, KeyCodec, SmartConfig, SmartTree};
+use dm_art::{ArtCache, ArtError, KeyCodec, SmartConfig, SmartTree};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::MsConfig;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 fn cluster(keys: KeyCodec, seed: u64) -> (SimRuntime, SmartConfig) {
     let chunk = 1 << 20;
@@ -77,13 +78,25 @@ fn str_key() -> BoxedStrategy<Vec<u8>> {
     proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0u8)], 0..10).boxed()
 }
 
+/// Runs `ops` in order against `BTreeMap` and the tree through three
+/// handles: no cache, a roomy ART cache, and a cache too small for the tree
+/// (evictions); alternating between them leaves each cache stale behind the
+/// others' splits, as another CS would.
 fn differential(codec: KeyCodec, ops: Vec<Op>) {
     let (mut rt, scfg) = cluster(codec, 1);
     let c = rt.add_core(0, 0);
     rt.block_on(c, async move {
-        let t = SmartTree::create(scfg, 0, 0).await.unwrap();
+        let t0 = SmartTree::create(scfg, 0, 0).await.unwrap();
+        let t1 = SmartTree::open(scfg, 1, 0)
+            .unwrap()
+            .with_cache(Arc::new(ArtCache::new(1 << 20)));
+        let t2 = SmartTree::open(scfg, 2, 0)
+            .unwrap()
+            .with_cache(Arc::new(ArtCache::new(600)));
+        let handles = [&t0, &t1, &t2];
         let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-        for o in ops {
+        for (i, o) in ops.into_iter().enumerate() {
+            let t = handles[(i * 7 + i / 3) % 3];
             match o {
                 Op::Insert(k, v) => {
                     t.insert(&k, v).await.unwrap();
@@ -115,9 +128,13 @@ fn differential(codec: KeyCodec, ops: Vec<Op>) {
             }
         }
         for (k, v) in &m {
-            assert_eq!(t.get(k).await.unwrap(), Some(*v));
+            for t in handles {
+                assert_eq!(t.get(k).await.unwrap(), Some(*v));
+            }
         }
-        let all = t
+        let s = t2.cache().unwrap().stats();
+        assert!(s.bytes <= 600, "{s:?}");
+        let all = t0
             .scan(&codec.key(&vec![0; codec.path_len()]), usize::MAX)
             .await
             .unwrap();
@@ -225,9 +242,68 @@ fn update_is_read_cas_write_past_the_parent_and_bad_keys_are_errors() {
     ));
 }
 
+/// Verb counts with a warm ART cache (SMART §4.3, digest §6 claims 5-6): a
+/// search of a present key is exactly one READ (the leaf), an update READ +
+/// CAS + WRITE in three round trips; a search of an absent key adds one
+/// 8-byte READ confirming the cached slot. After another CS splits the leaf
+/// a cached slot named, the stale entry is caught and dropped.
+#[test]
+fn warm_cache_search_is_one_read_and_stale_entries_are_caught() {
+    let (mut rt, scfg) = cluster(KeyCodec::fixed(8), 5);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let other = SmartTree::create(scfg, 1, 0).await.unwrap();
+        let cache = Arc::new(ArtCache::new(1 << 20));
+        let t = SmartTree::open(scfg, 0, 0)
+            .unwrap()
+            .with_cache(cache.clone());
+        let k = |x: u64| (x << 40 | x).to_be_bytes();
+        for x in 0..200u64 {
+            other.insert(&k(x), x).await.unwrap();
+        }
+        for x in 0..200u64 {
+            assert_eq!(t.get(&k(x)).await.unwrap(), Some(x));
+        }
+        let verbs = |a: dm_verbs::VerbStats, b: dm_verbs::VerbStats| {
+            (
+                b.read - a.read,
+                b.cas - a.cas,
+                b.write - a.write,
+                b.rtts - a.rtts,
+            )
+        };
+        for x in [3u64, 77, 199] {
+            let before = task_stats();
+            assert_eq!(t.get(&k(x)).await.unwrap(), Some(x));
+            assert_eq!(verbs(before, task_stats()), (1, 0, 0, 1), "get {x}");
+            let before = task_stats();
+            assert!(t.update(&k(x), x + 1000).await.unwrap());
+            assert_eq!(verbs(before, task_stats()), (1, 1, 1, 3), "update {x}");
+        }
+        // Absent, next to a present key's leaf: leaf READ + slot READ.
+        let absent = (77u64 << 40 | 78).to_be_bytes();
+        let before = task_stats();
+        assert_eq!(t.get(&absent).await.unwrap(), None);
+        assert_eq!(verbs(before, task_stats()), (2, 0, 0, 2));
+        // Another CS splits leaf 77 (the new key shares 7 bytes with it).
+        other.insert(&absent, 1).await.unwrap();
+        let inv = cache.stats().invalidations;
+        assert_eq!(t.get(&absent).await.unwrap(), Some(1));
+        assert_eq!(t.get(&k(77)).await.unwrap(), Some(1077));
+        assert!(cache.stats().invalidations > inv, "{:?}", cache.stats());
+        let before = task_stats();
+        assert_eq!(t.get(&absent).await.unwrap(), Some(1));
+        assert_eq!(verbs(before, task_stats()), (1, 0, 0, 1), "re-cached");
+        let s = cache.stats();
+        assert!(s.hits > 0 && s.entries > 0 && s.bytes > 0, "{s:?}");
+    })
+    .unwrap();
+}
+
 /// 4 cores on 2 CSs x 8 tasks: each task inserts its own keys (interleaved
 /// with everyone's, so splits of every kind race), upserts a few shared hot
-/// keys, and reads its own keys back; torn READs and delayed verbs on.
+/// keys, and reads its own keys back; torn READs and delayed verbs on; with
+/// an ART cache per CS (stale behind the other CS's splits) and without.
 #[test]
 fn concurrent_writers_survive_torn_reads_and_every_split() {
     for (seed, codec) in [
@@ -261,8 +337,17 @@ fn concurrent_writers_survive_torn_reads_and_every_split() {
         };
         let per_task = 40u64;
         let written = Rc::new(std::cell::RefCell::new(BTreeMap::<Vec<u8>, Vec<u64>>::new()));
+        // One ART cache per CS (a small one on CS 1: evictions), none for seed 2.
+        let caches = [
+            Arc::new(ArtCache::new(1 << 20)),
+            Arc::new(ArtCache::new(4096)),
+        ];
         for (ci, &c) in cores.iter().enumerate() {
-            let t = Rc::new(SmartTree::open(scfg, (ci / 2) as u16, (ci % 2) as u16).unwrap());
+            let mut t = SmartTree::open(scfg, (ci / 2) as u16, (ci % 2) as u16).unwrap();
+            if seed != 2 {
+                t = t.with_cache(caches[ci / 2].clone());
+            }
+            let t = Rc::new(t);
             for task in 0..8u64 {
                 let t = t.clone();
                 let written = written.clone();

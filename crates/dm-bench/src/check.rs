@@ -55,7 +55,7 @@ use crate::kv::SMART;
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
-use dm_art::{SmartConfig, SmartTree};
+use dm_art::{ArtCache, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
@@ -297,8 +297,18 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         rt.block_on(cores[0], SmartTree::create(scfg, 0, 0))
             .unwrap()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        // SMART's ART cache per CS (§4.3): a roomy one on CS 0, one on CS 1
+        // too small for the tree (misses and evictions); each goes stale
+        // behind the other CS's splits.
+        let art_caches = [
+            Arc::new(ArtCache::new(64 << 20)),
+            Arc::new(ArtCache::new(4 << 10)),
+        ];
         let trees: Vec<_> = (0..cores.len())
-            .map(|i| Rc::new(SmartTree::open(scfg, (i % 2) as u16, (i / 2) as u16).unwrap()))
+            .map(|i| {
+                let t = SmartTree::open(scfg, (i % 2) as u16, (i / 2) as u16).unwrap();
+                Rc::new(t.with_cache(art_caches[i % 2].clone()))
+            })
             .collect();
         let hs: Vec<_> = (0..a.clients)
             .map(|c| {

@@ -23,7 +23,7 @@ use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use anyhow::{anyhow, bail, Result};
-use dm_art::{KeyCodec, SmartConfig, SmartTree};
+use dm_art::{ArtCache, KeyCodec, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
@@ -115,8 +115,9 @@ pub struct Args {
     /// Node fill factor of --load bulk.
     #[arg(long, default_value_t = 0.8)]
     pub fill: f64,
-    /// Index cache per compute server, MiB (leaf parents, shared by its cores;
-    /// the top two levels are kept on top of it; 0 = no cache).
+    /// Index cache per compute server, MiB, shared by its cores (B+trees:
+    /// leaf parents, the top two levels kept on top of it; smart: the ART
+    /// cache of internal nodes, SMART \u{a7}4.3); 0 = no cache.
     #[arg(long, default_value_t = 64)]
     pub cache_mb: u64,
     /// Tree node size in bytes.
@@ -608,13 +609,21 @@ pub fn run(mut a: Args) -> Result<()> {
     let caches: Vec<Arc<IndexCache>> = (0..a.cs)
         .map(|_| Arc::new(IndexCache::new(a.cache_mb << 20, a.node_bytes)))
         .collect();
+    let art_caches: Vec<Arc<ArtCache>> = (0..a.cs)
+        .map(|_| Arc::new(ArtCache::new((a.cache_mb << 20) as usize)))
+        .collect();
     let llts: Vec<_> = (0..a.cs)
         .map(|_| FgTree::new_local_lock_table(&tcfg))
         .collect();
     let open = |cs: u16, t: u16| {
         let id = (ci * a.cs as usize) as u16 + cs;
         if smart {
-            return AnyIndex::Smart(SmartTree::open(scfg, id, t).unwrap());
+            let tree = SmartTree::open(scfg, id, t).unwrap();
+            return AnyIndex::Smart(if a.cache_mb > 0 {
+                tree.with_cache(art_caches[cs as usize].clone())
+            } else {
+                tree
+            });
         }
         let tree = FgTree::open(tcfg, id, t)
             .unwrap()
@@ -792,15 +801,11 @@ pub fn run(mut a: Args) -> Result<()> {
         #[cfg(not(feature = "rdma"))]
         FabricArg::Rdma => unreachable!("rejected above"),
     };
-    let mut cache = dm_tree::CacheStats::default();
-    for c in &caches {
-        let s = c.stats();
-        cache.hits += s.hits;
-        cache.misses += s.misses;
-        cache.bytes += s.bytes;
-        cache.nodes += s.nodes;
-        cache.top_nodes += s.top_nodes;
-    }
+    let cache = if smart {
+        CacheReport::art(&art_caches, a.cs)
+    } else {
+        CacheReport::tree(&caches, a.cs)
+    };
     let wall_s = wall.elapsed().as_secs_f64();
     let locks = if smart {
         let line = "lock-free internal nodes (CAS on slots), a lock word at the rear of each leaf (SMART \u{a7}4)";
@@ -875,7 +880,7 @@ fn report(
     verified: (u64, u64, Option<String>),
     fabric_detail: serde_json::Value,
     ms_used: u64,
-    cache: dm_tree::CacheStats,
+    cache: CacheReport,
     wall_s: f64,
 ) -> Result<()> {
     let clock = if a.fabric == FabricArg::Sim {
@@ -934,7 +939,7 @@ fn report(
         "latency_us": {"p50": us(0.5), "p99": us(0.99), "p999": us(0.999)},
         "per_op": per_op(&total, ops),
         "per_op_by_kind": by_kind,
-        "cache": {"hit_ratio": cache.hit_ratio(), "bytes": cache.bytes, "items": cache.nodes, "top_items": cache.top_nodes, "hits": cache.hits, "misses": cache.misses},
+        "cache": cache.json,
         "memory": {"ms_bytes_used": ms_used, "cs_cache_bytes": cache.bytes},
         "verified": ver,
         "mismatches": mismatches,
@@ -1011,18 +1016,7 @@ fn report(
         total.bytes_written as f64 / d,
         total.rtts as f64 / d
     );
-    if a.index == SMART {
-        println!("  cache        none (SMART's radix-tree cache is not built yet)");
-    } else {
-        println!(
-        "  cache        hit ratio {:.3} (load and run), {} leaf parents + {} top-level nodes, {:.1} MiB over {} CS",
-        cache.hit_ratio(),
-        cache.nodes,
-        cache.top_nodes,
-        cache.bytes as f64 / (1 << 20) as f64,
-        a.cs
-    );
-    }
+    println!("  cache        {}", cache.line);
     println!(
         "  memory       {:.1} MiB allocated on the MSs",
         ms_used as f64 / (1 << 20) as f64
@@ -1037,4 +1031,61 @@ fn report(
         );
     }
     Ok(())
+}
+
+/// The report's cache line and JSON object, summed over the CSs.
+struct CacheReport {
+    line: String,
+    json: serde_json::Value,
+    bytes: u64,
+}
+
+impl CacheReport {
+    fn tree(caches: &[Arc<IndexCache>], cs: u16) -> Self {
+        let mut c = dm_tree::CacheStats::default();
+        for k in caches {
+            let s = k.stats();
+            c.hits += s.hits;
+            c.misses += s.misses;
+            c.bytes += s.bytes;
+            c.nodes += s.nodes;
+            c.top_nodes += s.top_nodes;
+        }
+        CacheReport {
+            line: format!(
+                "hit ratio {:.3} (load and run), {} leaf parents + {} top-level nodes, {:.1} MiB over {cs} CS",
+                c.hit_ratio(),
+                c.nodes,
+                c.top_nodes,
+                c.bytes as f64 / (1 << 20) as f64,
+            ),
+            json: json!({"hit_ratio": c.hit_ratio(), "bytes": c.bytes, "items": c.nodes, "top_items": c.top_nodes, "hits": c.hits, "misses": c.misses}),
+            bytes: c.bytes,
+        }
+    }
+
+    fn art(caches: &[Arc<ArtCache>], cs: u16) -> Self {
+        let mut c = dm_art::CacheStats::default();
+        for k in caches {
+            let s = k.stats();
+            c.hits += s.hits;
+            c.misses += s.misses;
+            c.invalidations += s.invalidations;
+            c.evictions += s.evictions;
+            c.entries += s.entries;
+            c.bytes += s.bytes;
+        }
+        let ratio = c.hits as f64 / (c.hits + c.misses).max(1) as f64;
+        CacheReport {
+            line: format!(
+                "ART cache: hit ratio {ratio:.3} (load and run; a hit starts below the root), {} node snapshots, {:.1} MiB over {cs} CS, {} stale entries dropped, {} evicted",
+                c.entries,
+                c.bytes as f64 / (1 << 20) as f64,
+                c.invalidations,
+                c.evictions,
+            ),
+            json: json!({"hit_ratio": ratio, "bytes": c.bytes, "items": c.entries, "hits": c.hits, "misses": c.misses, "invalidations": c.invalidations, "evictions": c.evictions}),
+            bytes: c.bytes,
+        }
+    }
 }

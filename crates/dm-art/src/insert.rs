@@ -30,6 +30,7 @@
 use crate::layout::{
     capacity, lock_free, lock_taken, type_for_index, Header, Leaf, Slot, LEAF_OFF_META,
 };
+use crate::rdwc::{Join, Lead, WriteResult};
 use crate::search::Cursor;
 use crate::tree::{slot_addr, ArtError, SmartTree, MAX_RETRIES};
 use dm_runtime::{cas, write, yield_now};
@@ -64,23 +65,48 @@ impl SmartTree {
     /// split (one round of parallel WRITEs + one CAS, then the reverse
     /// pointer and header fix-ups in one round), or a type switch (normal
     /// insert behind the capacity, then header and parent-slot CAS in one round).
+    ///
+    /// With write combining (SMART §4.2.3, `rdwc`), a same-key write of
+    /// another core of this CS may carry this value in its WRITE instead.
     pub async fn insert(&self, key: &[u8], value: u64) -> Result<(), ArtError> {
-        self.write_op(key, Mode::Upsert(value)).await.map(|_| ())
+        self.combined(key, Mode::Upsert(value)).await.map(|_| ())
     }
 
     /// Overwrites the value of `key` if present; `false` (and nothing
     /// written) if absent.
     pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, ArtError> {
-        self.write_op(key, Mode::Update(value)).await
+        self.combined(key, Mode::Update(value)).await
     }
 
     /// Removes `key`; `false` if it was absent. See the module docs: the
     /// leaf stays as a tombstone.
     pub async fn remove(&self, key: &[u8]) -> Result<bool, ArtError> {
-        self.write_op(key, Mode::Remove).await
+        self.write_op(key, Mode::Remove, None).await
     }
 
-    async fn write_op(&self, key: &[u8], mode: Mode) -> Result<bool, ArtError> {
+    /// An upsert or update through this CS's write combining, if any: lead
+    /// (run the remote write, WRITE the WCB's latest value if the leaf is
+    /// updated in place), follow (wait for a leader whose WRITE covers this
+    /// value), or, on a hash conflict, run alone.
+    async fn combined(&self, key: &[u8], mode: Mode) -> WriteResult {
+        let (Some(t), Mode::Upsert(v) | Mode::Update(v)) = (&self.rdwc, mode) else {
+            return self.write_op(key, mode, None).await;
+        };
+        self.path(key)?;
+        let lead = match t.join_write(key, v) {
+            Join::Alone => return self.write_op(key, mode, None).await,
+            Join::Lead(l) => l,
+            Join::Follow(w) => match w.wait().await {
+                Ok(r) => return r,
+                Err(l) => l,
+            },
+        };
+        let r = self.write_op(key, mode, Some(&lead)).await;
+        lead.finish_write(&r);
+        r
+    }
+
+    async fn write_op(&self, key: &[u8], mode: Mode, wc: Option<&Lead<'_>>) -> WriteResult {
         let path = self.path(key)?;
         let value = match mode {
             Mode::Upsert(v) => v,
@@ -108,7 +134,7 @@ impl SmartTree {
                     let (l, lock) = self.read_leaf(addr).await?;
                     self.reverse_check(&c, l.rev, &path, hit);
                     if l.key == key {
-                        return self.leaf_write(addr, l, lock, mode).await;
+                        return self.leaf_write(addr, l, lock, mode, wc).await;
                     }
                     if !upsert {
                         if self.confirm(&mut c, &path, hit).await? {
@@ -244,14 +270,16 @@ impl SmartTree {
     /// free word of the image's sequence number, then one WRITE of
     /// `[8, leaf end)` carrying the new item, `seq + 1` and the free lock
     /// word. A failed CAS (someone wrote since the READ, or holds the lock)
-    /// yields and READs the leaf again.
+    /// yields and READs the leaf again. A write-combining leader `wc` WRITEs
+    /// the WCB's latest value, taken once the lock is held (§4.2.3).
     async fn leaf_write(
         &self,
         a: GlobalAddr,
         mut l: Leaf,
         mut lock: u64,
         mode: Mode,
-    ) -> Result<bool, ArtError> {
+        wc: Option<&Lead<'_>>,
+    ) -> WriteResult {
         let lock_a = a.add(self.leaf.lock_off() as u64);
         for _ in 0..MAX_RETRIES {
             let (valid, value) = match mode {
@@ -263,6 +291,10 @@ impl SmartTree {
             if lock == lock_free(l.seq) {
                 let got = cas(lock_a, lock, lock_taken(l.seq)).await?;
                 if got == lock {
+                    let value = match wc {
+                        Some(w) if valid => w.consume(),
+                        _ => value,
+                    };
                     let img = self.leaf.encode(&Leaf {
                         valid,
                         value,

@@ -2,9 +2,10 @@
 //!
 //! Status: SMART's remote layout and its core tree ([`SmartTree`]: get,
 //! upsert, update, remove, ordered scan; lock-free internal nodes, rear-locked
-//! in-place leaves, checksum-validated READs) and its ART cache with the
-//! (sound) reverse check run on every fabric. Still to come (issue 6): read
-//! delegation and write combining, the DM-ported ART baseline.
+//! in-place leaves, checksum-validated READs), its ART cache with the
+//! (sound) reverse check, and read delegation with write combining (sound
+//! versions) run on every fabric. Still to come (issue 6): the DM-ported ART
+//! baseline and the ladder's first three rungs as switches.
 //! What lives (and will live) here:
 //!
 //! - [`layout`]: 8-byte slots (partial key, leaf bit, node type or leaf size,
@@ -24,8 +25,9 @@
 //!   normal insert, leaf split, header split, type switch, in-place update
 //!   under the rear lock); the invariants that make them lock-free and sound.
 //! - `scan`: ordered, count-bounded range scan (Algorithm 4).
-//! - still to come: read delegation and write combining (SMART §4.2), each
-//!   technique a switch.
+//! - [`rdwc`]: [`Rdwc`], the per-CS hash-based local lock table of read
+//!   delegation and write combining (SMART §4.2), each a switch, and why
+//!   followers are served only by operations that started after them.
 //! - `art`: the DM-ported ART baseline with ROWEX-style synchronisation (SMART §5.1.3).
 //! - `dolphin`: ART internal nodes over B+tree-style leaves, FAA-based leaf lock
 //!   (Dolphin §III).
@@ -37,12 +39,14 @@ pub mod cache;
 mod insert;
 pub mod keys;
 pub mod layout;
+pub mod rdwc;
 mod scan;
 mod search;
 pub mod tree;
 
 pub use cache::{ArtCache, CacheStats};
 pub use keys::{KeyCodec, KeyLengthError};
+pub use rdwc::{Rdwc, RdwcStats};
 pub use tree::{ArtError, SmartConfig, SmartTree};
 
 /// Width of one SMART slot in bytes (SMART §4.1.1: a slot is changed by one 8-byte CAS).

@@ -5,7 +5,9 @@
 
 use crate::cache::Hit;
 use crate::layout::Slot;
+use crate::rdwc::{Join, ReadResult};
 use crate::tree::{slot_addr, ArtError, NodeImage, SmartTree, MAX_RETRIES};
+use dm_runtime::yield_now;
 use dm_verbs::GlobalAddr;
 
 /// Where a traversal stands: the slot it follows (address and word as READ)
@@ -116,7 +118,33 @@ impl SmartTree {
     /// can live, and a leaf's key never changes, so a validated leaf image
     /// with another key (or the valid bit clear) proves absence at the moment
     /// of that READ.
-    pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, ArtError> {
+    ///
+    /// With read delegation (SMART §4.2.2, `rdwc`), the answer may come from
+    /// a same-key search of another core of this CS that started after this
+    /// one was invoked.
+    pub async fn get(&self, key: &[u8]) -> ReadResult {
+        let Some(t) = &self.rdwc else {
+            return self.get_remote(key).await;
+        };
+        self.path(key)?;
+        let lead = match t.join_read(key) {
+            Join::Alone => return self.get_remote(key).await,
+            Join::Lead(l) => l,
+            Join::Follow(w) => match w.wait().await {
+                Ok(r) => return r,
+                Err(l) => l,
+            },
+        };
+        // The delegation window: same-key readers ready now queue first.
+        yield_now().await;
+        lead.start_read();
+        let r = self.get_remote(key).await;
+        lead.finish_read(&r);
+        r
+    }
+
+    /// The remote search of [`SmartTree::get`].
+    async fn get_remote(&self, key: &[u8]) -> ReadResult {
         let path = self.path(key)?;
         let (mut c, hit) = self.start_cursor(&path).await?;
         for _ in 0..MAX_RETRIES {

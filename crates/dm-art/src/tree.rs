@@ -5,6 +5,7 @@
 use crate::cache::ArtCache;
 use crate::keys::{KeyCodec, KeyLengthError};
 use crate::layout::{capacity, Header, Leaf, LeafGeometry, Slot, ALIGN, INTERNAL_RESERVE};
+use crate::rdwc::Rdwc;
 use crate::search::Cursor;
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::{read, yield_now};
@@ -137,6 +138,8 @@ pub struct SmartTree {
     rejected: Cell<u64>,
     /// This CS's ART cache (SMART §4.3), shared by its cores.
     pub(crate) cache: Option<Arc<ArtCache>>,
+    /// This CS's read delegation / write combining table (SMART §4.2).
+    pub(crate) rdwc: Option<Arc<Rdwc>>,
 }
 
 impl SmartTree {
@@ -161,7 +164,20 @@ impl SmartTree {
             alloc: ChunkAlloc::new(cfg.num_ms, cfg.chunk_bytes, first_ms),
             rejected: Cell::new(0),
             cache: None,
+            rdwc: None,
         })
+    }
+
+    /// Uses `t`, the read delegation and write combining table of this
+    /// handle's compute server (one per CS, shared by its cores; SMART §4.2).
+    pub fn with_rdwc(mut self, t: Arc<Rdwc>) -> Self {
+        self.rdwc = Some(t);
+        self
+    }
+
+    /// This handle's read delegation / write combining table, if any.
+    pub fn rdwc(&self) -> Option<&Arc<Rdwc>> {
+        self.rdwc.as_ref()
     }
 
     /// Uses `cache`, the ART cache of this handle's compute server (one per

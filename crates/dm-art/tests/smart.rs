@@ -3,7 +3,7 @@
 //! to force leaf splits, header splits, chains and type switches), verb
 //! counts, bad input, and concurrent writers on several CSs.
 
-use dm_art::{ArtCache, ArtError, KeyCodec, SmartConfig, SmartTree};
+use dm_art::{ArtCache, ArtError, KeyCodec, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::MsConfig;
@@ -89,7 +89,8 @@ fn differential(codec: KeyCodec, ops: Vec<Op>) {
         let t0 = SmartTree::create(scfg, 0, 0).await.unwrap();
         let t1 = SmartTree::open(scfg, 1, 0)
             .unwrap()
-            .with_cache(Arc::new(ArtCache::new(1 << 20)));
+            .with_cache(Arc::new(ArtCache::new(1 << 20)))
+            .with_rdwc(Arc::new(Rdwc::new(2, true, true)));
         let t2 = SmartTree::open(scfg, 2, 0)
             .unwrap()
             .with_cache(Arc::new(ArtCache::new(600)));
@@ -300,6 +301,85 @@ fn warm_cache_search_is_one_read_and_stale_entries_are_caught() {
     .unwrap();
 }
 
+/// Read delegation and write combining (SMART §4.2): 8 same-key searches
+/// issued together on one core cost one remote search (one leaf READ with
+/// the cache warm), on two cores of the CS at most two; 8 same-key updates
+/// one leaf READ, one lock CAS and one WRITE, of a value from the WCB.
+#[test]
+fn same_key_operations_on_one_cs_share_one_remote_operation() {
+    let (mut rt, scfg) = cluster(KeyCodec::fixed(8), 6);
+    let cores: Vec<SimCore> = (0..2).map(|i| rt.add_core(0, i)).collect();
+    let k = 0x1234_5678u64.to_be_bytes();
+    rt.block_on(cores[0], async move {
+        let t = SmartTree::create(scfg, 0, 0).await.unwrap();
+        for x in 0..100u64 {
+            t.insert(&(x << 8 | 0x78).to_be_bytes(), x).await.unwrap();
+        }
+        t.insert(&k, 1).await.unwrap();
+    })
+    .unwrap();
+    let cache = Arc::new(ArtCache::new(1 << 20));
+    let rdwc = Arc::new(Rdwc::new(128, true, true));
+    let trees: Vec<_> = (0..2)
+        .map(|i| {
+            let t = SmartTree::open(scfg, 0, i as u16).unwrap();
+            Rc::new(t.with_cache(cache.clone()).with_rdwc(rdwc.clone()))
+        })
+        .collect();
+    // Warm the cache.
+    let t0 = trees[0].clone();
+    rt.block_on(cores[0], async move { t0.get(&k).await.unwrap() })
+        .unwrap();
+    let run = |rt: &mut SimRuntime, spread: usize, write: bool| {
+        let deltas = Rc::new(std::cell::RefCell::new(Vec::new()));
+        for i in 0..8u64 {
+            let c = i as usize % spread;
+            let (t, deltas) = (trees[c].clone(), deltas.clone());
+            rt.spawn_on(cores[c], async move {
+                let before = task_stats();
+                if write {
+                    assert!(t.update(&k, 100 + i).await.unwrap());
+                } else {
+                    assert!(t.get(&k).await.unwrap().is_some());
+                }
+                let s = task_stats();
+                deltas.borrow_mut().push((
+                    s.read - before.read,
+                    s.cas - before.cas,
+                    s.write - before.write,
+                ));
+            });
+        }
+        rt.run();
+        let d = deltas.borrow();
+        assert_eq!(d.len(), 8);
+        d.iter()
+            .fold((0, 0, 0), |a, x| (a.0 + x.0, a.1 + x.1, a.2 + x.2))
+    };
+    assert_eq!(run(&mut rt, 1, false), (1, 0, 0), "reads: one leaf READ");
+    assert_eq!(rdwc.stats().delegated_reads, 7);
+    assert_eq!(
+        run(&mut rt, 1, true),
+        (1, 1, 1),
+        "writes: READ + CAS + WRITE"
+    );
+    assert_eq!(rdwc.stats().combined_writes, 7);
+    // Across two cores the leader's one-round window may close before the
+    // other core's readers queue: they then share the next round's search.
+    assert!(run(&mut rt, 2, false).0 <= 2);
+    assert_eq!(
+        run(&mut rt, 2, true),
+        (1, 1, 1),
+        "the combining window is the whole traversal"
+    );
+    let t0 = trees[0].clone();
+    let v = rt
+        .block_on(cores[0], async move { t0.get(&k).await.unwrap() })
+        .unwrap()
+        .unwrap();
+    assert!((100..108).contains(&v), "{v}");
+}
+
 /// 4 cores on 2 CSs x 8 tasks: each task inserts its own keys (interleaved
 /// with everyone's, so splits of every kind race), upserts a few shared hot
 /// keys, and reads its own keys back; torn READs and delayed verbs on; with
@@ -342,10 +422,17 @@ fn concurrent_writers_survive_torn_reads_and_every_split() {
             Arc::new(ArtCache::new(1 << 20)),
             Arc::new(ArtCache::new(4096)),
         ];
+        // Read delegation and write combining per CS (4 entries: conflicts too).
+        let rdwcs = [
+            Arc::new(Rdwc::new(4, true, true)),
+            Arc::new(Rdwc::new(4, true, true)),
+        ];
         for (ci, &c) in cores.iter().enumerate() {
             let mut t = SmartTree::open(scfg, (ci / 2) as u16, (ci % 2) as u16).unwrap();
             if seed != 2 {
-                t = t.with_cache(caches[ci / 2].clone());
+                t = t
+                    .with_cache(caches[ci / 2].clone())
+                    .with_rdwc(rdwcs[ci / 2].clone());
             }
             let t = Rc::new(t);
             for task in 0..8u64 {

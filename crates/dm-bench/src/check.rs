@@ -55,7 +55,7 @@ use crate::kv::SMART;
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
-use dm_art::{ArtCache, SmartConfig, SmartTree};
+use dm_art::{ArtCache, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
@@ -304,10 +304,17 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
             Arc::new(ArtCache::new(64 << 20)),
             Arc::new(ArtCache::new(4 << 10)),
         ];
+        // Read delegation and write combining per CS (§4.2), 16 lock entries
+        // for the 48 keys: same-key groups and hash conflicts both happen.
+        let rdwcs = [
+            Arc::new(Rdwc::new(16, true, true)),
+            Arc::new(Rdwc::new(16, true, true)),
+        ];
         let trees: Vec<_> = (0..cores.len())
             .map(|i| {
                 let t = SmartTree::open(scfg, (i % 2) as u16, (i / 2) as u16).unwrap();
-                Rc::new(t.with_cache(art_caches[i % 2].clone()))
+                let t = t.with_cache(art_caches[i % 2].clone());
+                Rc::new(t.with_rdwc(rdwcs[i % 2].clone()))
             })
             .collect();
         let hs: Vec<_> = (0..a.clients)

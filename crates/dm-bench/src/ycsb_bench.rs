@@ -23,7 +23,7 @@ use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use anyhow::{anyhow, bail, Result};
-use dm_art::{ArtCache, KeyCodec, SmartConfig, SmartTree};
+use dm_art::{ArtCache, KeyCodec, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
@@ -123,6 +123,15 @@ pub struct Args {
     /// Tree node size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub node_bytes: usize,
+    /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor
+    /// analysis): `rd` read delegation, `wc` write combining, `cache` the
+    /// ART cache (same as --cache-mb 0).
+    #[arg(long, value_delimiter = ',')]
+    pub smart_off: Vec<String>,
+    /// Lock entries of SMART's per-CS read delegation / write combining
+    /// table (\u{a7}4.2.1; the paper finds 128 enough for 16 clients per CS).
+    #[arg(long, default_value_t = 1024)]
+    pub rdwc_entries: usize,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -515,6 +524,17 @@ pub fn run(mut a: Args) -> Result<()> {
             Techniques::NAMES.join(", ")
         ),
     };
+    for t in &a.smart_off {
+        if !["rd", "wc", "cache"].contains(&t.as_str()) {
+            bail!("--smart-off takes rd, wc and cache, got {t:?}");
+        }
+    }
+    if !smart && !a.smart_off.is_empty() {
+        bail!("--smart-off is for --index smart");
+    }
+    if smart && a.smart_off.iter().any(|t| t == "cache") {
+        a.cache_mb = 0;
+    }
     if smart && a.load == "bulk" {
         bail!("--load bulk is for the B+tree family; --index smart loads by insert");
     }
@@ -612,13 +632,19 @@ pub fn run(mut a: Args) -> Result<()> {
     let art_caches: Vec<Arc<ArtCache>> = (0..a.cs)
         .map(|_| Arc::new(ArtCache::new((a.cache_mb << 20) as usize)))
         .collect();
+    let off = |t: &str| a.smart_off.iter().any(|x| x == t);
+    let rdwcs: Vec<Arc<Rdwc>> = (0..a.cs)
+        .map(|_| Arc::new(Rdwc::new(a.rdwc_entries, !off("rd"), !off("wc"))))
+        .collect();
     let llts: Vec<_> = (0..a.cs)
         .map(|_| FgTree::new_local_lock_table(&tcfg))
         .collect();
     let open = |cs: u16, t: u16| {
         let id = (ci * a.cs as usize) as u16 + cs;
         if smart {
-            let tree = SmartTree::open(scfg, id, t).unwrap();
+            let tree = SmartTree::open(scfg, id, t)
+                .unwrap()
+                .with_rdwc(rdwcs[cs as usize].clone());
             return AnyIndex::Smart(if a.cache_mb > 0 {
                 tree.with_cache(art_caches[cs as usize].clone())
             } else {
@@ -808,10 +834,28 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let wall_s = wall.elapsed().as_secs_f64();
     let locks = if smart {
-        let line = "lock-free internal nodes (CAS on slots), a lock word at the rear of each leaf (SMART \u{a7}4)";
+        let mut r = dm_art::RdwcStats::default();
+        for t in &rdwcs {
+            let s = t.stats();
+            r.delegated_reads += s.delegated_reads;
+            r.combined_writes += s.combined_writes;
+            r.conflicts += s.conflicts;
+        }
+        let on = |t: &str| if off(t) { "off" } else { "on" };
+        let line = format!(
+            "lock-free internal nodes (CAS on slots), a lock word at the rear of each leaf (SMART \u{a7}4); read delegation {} ({} reads delegated), write combining {} ({} writes combined), {} hash conflicts",
+            on("rd"),
+            r.delegated_reads,
+            on("wc"),
+            r.combined_writes,
+            r.conflicts
+        );
         (
-            line.to_string(),
-            json!({"global_lock_table": false, "index": SMART}),
+            line,
+            json!({"global_lock_table": false, "index": SMART, "rdwc": {
+                "read_delegation": !off("rd"), "write_combining": !off("wc"),
+                "entries": a.rdwc_entries, "delegated_reads": r.delegated_reads,
+                "combined_writes": r.combined_writes, "conflicts": r.conflicts}}),
         )
     } else {
         let (line, mut v) = lock_placement(&tcfg, caps);

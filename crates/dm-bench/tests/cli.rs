@@ -582,6 +582,34 @@ fn ycsb_smart_on_sim_and_loopback_verifies_every_key() {
     assert!(ok, "{text}");
     assert_eq!(v["cache"]["hits"], 0, "{text}");
     assert!(v["per_op"]["read"].as_f64().unwrap() >= 3.0, "{text}");
+    // SMART §4.2 on a skewed YCSB A: same-key writes on a CS are combined;
+    // switched off, nothing is.
+    let args = [
+        "ycsb",
+        "--index",
+        "smart",
+        "--workload",
+        "a",
+        "--keys",
+        "3000",
+    ];
+    let (ok, text, v) = bench(&[&args[..], &["--ops", "6000"]].concat());
+    assert!(ok, "{text}");
+    let r = &v["locks"]["rdwc"];
+    assert!(r["combined_writes"].as_u64().unwrap() > 0, "{text}");
+    assert_eq!(r["read_delegation"], true, "{text}");
+    let off = ["--ops", "6000", "--smart-off", "rd,wc,cache"];
+    let (ok, text, v) = bench(&[&args[..], &off].concat());
+    assert!(ok, "{text}");
+    let r = &v["locks"]["rdwc"];
+    let counts = (r["combined_writes"].as_u64(), r["delegated_reads"].as_u64());
+    assert_eq!(counts, (Some(0), Some(0)), "{text}");
+    assert_eq!(v["cache"]["hits"], 0, "{text}");
+    let (ok, text, _) = bench(&[&args[..], &["--smart-off", "lock-free"]].concat());
+    assert!(
+        !ok && text.contains("--smart-off takes rd, wc and cache"),
+        "{text}"
+    );
     let (ok, text, _) = bench(&["ycsb", "--index", "smart", "--load", "bulk"]);
     assert!(
         !ok && text.contains("--load bulk is for the B+tree family"),

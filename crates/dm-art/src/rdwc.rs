@@ -1,0 +1,492 @@
+//! Read delegation and write combining (SMART §4.2, Fig. 9-10): clients of
+//! one compute server that target the same key at the same time share one
+//! remote operation. One [`Rdwc`] per CS, shared by its cores (`Arc`).
+//!
+//! ## The hash-based local lock table (§4.2.1)
+//! `entries` lock words chosen by a hash of the key; each holds at most one
+//! read group and one write group, each with its **unique key**. A client
+//! whose key hashes to an entry whose group has another key (a hash
+//! conflict) runs its operation alone, as in the paper.
+//!
+//! ## Read delegation, sound version (§4.2.2)
+//! The first reader of a key leads: it yields once (one scheduling round,
+//! so that same-key readers issued at the same moment on this CS can
+//! queue), then runs the remote search. Readers of the same key queue. The paper hands the leader's
+//! result to every reader queued before it finishes; but a reader that
+//! arrived after the leader's leaf READ would then return a value older
+//! than its own invocation (digest §5.2 item 11), and Fig. 10's shared
+//! execution window exists only to patch one symptom of that. Here a
+//! leader's result goes only to the readers queued **before its remote
+//! search started** (its *batch*, fixed by `start_read`); readers that
+//! arrive while it runs queue for the next round, and when the leader
+//! finishes, the first of them leads it. A
+//! result thus always comes from a search that ran entirely inside every
+//! receiver's operation: linearizable by construction, no window needed.
+//! Under a hot key this collapses every round trip's arrivals into one
+//! remote search (a reader waits for at most the running search and its own batch's).
+//!
+//! ## Write combining, sound version (§4.2.3)
+//! The first writer of a key leads and runs the remote write; same-key
+//! writers arriving meanwhile put their value into the group's write
+//! combining buffer (WCB) with a sequence number and queue. When the leader
+//! holds the leaf lock (the end of the combining window) it *consumes* the
+//! WCB: it WRITEs the latest value and records the last sequence number it
+//! covered. After the WRITE completes, exactly the followers with a sequence
+//! number at most that one are acknowledged (their writes are linearized at
+//! that WRITE, in sequence order, the latest winning); later arrivals are
+//! not lost, as they can be in the paper's design (a value put into the WCB
+//! after the leader read it is acknowledged but never written, digest §5.2
+//! item 11): the first of them leads the next round. A leader whose write
+//! does not take the in-place path (the key was absent: a new leaf; or an
+//! update of an absent key) consumes nothing, and its followers go on the
+//! same way.
+//!
+//! ## Cancellation
+//! A dropped leader (or a dropped follower that was promoted) passes the
+//! lead to the next queued client, so nobody waits for a leader that is
+//! gone; a dropped follower just leaves the queue. A leader's error is
+//! handed to the clients it covered (their operations may or may not have
+//! taken effect, like the leader's).
+
+use crate::tree::ArtError;
+use dm_runtime::sync::SharedCell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+/// What a queued client receives.
+#[derive(Clone, Debug)]
+pub(crate) enum Msg<T> {
+    /// The result of the operation that covered this client.
+    Done(T),
+    /// This client leads the next round.
+    Lead,
+}
+
+pub(crate) type ReadResult = Result<Option<u64>, ArtError>;
+pub(crate) type WriteResult = Result<bool, ArtError>;
+type Cell<T> = Arc<SharedCell<Msg<T>>>;
+
+struct ReadGroup {
+    key: Vec<u8>,
+    /// Served by the running leader (queued before it started).
+    batch: Vec<Cell<ReadResult>>,
+    /// Queued while it runs.
+    next: Vec<Cell<ReadResult>>,
+}
+
+struct WriteGroup {
+    key: Vec<u8>,
+    /// The WCB: the latest value and its sequence number.
+    latest: (u64, u64),
+    next_seq: u64,
+    /// Last sequence number the running leader's WRITE covers.
+    consumed: Option<u64>,
+    /// Followers with their sequence numbers, in arrival order.
+    members: Vec<(u64, Cell<WriteResult>)>,
+}
+
+#[derive(Default)]
+struct LockEntry {
+    read: Option<ReadGroup>,
+    write: Option<WriteGroup>,
+}
+
+/// Counters of one CS's table (since creation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RdwcStats {
+    /// Searches answered by another client's remote search.
+    pub delegated_reads: u64,
+    /// Writes covered by another client's remote WRITE.
+    pub combined_writes: u64,
+    /// Operations that found their lock entry held for another key.
+    pub conflicts: u64,
+}
+
+/// One compute server's local lock table for read delegation and write
+/// combining; see the module docs.
+pub struct Rdwc {
+    entries: Box<[Mutex<LockEntry>]>,
+    read_delegation: bool,
+    write_combining: bool,
+    delegated: AtomicU64,
+    combined: AtomicU64,
+    conflicts: AtomicU64,
+}
+
+/// How a client joins.
+pub(crate) enum Join<'a, T: Clone> {
+    /// No delegation/combining for this operation (switched off, or a hash conflict).
+    Alone,
+    /// Run the remote operation, then [`Lead::finish`].
+    Lead(Lead<'a>),
+    /// Wait for a leader.
+    Follow(Waiter<'a, T>),
+}
+
+/// The leader's duty; dropping it unfinished passes the lead on.
+pub(crate) struct Lead<'a> {
+    t: &'a Rdwc,
+    idx: usize,
+    write: bool,
+    finished: bool,
+}
+
+/// A queued client; dropping it leaves the queue (or passes a lead on).
+pub(crate) struct Waiter<'a, T: Clone> {
+    t: &'a Rdwc,
+    idx: usize,
+    write: bool,
+    cell: Cell<T>,
+    settled: bool,
+}
+
+fn hash(key: &[u8]) -> u64 {
+    // FNV-1a, then a multiplicative finish: keys differing in one byte spread.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 17
+}
+
+impl Rdwc {
+    /// A table of `entries` lock entries (at least 1; the paper finds 128
+    /// enough for 16 clients per CS, Fig. 22e); each technique can be
+    /// switched off for the factor analysis (§5.3.1).
+    pub fn new(entries: usize, read_delegation: bool, write_combining: bool) -> Self {
+        Rdwc {
+            entries: (0..entries.max(1))
+                .map(|_| Mutex::new(LockEntry::default()))
+                .collect(),
+            read_delegation,
+            write_combining,
+            delegated: AtomicU64::new(0),
+            combined: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> RdwcStats {
+        RdwcStats {
+            delegated_reads: self.delegated.load(Relaxed),
+            combined_writes: self.combined.load(Relaxed),
+            conflicts: self.conflicts.load(Relaxed),
+        }
+    }
+
+    fn slot(&self, key: &[u8]) -> usize {
+        (hash(key) % self.entries.len() as u64) as usize
+    }
+
+    pub(crate) fn join_read(&self, key: &[u8]) -> Join<'_, ReadResult> {
+        if !self.read_delegation {
+            return Join::Alone;
+        }
+        let idx = self.slot(key);
+        let mut e = self.entries[idx].lock().unwrap();
+        match &mut e.read {
+            None => {
+                e.read = Some(ReadGroup {
+                    key: key.to_vec(),
+                    batch: Vec::new(),
+                    next: Vec::new(),
+                });
+                Join::Lead(Lead {
+                    t: self,
+                    idx,
+                    write: false,
+                    finished: false,
+                })
+            }
+            Some(g) if g.key == key => {
+                let cell = Arc::new(SharedCell::new());
+                g.next.push(cell.clone());
+                Join::Follow(Waiter {
+                    t: self,
+                    idx,
+                    write: false,
+                    cell,
+                    settled: false,
+                })
+            }
+            Some(_) => {
+                self.conflicts.fetch_add(1, Relaxed);
+                Join::Alone
+            }
+        }
+    }
+
+    pub(crate) fn join_write(&self, key: &[u8], value: u64) -> Join<'_, WriteResult> {
+        if !self.write_combining {
+            return Join::Alone;
+        }
+        let idx = self.slot(key);
+        let mut e = self.entries[idx].lock().unwrap();
+        match &mut e.write {
+            None => {
+                e.write = Some(WriteGroup {
+                    key: key.to_vec(),
+                    latest: (0, value),
+                    next_seq: 1,
+                    consumed: None,
+                    members: Vec::new(),
+                });
+                Join::Lead(Lead {
+                    t: self,
+                    idx,
+                    write: true,
+                    finished: false,
+                })
+            }
+            Some(g) if g.key == key => {
+                let seq = g.next_seq;
+                g.next_seq += 1;
+                g.latest = (seq, value);
+                let cell = Arc::new(SharedCell::new());
+                g.members.push((seq, cell.clone()));
+                Join::Follow(Waiter {
+                    t: self,
+                    idx,
+                    write: true,
+                    cell,
+                    settled: false,
+                })
+            }
+            Some(_) => {
+                self.conflicts.fetch_add(1, Relaxed);
+                Join::Alone
+            }
+        }
+    }
+
+    /// Read groups: a queued client leads the next round (or the group
+    /// ends). The new leader's batch is fixed when it starts.
+    fn promote_read(g: &mut Option<ReadGroup>) {
+        let Some(r) = g else { return };
+        if !r.batch.is_empty() {
+            // The leader left without serving its batch: its first leads it.
+            let l = r.batch.remove(0);
+            l.set(Msg::Lead);
+        } else if !r.next.is_empty() {
+            let l = r.next.remove(0);
+            l.set(Msg::Lead);
+        } else {
+            *g = None;
+        }
+    }
+
+    /// Write groups: the first uncovered follower leads (or the group ends).
+    fn promote_write(g: &mut Option<WriteGroup>) {
+        let Some(w) = g else { return };
+        w.consumed = None;
+        if w.members.is_empty() {
+            *g = None;
+        } else {
+            let (_, l) = w.members.remove(0);
+            l.set(Msg::Lead);
+        }
+    }
+}
+
+impl Lead<'_> {
+    /// For the write leader holding the leaf lock: the value to WRITE (the
+    /// WCB's latest), marking every follower queued so far as covered.
+    pub(crate) fn consume(&self) -> u64 {
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let g = e.write.as_mut().expect("a write leader's group");
+        g.consumed = Some(g.latest.0);
+        g.latest.1
+    }
+
+    /// A read leader starts its remote search: every reader queued so far
+    /// joins its batch (they were all invoked before the search starts).
+    pub(crate) fn start_read(&self) {
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        if let Some(g) = &mut e.read {
+            let n = std::mem::take(&mut g.next);
+            g.batch.extend(n);
+        }
+    }
+
+    /// A read leader's result: to its batch, then the lead to the next batch.
+    pub(crate) fn finish_read(mut self, r: &ReadResult) {
+        self.finished = true;
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        if let Some(g) = &mut e.read {
+            for c in g.batch.drain(..) {
+                self.t.delegated.fetch_add(1, Relaxed);
+                c.set(Msg::Done(r.clone()));
+            }
+        }
+        Rdwc::promote_read(&mut e.read);
+    }
+
+    /// A write leader's result: to the followers its WRITE covered, then the
+    /// lead to the first one it did not.
+    pub(crate) fn finish_write(mut self, r: &WriteResult) {
+        self.finished = true;
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        if let Some(g) = &mut e.write {
+            if let Some(upto) = g.consumed {
+                let (covered, rest): (Vec<_>, Vec<_>) =
+                    g.members.drain(..).partition(|(s, _)| *s <= upto);
+                g.members = rest;
+                for (_, c) in covered {
+                    self.t.combined.fetch_add(1, Relaxed);
+                    c.set(Msg::Done(r.clone()));
+                }
+            }
+        }
+        Rdwc::promote_write(&mut e.write);
+    }
+}
+
+impl std::fmt::Debug for Lead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lead(entry {}, write {})", self.idx, self.write)
+    }
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        if self.write {
+            Rdwc::promote_write(&mut e.write);
+        } else {
+            Rdwc::promote_read(&mut e.read);
+        }
+    }
+}
+
+impl<'a, T: Clone> Waiter<'a, T> {
+    /// Waits for the covering result, or for the lead.
+    pub(crate) async fn wait(mut self) -> Result<T, Lead<'a>> {
+        let m = self.cell.get().await;
+        self.settled = true;
+        match m {
+            Msg::Done(r) => Ok(r),
+            Msg::Lead => Err(Lead {
+                t: self.t,
+                idx: self.idx,
+                write: self.write,
+                finished: false,
+            }),
+        }
+    }
+}
+
+impl<T: Clone> Drop for Waiter<'_, T> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        // Every message is set under the entry's mutex: it cannot change now.
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        match self.cell.try_get() {
+            Some(Msg::Lead) if self.write => Rdwc::promote_write(&mut e.write),
+            Some(Msg::Lead) => Rdwc::promote_read(&mut e.read),
+            Some(Msg::Done(_)) => {}
+            None => {
+                let me = Arc::as_ptr(&self.cell) as *const ();
+                if let Some(g) = &mut e.read {
+                    g.batch.retain(|c| other_read(c, me));
+                    g.next.retain(|c| other_read(c, me));
+                }
+                if let Some(g) = &mut e.write {
+                    g.members.retain(|(_, c)| other_write(c, me));
+                }
+            }
+        }
+    }
+}
+
+fn other_read(c: &Cell<ReadResult>, me: *const ()) -> bool {
+    Arc::as_ptr(c) as *const () != me
+}
+
+fn other_write(c: &Cell<WriteResult>, me: *const ()) -> bool {
+    Arc::as_ptr(c) as *const () != me
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    fn follow<T: Clone>(j: Join<'_, T>) -> Waiter<'_, T> {
+        match j {
+            Join::Follow(w) => w,
+            _ => panic!("expected to follow"),
+        }
+    }
+
+    fn lead<T: Clone>(j: Join<'_, T>) -> Lead<'_> {
+        match j {
+            Join::Lead(l) => l,
+            _ => panic!("expected to lead"),
+        }
+    }
+
+    #[test]
+    fn reads_go_to_the_batch_queued_before_the_start_and_leads_pass_on() {
+        let t = Rdwc::new(1, true, true);
+        let l = lead(t.join_read(b"k"));
+        let early = follow(t.join_read(b"k"));
+        assert!(
+            matches!(t.join_read(b"other"), Join::Alone),
+            "hash conflict"
+        );
+        l.start_read();
+        let late = follow(t.join_read(b"k"));
+        let late2 = follow(t.join_read(b"k"));
+        l.finish_read(&Ok(Some(7)));
+        assert_eq!(early.wait().now_or_never().unwrap().unwrap(), Ok(Some(7)));
+        // `late` arrived after the search started: it leads the next round
+        // instead of taking a possibly older answer.
+        let l2 = late.wait().now_or_never().unwrap().unwrap_err();
+        // ... and leaving unfinished passes the lead to `late2`.
+        drop(l2);
+        let l3 = late2.wait().now_or_never().unwrap().unwrap_err();
+        l3.start_read();
+        l3.finish_read(&Ok(None));
+        assert!(
+            matches!(t.join_read(b"other"), Join::Lead(_)),
+            "group ended"
+        );
+        assert_eq!(t.stats().delegated_reads, 1);
+        assert_eq!(t.stats().conflicts, 1);
+    }
+
+    #[test]
+    fn writes_are_acknowledged_only_if_the_leaders_write_covered_them() {
+        let t = Rdwc::new(4, true, true);
+        let l = lead(t.join_write(b"k", 1));
+        let a = follow(t.join_write(b"k", 2));
+        let b = follow(t.join_write(b"k", 3));
+        assert_eq!(l.consume(), 3, "the latest value is written");
+        let c = follow(t.join_write(b"k", 4));
+        let d = follow(t.join_write(b"k", 5));
+        l.finish_write(&Ok(true));
+        assert_eq!(a.wait().now_or_never().unwrap().unwrap(), Ok(true));
+        assert_eq!(b.wait().now_or_never().unwrap().unwrap(), Ok(true));
+        // `c` put its value in after the consume: not acknowledged, it leads.
+        let lc = c.wait().now_or_never().unwrap().unwrap_err();
+        assert_eq!(lc.consume(), 5);
+        lc.finish_write(&Ok(true));
+        assert_eq!(d.wait().now_or_never().unwrap().unwrap(), Ok(true));
+        assert_eq!(t.stats().combined_writes, 3);
+        // A dropped follower leaves the queue; the group then ends.
+        let l = lead(t.join_write(b"k", 1));
+        drop(follow(t.join_write(b"k", 2)));
+        l.finish_write(&Ok(false));
+        assert!(matches!(t.join_write(b"k", 1), Join::Lead(_)));
+        // Switched off: everyone runs alone.
+        let off = Rdwc::new(4, false, false);
+        assert!(matches!(off.join_read(b"k"), Join::Alone));
+        assert!(matches!(off.join_write(b"k", 1), Join::Alone));
+    }
+}

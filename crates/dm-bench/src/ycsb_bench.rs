@@ -538,9 +538,6 @@ pub fn run(mut a: Args) -> Result<()> {
     if smart && a.load == "bulk" {
         bail!("--load bulk is for the B+tree family; --index smart loads by insert");
     }
-    if smart && a.fabric == FabricArg::Rdma {
-        bail!("--index smart runs on --fabric sim and loopback so far");
-    }
     if a.load != "insert" && a.load != "bulk" {
         bail!("--load must be insert or bulk, got {:?}", a.load);
     }

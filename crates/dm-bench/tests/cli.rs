@@ -251,8 +251,12 @@ fn check_smart_is_linearizable_over_300_seeds_with_faults() {
     ];
     let (ok, text, v) = bench(&args);
     assert!(ok && v["linearizable"] == true, "{text}");
-    let (ok, text, _) = bench(&["check", "--index", "smart", "--fabric", "loopback"]);
-    assert!(!ok && text.contains("sim"), "{text}");
+    // Real threads: wakes of delegation/combining followers cross cores.
+    let args = [
+        "check", "--index", "smart", "--fabric", "loopback", "--seeds", "5",
+    ];
+    let (ok, text, v) = bench(&args);
+    assert!(ok && v["linearizable"] == true, "{text}");
     let (ok, text, _) = bench(&["check", "--index", "btree"]);
     assert!(!ok && text.contains("smart"), "{text}");
 }

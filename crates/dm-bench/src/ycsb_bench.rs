@@ -554,8 +554,13 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     let nodes_estimate = (plan.allowed.len() as u64 * 3 / (a.node_bytes as u64 / 24).max(1) + 64)
         * a.node_bytes as u64;
-    let mut region =
-        (4096 + nodes_estimate * 2 / a.ms as u64 + 4 * chunk).next_multiple_of(chunk) + 4096;
+    // Every core carves its own chunk on each MS it allocates from: with
+    // many cores (16 CS x 2 threads at 1M keys) the chunks, not the nodes,
+    // fill the region.
+    let cores_total = (a.cs as u64) * (a.threads as u64);
+    let mut region = (4096 + nodes_estimate * 2 / a.ms as u64 + (cores_total + 4) * chunk)
+        .next_multiple_of(chunk)
+        + 4096;
     if smart {
         // SMART: a leaf per key plus its share of internal nodes (well under
         // 1 KiB per key), spread over the MSs; each core carves its own

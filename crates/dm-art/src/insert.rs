@@ -81,7 +81,8 @@ impl SmartTree {
     /// Removes `key`; `false` if it was absent. See the module docs: the
     /// leaf stays as a tombstone.
     pub async fn remove(&self, key: &[u8]) -> Result<bool, ArtError> {
-        self.write_op(key, Mode::Remove, None).await
+        self.write_op(key, &self.path(key)?, Mode::Remove, None)
+            .await
     }
 
     /// An upsert or update through this CS's write combining, if any: lead
@@ -89,32 +90,38 @@ impl SmartTree {
     /// updated in place), follow (wait for a leader whose WRITE covers this
     /// value), or, on a hash conflict, run alone.
     async fn combined(&self, key: &[u8], mode: Mode) -> WriteResult {
+        let path = self.path(key)?;
         let (Some(t), Mode::Upsert(v) | Mode::Update(v)) = (&self.rdwc, mode) else {
-            return self.write_op(key, mode, None).await;
+            return self.write_op(key, &path, mode, None).await;
         };
-        self.path(key)?;
         let lead = match t.join_write(key, v) {
-            Join::Alone => return self.write_op(key, mode, None).await,
+            Join::Alone => return self.write_op(key, &path, mode, None).await,
             Join::Lead(l) => l,
             Join::Follow(w) => match w.wait().await {
                 Ok(r) => return r,
                 Err(l) => l,
             },
         };
-        let r = self.write_op(key, mode, Some(&lead)).await;
+        let r = self.write_op(key, &path, mode, Some(&lead)).await;
         lead.finish_write(&r);
         r
     }
 
-    async fn write_op(&self, key: &[u8], mode: Mode, wc: Option<&Lead<'_>>) -> WriteResult {
-        let path = self.path(key)?;
+    /// The remote write (`path`: the key's radix path).
+    async fn write_op(
+        &self,
+        key: &[u8],
+        path: &[u8],
+        mode: Mode,
+        wc: Option<&Lead<'_>>,
+    ) -> WriteResult {
         let value = match mode {
             Mode::Upsert(v) => v,
             _ => 0,
         };
         let upsert = matches!(mode, Mode::Upsert(_));
         let mut spare = Spare::default();
-        let (mut c, hit) = self.start_cursor(&path).await?;
+        let (mut c, hit) = self.start_cursor(path).await?;
         'walk: for _ in 0..MAX_RETRIES {
             match Slot::decode(c.word) {
                 Slot::Empty => {
@@ -132,24 +139,24 @@ impl SmartTree {
                 }
                 Slot::Leaf { addr, .. } => {
                     let (l, lock) = self.read_leaf(addr).await?;
-                    self.reverse_check(&c, l.rev, &path, hit);
+                    self.reverse_check(&c, l.rev, path, hit);
                     if l.key == key {
                         return self.leaf_write(addr, l, lock, mode, wc).await;
                     }
                     if !upsert {
-                        if self.confirm(&mut c, &path, hit).await? {
+                        if self.confirm(&mut c, path, hit).await? {
                             return Ok(false);
                         }
                         continue;
                     }
                     // The split's CAS expects the (possibly cached) word.
                     match self
-                        .leaf_split(&mut spare, &path, key, value, c, addr, &l)
+                        .leaf_split(&mut spare, path, key, value, c, addr, &l)
                         .await?
                     {
                         None => return Ok(true),
                         Some(got) => {
-                            self.invalidate(&path, hit.filter(|_| c.cached));
+                            self.invalidate(path, hit.filter(|_| c.cached));
                             c.fresh(got)
                         }
                     }
@@ -160,30 +167,30 @@ impl SmartTree {
                     else {
                         continue;
                     };
-                    self.reverse_check(&c, n.rev, &path, hit);
+                    self.reverse_check(&c, n.rev, path, hit);
                     let pre = &n.header.prefix[s..];
                     let p = c.depth + pre.len();
                     if let Some(j) = (0..pre.len()).find(|&j| path[c.depth + j] != pre[j]) {
                         if !upsert {
-                            if self.confirm(&mut c, &path, hit).await? {
+                            if self.confirm(&mut c, path, hit).await? {
                                 return Ok(false);
                             }
                             continue;
                         }
                         let pre = pre.to_vec();
                         match self
-                            .header_split(&mut spare, &path, key, value, c, addr, &n, &pre, j)
+                            .header_split(&mut spare, path, key, value, c, addr, &n, &pre, j)
                             .await?
                         {
                             None => return Ok(true),
                             Some(got) => {
-                                self.invalidate(&path, hit.filter(|_| c.cached));
+                                self.invalidate(path, hit.filter(|_| c.cached));
                                 c.fresh(got)
                             }
                         }
                         continue;
                     }
-                    self.cache_fill(&path, p, addr, &c, &n);
+                    self.cache_fill(path, p, addr, &c, &n);
                     if let Some((i, w)) = n.find(path[p]) {
                         c = Cursor {
                             slot_a: slot_addr(addr, i),
@@ -237,14 +244,7 @@ impl SmartTree {
         value: u64,
         rev: GlobalAddr,
     ) -> Result<GlobalAddr, ArtError> {
-        let a = match spare.leaf {
-            Some(a) => a,
-            None => {
-                let a = self.alloc_leaf().await?;
-                spare.leaf = Some(a);
-                a
-            }
-        };
+        let a = self.spare_leaf(spare).await?;
         write(a, self.new_leaf_image(key, value, rev)).await?;
         Ok(a)
     }
@@ -257,6 +257,18 @@ impl SmartTree {
             key: key.to_vec(),
             value,
         })
+    }
+
+    /// This operation's new leaf: allocated on first use, reused by retries.
+    async fn spare_leaf(&self, spare: &mut Spare) -> Result<GlobalAddr, ArtError> {
+        match spare.leaf {
+            Some(a) => Ok(a),
+            None => {
+                let a = self.alloc_leaf().await?;
+                spare.leaf = Some(a);
+                Ok(a)
+            }
+        }
     }
 
     async fn spare_node(&self, spare: &mut Spare) -> Result<GlobalAddr, ArtError> {
@@ -336,14 +348,7 @@ impl SmartTree {
         if d + lcp >= path.len() {
             return Err(ArtError::Corrupt(old));
         }
-        let la = match spare.leaf {
-            Some(a) => a,
-            None => {
-                let a = self.alloc_leaf().await?;
-                spare.leaf = Some(a);
-                a
-            }
-        };
+        let la = self.spare_leaf(spare).await?;
         // Chain node k at depth pos_k; the last one discriminates at `end`.
         let mut depths = vec![d];
         let mut rem = lcp;
@@ -419,14 +424,7 @@ impl SmartTree {
         j: usize,
     ) -> Result<Option<u64>, ArtError> {
         let d = c.depth;
-        let la = match spare.leaf {
-            Some(a) => a,
-            None => {
-                let a = self.alloc_leaf().await?;
-                spare.leaf = Some(a);
-                a
-            }
-        };
+        let la = self.spare_leaf(spare).await?;
         let na = self.spare_node(spare).await?;
         let h = Header {
             depth: d as u8,

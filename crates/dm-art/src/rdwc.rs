@@ -393,23 +393,21 @@ impl<T: Clone> Drop for Waiter<'_, T> {
             None => {
                 let me = Arc::as_ptr(&self.cell) as *const ();
                 if let Some(g) = &mut e.read {
-                    g.batch.retain(|c| other_read(c, me));
-                    g.next.retain(|c| other_read(c, me));
+                    g.batch.retain(|c| !is(c, me));
+                    g.next.retain(|c| !is(c, me));
                 }
                 if let Some(g) = &mut e.write {
-                    g.members.retain(|(_, c)| other_write(c, me));
+                    g.members.retain(|(_, c)| !is(c, me));
                 }
             }
         }
     }
 }
 
-fn other_read(c: &Cell<ReadResult>, me: *const ()) -> bool {
-    Arc::as_ptr(c) as *const () != me
-}
-
-fn other_write(c: &Cell<WriteResult>, me: *const ()) -> bool {
-    Arc::as_ptr(c) as *const () != me
+/// Whether `c` is the cell at `me` (a queued client leaving finds itself
+/// in the read or the write group, whose cells differ in type).
+fn is<T>(c: &Cell<T>, me: *const ()) -> bool {
+    Arc::as_ptr(c) as *const () == me
 }
 
 #[cfg(test)]

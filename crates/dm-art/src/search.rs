@@ -123,12 +123,12 @@ impl SmartTree {
     /// a same-key search of another core of this CS that started after this
     /// one was invoked.
     pub async fn get(&self, key: &[u8]) -> ReadResult {
+        let path = self.path(key)?;
         let Some(t) = &self.rdwc else {
-            return self.get_remote(key).await;
+            return self.get_remote(key, &path).await;
         };
-        self.path(key)?;
         let lead = match t.join_read(key) {
-            Join::Alone => return self.get_remote(key).await,
+            Join::Alone => return self.get_remote(key, &path).await,
             Join::Lead(l) => l,
             Join::Follow(w) => match w.wait().await {
                 Ok(r) => return r,
@@ -138,25 +138,24 @@ impl SmartTree {
         // The delegation window: same-key readers ready now queue first.
         yield_now().await;
         lead.start_read();
-        let r = self.get_remote(key).await;
+        let r = self.get_remote(key, &path).await;
         lead.finish_read(&r);
         r
     }
 
-    /// The remote search of [`SmartTree::get`].
-    async fn get_remote(&self, key: &[u8]) -> ReadResult {
-        let path = self.path(key)?;
-        let (mut c, hit) = self.start_cursor(&path).await?;
+    /// The remote search of [`SmartTree::get`] (`path`: the key's radix path).
+    async fn get_remote(&self, key: &[u8], path: &[u8]) -> ReadResult {
+        let (mut c, hit) = self.start_cursor(path).await?;
         for _ in 0..MAX_RETRIES {
             match Slot::decode(c.word) {
                 Slot::Empty => return Ok(None),
                 Slot::Leaf { addr, .. } => {
                     let (l, _) = self.read_leaf(addr).await?;
-                    self.reverse_check(&c, l.rev, &path, hit);
+                    self.reverse_check(&c, l.rev, path, hit);
                     if l.key == key {
                         return Ok(l.valid.then_some(l.value));
                     }
-                    if self.confirm(&mut c, &path, hit).await? {
+                    if self.confirm(&mut c, path, hit).await? {
                         return Ok(None);
                     }
                 }
@@ -166,16 +165,16 @@ impl SmartTree {
                     else {
                         continue;
                     };
-                    self.reverse_check(&c, n.rev, &path, hit);
+                    self.reverse_check(&c, n.rev, path, hit);
                     let pre = &n.header.prefix[s..];
                     let p = c.depth + pre.len();
                     if path[c.depth..p] != *pre {
-                        if self.confirm(&mut c, &path, hit).await? {
+                        if self.confirm(&mut c, path, hit).await? {
                             return Ok(None);
                         }
                         continue;
                     }
-                    self.cache_fill(&path, p, addr, &c, &n);
+                    self.cache_fill(path, p, addr, &c, &n);
                     let Some((i, w)) = n.find(path[p]) else {
                         return Ok(None);
                     };

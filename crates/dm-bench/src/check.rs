@@ -297,25 +297,9 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         rt.block_on(cores[0], SmartTree::create(scfg, 0, 0))
             .unwrap()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        // SMART's ART cache per CS (§4.3): a roomy one on CS 0, one on CS 1
-        // too small for the tree (misses and evictions); each goes stale
-        // behind the other CS's splits.
-        let art_caches = [
-            Arc::new(ArtCache::new(64 << 20)),
-            Arc::new(ArtCache::new(4 << 10)),
-        ];
-        // Read delegation and write combining per CS (§4.2), 16 lock entries
-        // for the 48 keys: same-key groups and hash conflicts both happen.
-        let rdwcs = [
-            Arc::new(Rdwc::new(16, true, true)),
-            Arc::new(Rdwc::new(16, true, true)),
-        ];
+        let per_cs = SmartPerCs::new();
         let trees: Vec<_> = (0..cores.len())
-            .map(|i| {
-                let t = SmartTree::open(scfg, (i % 2) as u16, (i / 2) as u16).unwrap();
-                let t = t.with_cache(art_caches[i % 2].clone());
-                Rc::new(t.with_rdwc(rdwcs[i % 2].clone()))
-            })
+            .map(|i| Rc::new(per_cs.open(scfg, (i % 2) as u16, (i / 2) as u16, i % 2)))
             .collect();
         let hs: Vec<_> = (0..a.clients)
             .map(|c| {
@@ -379,6 +363,39 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         .collect();
     rt.run();
     finish_seed(seed, &hs, &log)
+}
+
+/// SMART's per-CS state for the two CSs of a check (sim and real fabrics
+/// alike): an ART cache (§4.3), roomy on the first CS and too small for the
+/// tree on the second (misses and evictions), each going stale behind the
+/// other's splits; read delegation and write combining (§4.2) with 16 lock
+/// entries for the 48 keys, so same-key groups and hash conflicts both happen.
+struct SmartPerCs {
+    caches: [Arc<ArtCache>; 2],
+    rdwcs: [Arc<Rdwc>; 2],
+}
+
+impl SmartPerCs {
+    fn new() -> Self {
+        SmartPerCs {
+            caches: [
+                Arc::new(ArtCache::new(64 << 20)),
+                Arc::new(ArtCache::new(4 << 10)),
+            ],
+            rdwcs: [
+                Arc::new(Rdwc::new(16, true, true)),
+                Arc::new(Rdwc::new(16, true, true)),
+            ],
+        }
+    }
+
+    /// The handle of core `core` of CS `cs`, the `k`-th (0 or 1) CS of the check.
+    fn open(&self, scfg: SmartConfig, cs: u16, core: u16, k: usize) -> SmartTree {
+        SmartTree::open(scfg, cs, core)
+            .expect("the configuration was checked")
+            .with_cache(self.caches[k].clone())
+            .with_rdwc(self.rdwcs[k].clone())
+    }
 }
 
 fn smart_config(chunk_bytes: u64, num_ms: u16) -> SmartConfig {
@@ -480,25 +497,13 @@ fn run_seed_real<F: Fabric + Send + Sync>(
     let llts: Vec<_> = (0..2)
         .map(|_| FgTree::new_local_lock_table(&tcfg))
         .collect();
-    // SMART: as on sim, a roomy ART cache on the first CS, a tiny one on the
-    // second, and read delegation / write combining on both.
-    let art_caches = [
-        Arc::new(ArtCache::new(64 << 20)),
-        Arc::new(ArtCache::new(4 << 10)),
-    ];
-    let rdwcs = [
-        Arc::new(Rdwc::new(16, true, true)),
-        Arc::new(Rdwc::new(16, true, true)),
-    ];
+    let per_cs = SmartPerCs::new();
     let ncores = cores.len();
     let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
         let (cs, core) = cores[i];
         let a = Rc::new(a.clone());
         if smart {
-            let t = SmartTree::open(scfg, cs, core)
-                .expect("checked above")
-                .with_cache(art_caches[i % 2].clone())
-                .with_rdwc(rdwcs[i % 2].clone());
+            let t = per_cs.open(scfg, cs, core, i % 2);
             let f: CoreClients = Box::pin(core_clients(Rc::new(t), a, i, ncores, ci, seed));
             return f;
         }

@@ -71,7 +71,7 @@ pub mod tree;
 pub mod two_level;
 
 pub use cache::{CacheStats, IndexCache};
-pub use lock::{lock_takeovers, LockTableConfig, Techniques};
+pub use lock::{lock_takeovers, LockTableConfig, NodeLocks, Techniques};
 pub use tree::{FgTree, TreeConfig, TreeError};
 
 /// The default node size of the B+tree family in bytes (Sherman §5, FG+: 1 KB).

@@ -20,8 +20,13 @@
 //! - device memory when the fabric has it (`GlobalAddr::device(ms, 0)` on),
 //!   with 16-bit lanes (four per 64-bit word) when masked CAS is offered,
 //!   else one 64-bit word per slot (as Sherman's code does);
-//! - host memory otherwise: a chunk per MS allocated by [`crate::FgTree::create`],
-//!   its address stored at `root_ptr.offset() + 8` of that MS's superblock.
+//! - host memory otherwise: a chunk per MS allocated by the tree's creator
+//!   ([`NodeLocks::create_tables`]), its address stored in that MS's
+//!   superblock at a word the tree names (`FgTree`: `root_ptr.offset() + 8`;
+//!   dm-art: its root slot's offset + 8).
+//!
+//! All of this is [`NodeLocks`], one per handle, so the radix family's
+//! baselines take the very same locks (SMART §5.1.3).
 //!
 //! Lock values: 64-bit words hold the taker's tag (`(cs << 16 | core) + 1`);
 //! 16-bit lanes hold `cs + 1` (the paper's CS id). A 64-bit slot is released
@@ -61,14 +66,16 @@
 //! (`(cs, core)` unique among running handles, see [`crate::FgTree::open`]).
 //! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
 
-use crate::tree::{FgTree, TreeError};
-use dm_runtime::sync::LocalLockGuard;
-use dm_runtime::{cas, masked_cas, read, write, yield_now};
+use crate::tree::TreeError;
+use dm_runtime::sync::{LocalLockGuard, LocalLockTable};
+use dm_runtime::{cas, masked_cas, read, rpc, write, yield_now};
+use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::{Caps, GlobalAddr};
 use futures::future::try_join_all;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Which of Sherman's techniques are on (Sherman §4, the Fig. 5 ladder).
 /// Each rung is a constant; [`Techniques::named`] maps `--index` names.
@@ -221,7 +228,7 @@ impl LockWord {
 }
 
 /// A held node lock (remote, plus the local one under HOCL).
-pub(crate) struct Held<'t> {
+pub struct Held<'t> {
     word: LockWord,
     local: Option<LocalLockGuard<'t>>,
 }
@@ -310,14 +317,96 @@ fn slot_hash(a: GlobalAddr) -> u64 {
     x ^ (x >> 29)
 }
 
-impl FgTree {
+/// The locks of one handle (one core): where a node's lock word lives, how
+/// it is taken (local queue first under HOCL, then CAS with back-off) and
+/// released (combined or not, or handed over), per the [`Techniques`] it was
+/// built with. [`crate::FgTree`] holds one; dm-art's ART baseline uses one
+/// for its ROWEX node locks and lock-table leaf locks (SMART §5.1.3 applies
+/// Sherman's HOCL to its baselines).
+pub struct NodeLocks {
+    t: Techniques,
+    table: LockTableConfig,
+    /// Lock-word value this handle writes when it takes a lock (non-zero).
+    tag: u64,
+    /// Superblock offset (on every MS) of the host lock table's address.
+    glt_ptr_off: u64,
+    /// The CS's local lock table (HOCL), if any.
+    local: Option<Arc<LocalLockTable>>,
+    /// Host-memory lock table base per MS, once read.
+    glt_bases: RefCell<Vec<Option<GlobalAddr>>>,
+}
+
+impl NodeLocks {
+    /// Locks of core `core` of compute server `cs` (tag `(cs << 16 | core) +
+    /// 1`: at most one thread may run handles with a given `(cs, core)` at a
+    /// time; the own-tag ledger relies on it). `glt_ptr_off`: the superblock
+    /// offset, on every MS, of the host lock table's address. Errors
+    /// ([`TreeError::BadConfig`]): `hier_lock` without `onchip_lock`, an empty
+    /// table, or a host table larger than a `chunk_bytes` chunk.
+    pub fn new(
+        t: Techniques,
+        table: LockTableConfig,
+        cs: u16,
+        core: u16,
+        glt_ptr_off: u64,
+        chunk_bytes: u64,
+    ) -> Result<Self, TreeError> {
+        if t.hier_lock && !t.onchip_lock {
+            return Err(TreeError::BadConfig(
+                "hier_lock needs onchip_lock (hand-over is per lock-table slot)".into(),
+            ));
+        }
+        if t.onchip_lock && (table.slots == 0 || (!table.device && table.bytes() > chunk_bytes)) {
+            return Err(TreeError::BadConfig(format!(
+                "lock table of {} slots ({} bytes) does not fit a {}-byte chunk",
+                table.slots,
+                table.bytes(),
+                chunk_bytes
+            )));
+        }
+        Ok(NodeLocks {
+            t,
+            table,
+            tag: ((cs as u64) << 16 | core as u64) + 1,
+            glt_ptr_off,
+            local: None,
+            glt_bases: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// Uses `local` (one per CS, shared by its cores) as the local lock table
+    /// of the hierarchical lock; needed when `hier_lock` is on.
+    pub fn set_local(&mut self, local: Arc<LocalLockTable>) {
+        self.local = Some(local);
+    }
+
+    /// A local lock table for the cores of one CS with `t`'s hand-over bound.
+    pub fn new_local_table(t: &Techniques) -> Arc<LocalLockTable> {
+        Arc::new(LocalLockTable::new(64, t.max_handover))
+    }
+
+    /// Sets up host-memory lock tables (one chunk per MS for `num_ms` MSs,
+    /// address stored at [`NodeLocks::glt_ptr`]) when the configuration asks
+    /// for them; no-op otherwise. Run once, by the tree's creator.
+    pub async fn create_tables(&self, num_ms: u16) -> Result<(), TreeError> {
+        if !self.t.onchip_lock || self.table.device {
+            return Ok(());
+        }
+        for ms in 0..num_ms {
+            let r = rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await?;
+            let a = u64::from_le_bytes(r[..8].try_into().unwrap());
+            write(self.glt_ptr(ms), a.to_le_bytes().to_vec()).await?;
+        }
+        Ok(())
+    }
+
     /// The lock word of the node at `a`.
     async fn lock_word(&self, a: GlobalAddr) -> Result<LockWord, TreeError> {
-        let t = &self.cfg.techniques;
+        let t = &self.t;
         if !t.onchip_lock {
             return Ok(LockWord::Word(a));
         }
-        let lt = &self.cfg.lock_table;
+        let lt = &self.table;
         let slot = slot_hash(a) % lt.slots;
         let ms = a.ms();
         let base = if lt.device {
@@ -356,24 +445,36 @@ impl FgTree {
     }
 
     /// Where MS `ms` keeps the address of its host-memory lock table.
-    pub(crate) fn glt_ptr(&self, ms: u16) -> GlobalAddr {
-        GlobalAddr::new(ms, self.cfg.root_ptr.offset() + 8)
+    pub fn glt_ptr(&self, ms: u16) -> GlobalAddr {
+        GlobalAddr::new(ms, self.glt_ptr_off)
     }
 
     /// Key of the local lock for the node at `a`: exactly one per GLT slot
     /// (MS id above the slot number), so a hand-over always passes the remote
     /// lock the receiver asked for.
     fn local_key(&self, a: GlobalAddr) -> u64 {
-        let slot = slot_hash(a) % self.cfg.lock_table.slots;
+        let slot = slot_hash(a) % self.table.slots;
         (a.ms() as u64) << 48 | slot
+    }
+
+    /// Which lock guards the node at `a`: equal ids are one lock (a hash
+    /// collision in the global lock table makes two nodes share one). A
+    /// caller that holds several locks at once takes them in ascending id
+    /// order, each id once (no deadlock, no self-deadlock).
+    pub fn lock_id(&self, a: GlobalAddr) -> u64 {
+        if self.t.onchip_lock {
+            self.local_key(a)
+        } else {
+            a.to_u64()
+        }
     }
 
     /// Takes the lock of the node at `a`: the local lock first under HOCL
     /// (a queue wait; a hand-over skips the remote CAS), then the remote lock
     /// by CAS, retried with bounded exponential back-off (each retry a yield).
-    pub(crate) async fn lock(&self, a: GlobalAddr) -> Result<Held<'_>, TreeError> {
+    pub async fn lock(&self, a: GlobalAddr) -> Result<Held<'_>, TreeError> {
         let word = self.lock_word(a).await?;
-        let local = match (&self.local_locks, self.cfg.techniques.hier_lock) {
+        let local = match (&self.local, self.t.hier_lock) {
             (Some(t), true) => Some(t.lock(self.local_key(a)).await),
             _ => None,
         };
@@ -435,7 +536,7 @@ impl FgTree {
     /// another MS than the lock word complete first; the rest and the unlock
     /// go out as one doorbell with `combine`, one by one otherwise; under
     /// HOCL with a local waiter the writes complete and the lock is handed over.
-    pub(crate) async fn release(
+    pub async fn release(
         &self,
         held: Held<'_>,
         writes: Vec<(GlobalAddr, Vec<u8>)>,
@@ -444,7 +545,7 @@ impl FgTree {
         let (far, near): (Vec<_>, Vec<_>) =
             writes.into_iter().partition(|(a, _)| a.ms() != word.ms());
         try_join_all(far.into_iter().map(|(a, d)| write(a, d))).await?;
-        let combine = self.cfg.techniques.combine;
+        let combine = self.t.combine;
         let local = match local {
             Some(g) if g.can_hand_over() => {
                 self.post_writes(near, combine).await?;

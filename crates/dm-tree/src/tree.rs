@@ -1,13 +1,11 @@
 //! [`FgTree`]: one core's handle on a global B-link tree.
 
-use crate::lock::{Held, LockTableConfig, Techniques};
+use crate::lock::{Held, LockTableConfig, NodeLocks, Techniques};
 use crate::node::{Fence, Geometry, Node};
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::sync::LocalLockTable;
-use dm_runtime::{cas, read, rpc, write, yield_now};
-use dm_verbs::ms::RPC_ALLOC_CHUNK;
+use dm_runtime::{cas, read, write, yield_now};
 use dm_verbs::{GlobalAddr, VerbError};
-use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -93,16 +91,12 @@ pub struct FgTree {
     pub(crate) cfg: TreeConfig,
     pub(crate) g: Geometry,
     alloc: ChunkAlloc,
-    /// Lock-word value this handle writes when it takes a lock (non-zero).
-    pub(crate) tag: u64,
     /// Node images this handle rejected because their checksum did not match.
     rejected: std::cell::Cell<u64>,
     /// The CS's index cache, if any.
     pub(crate) cache: Option<std::sync::Arc<crate::IndexCache>>,
-    /// The CS's local lock table (HOCL), if any.
-    pub(crate) local_locks: Option<Arc<LocalLockTable>>,
-    /// Host-memory lock table base per MS, once read.
-    pub(crate) glt_bases: RefCell<Vec<Option<GlobalAddr>>>,
+    /// Node locks: in-node words or the global lock table, HOCL's local table.
+    pub(crate) locks: NodeLocks,
 }
 
 impl FgTree {
@@ -129,33 +123,21 @@ impl FgTree {
                 cfg.node_bytes
             )));
         }
-        let t = cfg.techniques;
-        if t.hier_lock && !t.onchip_lock {
-            return Err(TreeError::BadConfig(
-                "hier_lock needs onchip_lock (hand-over is per lock-table slot)".into(),
-            ));
-        }
-        if t.onchip_lock {
-            let lt = cfg.lock_table;
-            if lt.slots == 0 || (!lt.device && lt.bytes() > cfg.chunk_bytes) {
-                return Err(TreeError::BadConfig(format!(
-                    "lock table of {} slots ({} bytes) does not fit a {}-byte chunk",
-                    lt.slots,
-                    lt.bytes(),
-                    cfg.chunk_bytes
-                )));
-            }
-        }
         let first_ms = (cs as u32 * 31 + core as u32) as u16 % cfg.num_ms.max(1);
         Ok(FgTree {
             cfg,
             g,
             alloc: ChunkAlloc::new(cfg.num_ms, cfg.chunk_bytes, first_ms),
-            tag: ((cs as u64) << 16 | core as u64) + 1,
             rejected: std::cell::Cell::new(0),
             cache: None,
-            local_locks: None,
-            glt_bases: RefCell::new(Vec::new()),
+            locks: NodeLocks::new(
+                cfg.techniques,
+                cfg.lock_table,
+                cs,
+                core,
+                cfg.root_ptr.offset() + 8,
+                cfg.chunk_bytes,
+            )?,
         })
     }
 
@@ -170,30 +152,37 @@ impl FgTree {
         Ok(t)
     }
 
-    /// Sets up host-memory lock tables (one chunk per MS, address stored at
-    /// [`FgTree::glt_ptr`]) when the configuration asks for them; no-op otherwise.
+    /// Sets up host-memory lock tables when the configuration asks for them
+    /// (one chunk per MS, its address at `root_ptr.offset() + 8` of that
+    /// MS's superblock); no-op otherwise.
     pub(crate) async fn create_lock_tables(&self) -> Result<(), TreeError> {
-        if !self.cfg.techniques.onchip_lock || self.cfg.lock_table.device {
-            return Ok(());
-        }
-        for ms in 0..self.cfg.num_ms {
-            let r = rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await?;
-            let a = u64::from_le_bytes(r[..8].try_into().unwrap());
-            write(self.glt_ptr(ms), a.to_le_bytes().to_vec()).await?;
-        }
-        Ok(())
+        self.locks.create_tables(self.cfg.num_ms).await
+    }
+
+    /// Takes the lock of the node at `a` ([`NodeLocks::lock`]).
+    pub(crate) async fn lock(&self, a: GlobalAddr) -> Result<Held<'_>, TreeError> {
+        self.locks.lock(a).await
+    }
+
+    /// Releases `held` after `writes` ([`NodeLocks::release`]).
+    pub(crate) async fn release(
+        &self,
+        held: Held<'_>,
+        writes: Vec<(GlobalAddr, Vec<u8>)>,
+    ) -> Result<(), TreeError> {
+        self.locks.release(held, writes).await
     }
 
     /// Uses `locks` (one per CS, shared by its cores) as the local lock table of
     /// Sherman's hierarchical lock; needed when `techniques.hier_lock` is on.
     pub fn with_local_locks(mut self, locks: Arc<LocalLockTable>) -> Self {
-        self.local_locks = Some(locks);
+        self.locks.set_local(locks);
         self
     }
 
     /// A local lock table for the cores of one CS with this tree's hand-over bound.
     pub fn new_local_lock_table(cfg: &TreeConfig) -> Arc<LocalLockTable> {
-        Arc::new(LocalLockTable::new(64, cfg.techniques.max_handover))
+        NodeLocks::new_local_table(&cfg.techniques)
     }
 
     /// Uses `cache` (shared by the cores of this CS) for leaf-parent lookups.

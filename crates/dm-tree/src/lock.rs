@@ -473,58 +473,112 @@ impl NodeLocks {
     /// (a queue wait; a hand-over skips the remote CAS), then the remote lock
     /// by CAS, retried with bounded exponential back-off (each retry a yield).
     pub async fn lock(&self, a: GlobalAddr) -> Result<Held<'_>, TreeError> {
+        Ok(self.lock_and_read(a, None).await?.0)
+    }
+
+    /// [`NodeLocks::lock`], plus a READ of `len` bytes at `at` once the lock
+    /// is held. When `at` is on the lock word's MS, every CAS attempt carries
+    /// the READ in the same doorbell on the same QP, which executes it after
+    /// the CAS (in-order execution, as command combination relies on): the
+    /// image is the one under the lock, at no extra round trip (dm-art's
+    /// lock-table leaf lock). Elsewhere, or after a hand-over, the READ
+    /// follows. On a READ error the lock is released (best effort).
+    pub async fn lock_and_read(
+        &self,
+        a: GlobalAddr,
+        read_at: Option<(GlobalAddr, u32)>,
+    ) -> Result<(Held<'_>, Option<Vec<u8>>), TreeError> {
         let word = self.lock_word(a).await?;
         let local = match (&self.local, self.t.hier_lock) {
             (Some(t), true) => Some(t.lock(self.local_key(a)).await),
             _ => None,
         };
-        if local.as_ref().is_some_and(|g| g.handed_over()) {
-            return Ok(Held { word, local });
-        }
+        let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
         let mut backoff = 1u32;
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
-            let holder = match word {
-                LockWord::Word(w) => {
-                    let key = (self.tag, w.to_u64());
-                    let in_flight = InFlight::new(key);
-                    let mut h = cas(w, 0, self.tag).await?;
-                    if h == self.tag && in_flight.unexplained() {
-                        LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(
-                            node = ?a,
-                            attempt,
-                            "lock word holds this handle's tag but no task here holds or took it \
-                             (a CAS of ours took it unreported); taking it"
-                        );
-                        h = 0;
+            let mut data = None;
+            if !taken {
+                let holder = match read_at {
+                    Some((at, len)) if at.ms() == word.ms() => {
+                        let (h, d) = futures::join!(self.try_take(a, word, attempt), read(at, len));
+                        let h = h?;
+                        if h == 0 {
+                            match d {
+                                Ok(d) => data = Some(d),
+                                Err(e) => {
+                                    let _ = self.release(Held { word, local }, Vec::new()).await;
+                                    return Err(e.into());
+                                }
+                            }
+                        }
+                        h
                     }
-                    drop(in_flight);
-                    if h == 0 {
-                        ledger(key, |e| {
-                            e.held += 1;
-                            e.epoch += 1;
-                        });
+                    _ => self.try_take(a, word, attempt).await?,
+                };
+                taken = holder == 0;
+                if !taken {
+                    if attempt.is_multiple_of(LOCK_WARN_EVERY) {
+                        tracing::warn!(node = ?a, holder = format_args!("{holder:#x}"), attempt, "node lock still taken");
                     }
-                    h
+                    for _ in 0..backoff {
+                        yield_now().await;
+                    }
+                    backoff = (backoff * 2).min(32);
+                    continue;
                 }
-                LockWord::Lane { word: w, shift } => {
-                    let m = 0xffffu64 << shift;
-                    (masked_cas(w, 0, self.lane_id() << shift, m, m).await? & m) >> shift
+            }
+            if let (Some((at, len)), None) = (read_at, &data) {
+                match read(at, len).await {
+                    Ok(d) => data = Some(d),
+                    Err(e) => {
+                        let _ = self.release(Held { word, local }, Vec::new()).await;
+                        return Err(e.into());
+                    }
                 }
-            };
-            if holder == 0 {
-                return Ok(Held { word, local });
             }
-            if attempt.is_multiple_of(LOCK_WARN_EVERY) {
-                tracing::warn!(node = ?a, holder = format_args!("{holder:#x}"), attempt, "node lock still taken");
-            }
-            for _ in 0..backoff {
-                yield_now().await;
-            }
-            backoff = (backoff * 2).min(32);
+            return Ok((Held { word, local }, data));
         }
         // The holder never released it (a crashed CS, or a bug): report rather than spin forever.
         Err(TreeError::LockStuck(a))
+    }
+
+    /// One attempt at the remote lock word of the node at `a`: the holder
+    /// seen (0: taken by this attempt).
+    async fn try_take(
+        &self,
+        a: GlobalAddr,
+        word: LockWord,
+        attempt: u32,
+    ) -> Result<u64, TreeError> {
+        Ok(match word {
+            LockWord::Word(w) => {
+                let key = (self.tag, w.to_u64());
+                let in_flight = InFlight::new(key);
+                let mut h = cas(w, 0, self.tag).await?;
+                if h == self.tag && in_flight.unexplained() {
+                    LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        node = ?a,
+                        attempt,
+                        "lock word holds this handle's tag but no task here holds or took it \
+                         (a CAS of ours took it unreported); taking it"
+                    );
+                    h = 0;
+                }
+                drop(in_flight);
+                if h == 0 {
+                    ledger(key, |e| {
+                        e.held += 1;
+                        e.epoch += 1;
+                    });
+                }
+                h
+            }
+            LockWord::Lane { word: w, shift } => {
+                let m = 0xffffu64 << shift;
+                (masked_cas(w, 0, self.lane_id() << shift, m, m).await? & m) >> shift
+            }
+        })
     }
 
     /// 16-bit lock value: the CS id + 1 (Sherman §4.3).

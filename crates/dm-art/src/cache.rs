@@ -75,6 +75,9 @@ pub struct CacheStats {
     pub misses: u64,
     /// Entries dropped because a check found them stale.
     pub invalidations: u64,
+    /// Cached leaf addresses found replaced (RCU leaves of the ART
+    /// baseline, SMART Fig. 5b) and patched with the slot's new word.
+    pub stale_leaves: u64,
     /// Entries dropped to stay within the byte budget.
     pub evictions: u64,
     /// Entries held now.
@@ -190,6 +193,7 @@ pub struct ArtCache {
     hits: AtomicU64,
     misses: AtomicU64,
     invalidations: AtomicU64,
+    stale_leaves: AtomicU64,
     evictions: AtomicU64,
 }
 
@@ -223,6 +227,7 @@ impl ArtCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             invalidations: AtomicU64::new(0),
+            stale_leaves: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
         }
     }
@@ -239,6 +244,7 @@ impl ArtCache {
             hits: self.hits.load(Relaxed),
             misses: self.misses.load(Relaxed),
             invalidations: self.invalidations.load(Relaxed),
+            stale_leaves: self.stale_leaves.load(Relaxed),
             evictions: self.evictions.load(Relaxed),
             entries: g.entries as u64,
             bytes: g.bytes as u64,
@@ -287,6 +293,7 @@ impl ArtCache {
         let c = match slot {
             Some((i, w)) => Cursor {
                 slot_a: crate::tree::slot_addr(e.node, i),
+                owner: e.node,
                 word: w,
                 depth: l + 1,
                 cached: true,
@@ -368,6 +375,30 @@ impl ArtCache {
             self.invalidations.fetch_add(1, Relaxed);
         }
     }
+
+    /// A cached leaf address was found replaced (RCU leaves): the entry
+    /// `hit` found on `prefix` takes `new`, READ from the slot at `slot_a`,
+    /// in place of `old` (the rest of the snapshot is as good as before:
+    /// each word is a hint the walk checks). No-op if the entry changed.
+    pub(crate) fn patch(&self, prefix: &[u8], hit: Hit, slot_a: GlobalAddr, old: u64, new: u64) {
+        self.stale_leaves.fetch_add(1, Relaxed);
+        let mut g = self.inner.lock().unwrap();
+        let Some(t) = g.find(&prefix[..hit.prefix_len]) else {
+            return;
+        };
+        let Some(e) = g.nodes[t as usize].entry.as_mut() else {
+            return;
+        };
+        let off = slot_a.offset().wrapping_sub(e.node.offset() + 16);
+        if e.node != hit.node || slot_a.ms() != e.node.ms() || !off.is_multiple_of(8) {
+            return;
+        }
+        if let Some(w) = e.slots.get_mut((off / 8) as usize) {
+            if *w == old && new != 0 {
+                *w = new;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -377,6 +408,7 @@ mod tests {
     fn via(x: u64) -> Cursor {
         Cursor {
             slot_a: GlobalAddr::new(0, 8),
+            owner: GlobalAddr::new(0, 8),
             word: x,
             depth: 0,
             cached: false,

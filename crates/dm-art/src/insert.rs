@@ -39,7 +39,7 @@ use futures::future::{join, join_all};
 
 /// What a write does to the key's leaf.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     /// Insert or overwrite.
     Upsert(u64),
     /// Overwrite only if present.
@@ -48,12 +48,45 @@ enum Mode {
     Remove,
 }
 
+impl Mode {
+    /// The `(valid, value)` this write gives the leaf `l`, or `None` when it
+    /// changes nothing (update or remove of an absent key).
+    pub(crate) fn decide(self, l: &Leaf) -> Option<(bool, u64)> {
+        match self {
+            Mode::Upsert(v) => Some((true, v)),
+            Mode::Update(v) if l.valid => Some((true, v)),
+            Mode::Remove if l.valid => Some((false, l.value)),
+            _ => None,
+        }
+    }
+}
+
+/// The leaf image a locked write stores: `decided` applied to `l`, the
+/// sequence number bumped. A write-combining leader `wc` stores the WCB's
+/// latest value, taken here, once the lock is held (SMART §4.2.3).
+pub(crate) fn next_leaf(l: Leaf, decided: (bool, u64), wc: Option<&Lead<'_>>) -> Leaf {
+    let (valid, value) = decided;
+    let value = match wc {
+        Some(w) if valid => w.consume(),
+        _ => value,
+    };
+    Leaf {
+        valid,
+        value,
+        seq: l.seq + 1,
+        ..l
+    }
+}
+
 /// Memory allocated by one operation and not yet published (reused by its
 /// retries, so a lost CAS costs no new allocation).
 #[derive(Default)]
-struct Spare {
-    leaf: Option<GlobalAddr>,
+pub(crate) struct Spare {
+    pub(crate) leaf: Option<GlobalAddr>,
     nodes: Vec<GlobalAddr>,
+    /// The reverse pointer `place_leaf` last WROTE the spare leaf with
+    /// (`None` once anything else was written into it).
+    placed: Option<GlobalAddr>,
 }
 
 impl SmartTree {
@@ -131,7 +164,10 @@ impl SmartTree {
                     }
                     let la = self.place_leaf(&mut spare, key, value, c.slot_a).await?;
                     let w = self.leaf_slot(c.word as u8, la)?;
-                    let got = cas(c.slot_a, 0, w).await?;
+                    let held = self.rowex_lock(&[c.owner]).await?;
+                    let got = cas(c.slot_a, 0, w).await;
+                    self.rowex_unlock(held).await?;
+                    let got = got?;
                     if got == 0 {
                         return Ok(true);
                     }
@@ -141,7 +177,20 @@ impl SmartTree {
                     let (l, lock) = self.read_leaf(addr).await?;
                     self.reverse_check(&c, l.rev, path, hit);
                     if l.key == key {
-                        return self.leaf_write(addr, l, lock, mode, wc).await;
+                        let t = self.cfg.techniques;
+                        if t.in_place_leaf && t.rear_lock {
+                            return self.leaf_write(addr, l, lock, mode, wc).await;
+                        }
+                        if t.in_place_leaf {
+                            return self.table_locked_write(addr, mode, wc).await;
+                        }
+                        match self
+                            .rcu_write(&mut spare, &mut c, path, hit, &l, mode, wc)
+                            .await?
+                        {
+                            Some(r) => return Ok(r),
+                            None => continue,
+                        }
                     }
                     if !upsert {
                         if self.confirm(&mut c, path, hit).await? {
@@ -194,6 +243,7 @@ impl SmartTree {
                     if let Some((i, w)) = n.find(path[p]) {
                         c = Cursor {
                             slot_a: slot_addr(addr, i),
+                            owner: addr,
                             word: w,
                             depth: p + 1,
                             cached: false,
@@ -203,36 +253,70 @@ impl SmartTree {
                     if !upsert {
                         return Ok(false);
                     }
-                    // Normal insert into the first empty slot, going on past
-                    // the capacity (type switch) while CASes return others.
-                    let mut i = n.first_empty().unwrap_or(n.slots.len());
-                    while i < 256 {
-                        let sa = slot_addr(addr, i);
-                        let la = self.place_leaf(&mut spare, key, value, sa).await?;
-                        let got = cas(sa, 0, self.leaf_slot(path[p], la)?).await?;
-                        if got == 0 {
-                            if i >= capacity(n.header.ty) {
-                                self.type_switch(addr, i, n.header_word, c).await?;
-                            }
-                            return Ok(true);
-                        }
-                        if got as u8 == path[p] {
-                            // Someone inserted this partial key first: follow it.
-                            c = Cursor {
-                                slot_a: sa,
-                                word: got,
-                                depth: p + 1,
-                                cached: false,
-                            };
-                            continue 'walk;
-                        }
-                        i += 1;
+                    // ROWEX: the leaf is WRITTEN before the node is locked.
+                    let i = n.first_empty().unwrap_or(n.slots.len());
+                    if i < 256 && self.locks.is_some() {
+                        self.place_leaf(&mut spare, key, value, slot_addr(addr, i))
+                            .await?;
                     }
-                    return Err(ArtError::Corrupt(addr));
+                    let held = match n.first_empty() {
+                        Some(_) => self.rowex_lock(&[addr]).await?,
+                        None => self.rowex_lock(&[c.owner, addr]).await?,
+                    };
+                    let r = self
+                        .normal_insert(&mut spare, key, value, path[p], addr, &n, c)
+                        .await;
+                    self.rowex_unlock(held).await?;
+                    let Some((sa, got)) = r? else {
+                        return Ok(true);
+                    };
+                    c = Cursor {
+                        slot_a: sa,
+                        owner: addr,
+                        word: got,
+                        depth: p + 1,
+                        cached: false,
+                    };
+                    continue 'walk;
                 }
             }
         }
         Err(ArtError::Corrupt(c.slot_a))
+    }
+
+    /// Normal insert (Fig. 8b) of a leaf under partial key `b` into the
+    /// first empty slot of the node at `addr` (image `n`, named by `c`),
+    /// going on past the capacity (type switch, Fig. 8e) while CASes return
+    /// others. `None` when inserted; `Some((slot, word))` when someone
+    /// inserted partial key `b` first: the walk follows that slot.
+    #[allow(clippy::too_many_arguments)]
+    async fn normal_insert(
+        &self,
+        spare: &mut Spare,
+        key: &[u8],
+        value: u64,
+        b: u8,
+        addr: GlobalAddr,
+        n: &crate::tree::NodeImage,
+        c: Cursor,
+    ) -> Result<Option<(GlobalAddr, u64)>, ArtError> {
+        let mut i = n.first_empty().unwrap_or(n.slots.len());
+        while i < 256 {
+            let sa = slot_addr(addr, i);
+            let la = self.place_leaf(spare, key, value, sa).await?;
+            let got = cas(sa, 0, self.leaf_slot(b, la)?).await?;
+            if got == 0 {
+                if i >= capacity(n.header.ty) {
+                    self.type_switch(addr, i, n.header_word, c).await?;
+                }
+                return Ok(None);
+            }
+            if got as u8 == b {
+                return Ok(Some((sa, got)));
+            }
+            i += 1;
+        }
+        Err(ArtError::Corrupt(addr))
     }
 
     /// WRITEs this operation's new leaf (allocated once) with reverse pointer
@@ -244,8 +328,12 @@ impl SmartTree {
         value: u64,
         rev: GlobalAddr,
     ) -> Result<GlobalAddr, ArtError> {
+        let written = spare.leaf.is_some() && spare.placed == Some(rev);
         let a = self.spare_leaf(spare).await?;
-        write(a, self.new_leaf_image(key, value, rev)).await?;
+        if !written {
+            write(a, self.new_leaf_image(key, value, rev)).await?;
+        }
+        spare.placed = Some(rev);
         Ok(a)
     }
 
@@ -260,7 +348,10 @@ impl SmartTree {
     }
 
     /// This operation's new leaf: allocated on first use, reused by retries.
-    async fn spare_leaf(&self, spare: &mut Spare) -> Result<GlobalAddr, ArtError> {
+    /// Its image is the caller's to WRITE (`place_leaf` skips a WRITE that
+    /// is already there).
+    pub(crate) async fn spare_leaf(&self, spare: &mut Spare) -> Result<GlobalAddr, ArtError> {
+        spare.placed = None;
         match spare.leaf {
             Some(a) => Ok(a),
             None => {
@@ -294,25 +385,13 @@ impl SmartTree {
     ) -> WriteResult {
         let lock_a = a.add(self.leaf.lock_off() as u64);
         for _ in 0..MAX_RETRIES {
-            let (valid, value) = match mode {
-                Mode::Upsert(v) => (true, v),
-                Mode::Update(v) if l.valid => (true, v),
-                Mode::Remove if l.valid => (false, l.value),
-                _ => return Ok(false),
+            let Some(decided) = mode.decide(&l) else {
+                return Ok(false);
             };
             if lock == lock_free(l.seq) {
                 let got = cas(lock_a, lock, lock_taken(l.seq)).await?;
                 if got == lock {
-                    let value = match wc {
-                        Some(w) if valid => w.consume(),
-                        _ => value,
-                    };
-                    let img = self.leaf.encode(&Leaf {
-                        valid,
-                        value,
-                        seq: l.seq + 1,
-                        ..l
-                    });
+                    let img = self.leaf.encode(&next_leaf(l, decided, wc));
                     write(a.add(LEAF_OFF_META as u64), img[LEAF_OFF_META..].to_vec()).await?;
                     return Ok(true);
                 }
@@ -391,7 +470,12 @@ impl SmartTree {
             r?;
         }
         let new_word = internal_word(c.word as u8, 1, nodes[0])?;
-        let got = cas(c.slot_a, c.word, new_word).await?;
+        // ROWEX (the ART baseline): the node holding the slot is locked
+        // around the publishing CAS only; the new nodes are WRITTEN already.
+        let held = self.rowex_lock(&[c.owner]).await?;
+        let got = cas(c.slot_a, c.word, new_word).await;
+        self.rowex_unlock(held).await?;
+        let got = got?;
         if got != c.word {
             spare.nodes.extend(nodes);
             return Ok(Some(got));
@@ -407,9 +491,9 @@ impl SmartTree {
     /// Header split (Fig. 8d): the key leaves the node at `c` inside its
     /// (effective) prefix `pre` at index `j`. A new 4-slot node takes
     /// `pre[..j]` and points to the old node (partial `pre[j]`) and to the
-    /// new leaf; one CAS of the parent slot publishes it; then the old
-    /// node's header drops `pre[..=j]` (CAS loop, invariant 3) and its
-    /// reverse pointer names the new node, in one round.
+    /// new leaf, both WRITTEN in one round; one CAS of the parent slot
+    /// publishes it; then the old node's header drops `pre[..=j]` (CAS loop,
+    /// invariant 3) and its reverse pointer names the new node, in one round.
     #[allow(clippy::too_many_arguments)]
     async fn header_split(
         &self,
@@ -442,13 +526,37 @@ impl SmartTree {
         .await;
         a?;
         b?;
-        let got = cas(c.slot_a, c.word, internal_word(c.word as u8, 1, na)?).await?;
-        if got != c.word {
+        // ROWEX (the ART baseline): the parent and the node are locked
+        // around the publishing CAS and the prefix trim.
+        let held = self.rowex_lock(&[c.owner, node]).await?;
+        let r = self.publish_header_split(c, na, node, n, d + j + 1).await;
+        self.rowex_unlock(held).await?;
+        let got = r?;
+        if let Some(got) = got {
             spare.nodes.push(na);
             return Ok(Some(got));
         }
         spare.leaf = None;
-        let target = (d + j + 1) as u8;
+        Ok(None)
+    }
+
+    /// The publishing half of a header split: the parent slot's CAS to the
+    /// new node `na`, then the old node's header trimmed to start at depth
+    /// `target` and its reverse pointer set, in one round. `Some(word)` if
+    /// the CAS lost (nothing changed).
+    async fn publish_header_split(
+        &self,
+        c: Cursor,
+        na: GlobalAddr,
+        node: GlobalAddr,
+        n: &crate::tree::NodeImage,
+        target: usize,
+    ) -> Result<Option<u64>, ArtError> {
+        let got = cas(c.slot_a, c.word, internal_word(c.word as u8, 1, na)?).await?;
+        if got != c.word {
+            return Ok(Some(got));
+        }
+        let target = target as u8;
         let trim = async {
             let mut hw = n.header_word;
             loop {

@@ -3,10 +3,10 @@
 //! Status: SMART's remote layout and its core tree ([`SmartTree`]: get,
 //! upsert, update, remove, ordered scan; lock-free internal nodes, rear-locked
 //! in-place leaves, checksum-validated READs), its ART cache with the
-//! (sound) reverse check, and read delegation with write combining (sound
-//! versions) run on every fabric. Still to come (issue 6): the DM-ported ART
-//! baseline and the ladder's first three rungs as switches.
-//! What lives (and will live) here:
+//! (sound) reverse check, read delegation with write combining (sound
+//! versions), and the DM-ported ART baseline with SMART's technique ladder as
+//! switches ([`Techniques`], SMART §5.1.3, §5.3.1) run on every fabric.
+//! Still to come: Dolphin (issue 8). What lives (and will live) here:
 //!
 //! - [`layout`]: 8-byte slots (partial key, leaf bit, node type or leaf size,
 //!   48-bit address) changed by one CAS; adaptive internal nodes with reverse
@@ -28,13 +28,18 @@
 //! - [`rdwc`]: [`Rdwc`], the per-CS hash-based local lock table of read
 //!   delegation and write combining (SMART §4.2), each a switch, and why
 //!   followers are served only by operations that started after them.
-//! - `art`: the DM-ported ART baseline with ROWEX-style synchronisation (SMART §5.1.3).
+//! - [`baseline`]: [`Techniques`], the switches of SMART's ladder (Fig. 18:
+//!   lock-free internal nodes, in-place leaves, rear-embedded lock); with all
+//!   off, the DM-ported ART baseline (SMART §5.1.3): ROWEX node locks in
+//!   Sherman's hierarchical lock table ([`baseline::HOCL`]) and RCU leaf
+//!   updates; why the baseline keeps SMART's homogeneous node layout.
 //! - `dolphin`: ART internal nodes over B+tree-style leaves, FAA-based leaf lock
 //!   (Dolphin §III).
 //!
 //! Every tree implements the workspace's one async index API over any
 //! [`dm_verbs::Fabric`].
 
+pub mod baseline;
 pub mod cache;
 mod insert;
 pub mod keys;
@@ -44,6 +49,7 @@ mod scan;
 mod search;
 pub mod tree;
 
+pub use baseline::Techniques;
 pub use cache::{ArtCache, CacheStats};
 pub use keys::{KeyCodec, KeyLengthError};
 pub use rdwc::{Rdwc, RdwcStats};

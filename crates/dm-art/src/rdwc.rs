@@ -299,6 +299,16 @@ impl Lead<'_> {
         g.latest.1
     }
 
+    /// For a write leader whose publication of the consumed value failed
+    /// (the RCU baseline's slot CAS lost, `baseline`): nothing is covered
+    /// until the next `consume`.
+    pub(crate) fn unconsume(&self) {
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        if let Some(g) = e.write.as_mut() {
+            g.consumed = None;
+        }
+    }
+
     /// A read leader starts its remote search: every reader queued so far
     /// joins its batch (they were all invoked before the search starts).
     pub(crate) fn start_read(&self) {

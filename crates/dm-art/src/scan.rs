@@ -36,8 +36,15 @@ impl SmartTree {
         };
         if count > 0 {
             let root = self.read_word(self.cfg.root_slot).await?;
-            self.visit(&mut w, self.cfg.root_slot, root, 0, true)
-                .await?;
+            self.visit(
+                &mut w,
+                self.cfg.root_slot,
+                self.cfg.root_slot,
+                root,
+                0,
+                true,
+            )
+            .await?;
         }
         Ok(w.out)
     }
@@ -48,6 +55,7 @@ impl SmartTree {
     fn visit<'a>(
         &'a self,
         w: &'a mut Walk<'_>,
+        owner: GlobalAddr,
         slot_a: GlobalAddr,
         word: u64,
         d: usize,
@@ -56,6 +64,7 @@ impl SmartTree {
         async move {
             let mut c = Cursor {
                 slot_a,
+                owner,
                 word,
                 depth: d,
                 cached: false,
@@ -113,7 +122,7 @@ impl SmartTree {
                         }
                         self.emit_leaves(w, &run, run_border).await?;
                     } else {
-                        self.visit(w, slot_addr(addr, i), s, p + 1, on_border)
+                        self.visit(w, addr, slot_addr(addr, i), s, p + 1, on_border)
                             .await?;
                         k += 1;
                     }

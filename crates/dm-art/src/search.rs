@@ -15,6 +15,10 @@ use dm_verbs::GlobalAddr;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Cursor {
     pub slot_a: GlobalAddr,
+    /// The internal node holding `slot_a` (the root slot's own address for
+    /// the root slot): whose node lock guards the slot under the ART
+    /// baseline's ROWEX (`baseline`).
+    pub owner: GlobalAddr,
     pub word: u64,
     pub depth: usize,
     /// The word came from the ART cache, not from a READ of this operation:
@@ -35,6 +39,7 @@ impl SmartTree {
     pub(crate) async fn root_cursor(&self) -> Result<Cursor, ArtError> {
         Ok(Cursor {
             slot_a: self.cfg.root_slot,
+            owner: self.cfg.root_slot,
             word: self.read_word(self.cfg.root_slot).await?,
             depth: 0,
             cached: false,
@@ -90,6 +95,31 @@ impl SmartTree {
         }
         c.fresh(w);
         Ok(same)
+    }
+
+    /// READs the leaf at `addr` named by `c`. With RCU leaves (the ART
+    /// baseline, `baseline`) a cached word may name a replaced leaf, so its
+    /// slot is READ in the same round: `None` (cursor fresh, the cache entry
+    /// patched with the new word) if the slot has moved on; else the leaf
+    /// was current at that READ.
+    pub(crate) async fn read_current_leaf(
+        &self,
+        c: &mut Cursor,
+        addr: GlobalAddr,
+        path: &[u8],
+        hit: Option<Hit>,
+    ) -> Result<Option<crate::layout::Leaf>, ArtError> {
+        if !c.cached || self.cfg.techniques.in_place_leaf {
+            return Ok(Some(self.read_leaf(addr).await?.0));
+        }
+        let (w, l) = futures::join!(self.read_word(c.slot_a), self.read_leaf(addr));
+        let w = w?;
+        let same = w == c.word;
+        if let (false, Some(k), Some(h)) = (same, &self.cache, hit) {
+            k.patch(path, h, c.slot_a, c.word, w);
+        }
+        c.fresh(w);
+        Ok(same.then_some(l?.0))
     }
 
     /// Admits the node at `addr` READ through `c` (its slots discriminate on
@@ -150,7 +180,9 @@ impl SmartTree {
             match Slot::decode(c.word) {
                 Slot::Empty => return Ok(None),
                 Slot::Leaf { addr, .. } => {
-                    let (l, _) = self.read_leaf(addr).await?;
+                    let Some(l) = self.read_current_leaf(&mut c, addr, path, hit).await? else {
+                        continue;
+                    };
                     self.reverse_check(&c, l.rev, path, hit);
                     if l.key == key {
                         return Ok(l.valid.then_some(l.value));
@@ -180,6 +212,7 @@ impl SmartTree {
                     };
                     c = Cursor {
                         slot_a: slot_addr(addr, i),
+                        owner: addr,
                         word: w,
                         depth: p + 1,
                         cached: false,

@@ -2,13 +2,16 @@
 //! configuration, errors, allocation and the validated READs every operation
 //! uses (SMART §4.1, §4.5).
 
+use crate::baseline::Techniques;
 use crate::cache::ArtCache;
 use crate::keys::{KeyCodec, KeyLengthError};
 use crate::layout::{capacity, Header, Leaf, LeafGeometry, Slot, ALIGN, INTERNAL_RESERVE};
 use crate::rdwc::Rdwc;
 use crate::search::Cursor;
 use dm_runtime::alloc::ChunkAlloc;
+use dm_runtime::sync::LocalLockTable;
 use dm_runtime::{read, yield_now};
+use dm_tree::{LockTableConfig, NodeLocks, TreeError};
 use dm_verbs::{GlobalAddr, VerbError};
 use std::cell::Cell;
 use std::fmt;
@@ -28,6 +31,14 @@ pub struct SmartConfig {
     pub chunk_bytes: u64,
     /// Number of memory servers nodes and leaves are spread over.
     pub num_ms: u16,
+    /// SMART's concurrency techniques as switches (default: all on); all
+    /// off is the DM-ported ART baseline (`baseline` module docs). Every
+    /// handle on one tree must use the same techniques.
+    pub techniques: Techniques,
+    /// Where the baseline's node and leaf locks live (Sherman's global lock
+    /// table, `dm_tree::lock`); unused when every technique is on. Its host
+    /// table's address is kept at `root_slot.offset() + 8` on every MS.
+    pub lock_table: LockTableConfig,
 }
 
 impl Default for SmartConfig {
@@ -37,6 +48,8 @@ impl Default for SmartConfig {
             root_slot: GlobalAddr::new(0, 8),
             chunk_bytes: 8 << 20,
             num_ms: 1,
+            techniques: Techniques::SMART,
+            lock_table: LockTableConfig::default(),
         }
     }
 }
@@ -79,6 +92,18 @@ impl std::error::Error for ArtError {}
 impl From<VerbError> for ArtError {
     fn from(e: VerbError) -> Self {
         ArtError::Verb(e)
+    }
+}
+
+/// Errors of the baseline's [`NodeLocks`] (the only `TreeError`s it makes).
+impl From<TreeError> for ArtError {
+    fn from(e: TreeError) -> Self {
+        match e {
+            TreeError::Verb(e) => ArtError::Verb(e),
+            TreeError::LockStuck(a) => ArtError::LockStuck(a),
+            TreeError::Corrupt(a) => ArtError::Corrupt(a),
+            e => ArtError::BadConfig(e.to_string()),
+        }
     }
 }
 
@@ -140,6 +165,9 @@ pub struct SmartTree {
     pub(crate) cache: Option<Arc<ArtCache>>,
     /// This CS's read delegation / write combining table (SMART §4.2).
     pub(crate) rdwc: Option<Arc<Rdwc>>,
+    /// The baseline's node and leaf locks (HOCL), when a technique is off
+    /// that needs them (`baseline`).
+    pub(crate) locks: Option<NodeLocks>,
 }
 
 impl SmartTree {
@@ -157,6 +185,24 @@ impl SmartTree {
                 cfg.chunk_bytes
             )));
         }
+        let t = cfg.techniques;
+        if t.rear_lock && !t.in_place_leaf {
+            return Err(ArtError::BadConfig(
+                "rear_lock needs in_place_leaf (RCU leaves are never locked)".into(),
+            ));
+        }
+        let locks = if t.needs_locks() {
+            Some(NodeLocks::new(
+                crate::baseline::HOCL,
+                cfg.lock_table,
+                cs,
+                core,
+                cfg.root_slot.offset() + 8,
+                cfg.chunk_bytes,
+            )?)
+        } else {
+            None
+        };
         let first_ms = (cs as u32 * 31 + core as u32) as u16 % cfg.num_ms.max(1);
         Ok(SmartTree {
             cfg,
@@ -165,7 +211,24 @@ impl SmartTree {
             rejected: Cell::new(0),
             cache: None,
             rdwc: None,
+            locks,
         })
+    }
+
+    /// Uses `t` (one per CS, shared by its cores; from
+    /// [`SmartTree::new_local_lock_table`]) as the local lock table of the
+    /// baseline's hierarchical locks (Sherman §4.3). No effect when every
+    /// technique is on (SMART takes no lock-table locks).
+    pub fn with_local_locks(mut self, t: Arc<LocalLockTable>) -> Self {
+        if let Some(l) = &mut self.locks {
+            l.set_local(t);
+        }
+        self
+    }
+
+    /// A local lock table for the cores of one CS (hand-over bound 4, Sherman §4.3).
+    pub fn new_local_lock_table() -> Arc<LocalLockTable> {
+        NodeLocks::new_local_table(&crate::baseline::HOCL)
     }
 
     /// Uses `t`, the read delegation and write combining table of this
@@ -196,6 +259,9 @@ impl SmartTree {
     /// core's handle.
     pub async fn create(cfg: SmartConfig, cs: u16, core: u16) -> Result<Self, ArtError> {
         let t = Self::open(cfg, cs, core)?;
+        if let Some(l) = &t.locks {
+            l.create_tables(cfg.num_ms).await?;
+        }
         dm_runtime::write(cfg.root_slot, vec![0; 8]).await?;
         Ok(t)
     }

@@ -3,7 +3,7 @@
 //! to force leaf splits, header splits, chains and type switches), verb
 //! counts, bad input, and concurrent writers on several CSs.
 
-use dm_art::{ArtCache, ArtError, KeyCodec, Rdwc, SmartConfig, SmartTree};
+use dm_art::{ArtCache, ArtError, KeyCodec, Rdwc, SmartConfig, SmartTree, Techniques};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::MsConfig;
@@ -78,17 +78,37 @@ fn str_key() -> BoxedStrategy<Vec<u8>> {
     proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0u8)], 0..10).boxed()
 }
 
-/// Runs `ops` in order against `BTreeMap` and the tree through three
-/// handles: no cache, a roomy ART cache, and a cache too small for the tree
-/// (evictions); alternating between them leaves each cache stale behind the
-/// others' splits, as another CS would.
-fn differential(codec: KeyCodec, ops: Vec<Op>) {
-    let (mut rt, scfg) = cluster(codec, 1);
+/// The ladder's rungs (SMART Fig. 18; `dm_art::baseline`).
+/// (READ, CAS, WRITE, round trips) the calling task posted since `before`.
+fn verbs(before: dm_verbs::VerbStats, after: dm_verbs::VerbStats) -> (u64, u64, u64, u64) {
+    let d = |f: fn(&dm_verbs::VerbStats) -> u64| f(&after) - f(&before);
+    (d(|s| s.read), d(|s| s.cas), d(|s| s.write), d(|s| s.rtts))
+}
+
+const RUNGS: [Techniques; 4] = [
+    Techniques::ART,
+    Techniques::LOCK_FREE_INTERNAL,
+    Techniques::IN_PLACE_LEAF,
+    Techniques::SMART,
+];
+
+/// Runs `ops` in order against `BTreeMap` and the tree (rung `rung` of
+/// [`RUNGS`]) through three handles: no cache, a roomy ART cache, and a
+/// cache too small for the tree (evictions); alternating between them
+/// leaves each cache stale behind the others' splits and RCU leaf
+/// replacements, as another CS would.
+fn differential(codec: KeyCodec, ops: Vec<Op>, rung: usize) {
+    let (mut rt, mut scfg) = cluster(codec, 1);
+    scfg.techniques = RUNGS[rung];
     let c = rt.add_core(0, 0);
     rt.block_on(c, async move {
-        let t0 = SmartTree::create(scfg, 0, 0).await.unwrap();
+        let t0 = SmartTree::create(scfg, 0, 0)
+            .await
+            .unwrap()
+            .with_local_locks(SmartTree::new_local_lock_table());
         let t1 = SmartTree::open(scfg, 1, 0)
             .unwrap()
+            .with_local_locks(SmartTree::new_local_lock_table())
             .with_cache(Arc::new(ArtCache::new(1 << 20)))
             .with_rdwc(Arc::new(Rdwc::new(2, true, true)));
         let t2 = SmartTree::open(scfg, 2, 0)
@@ -148,22 +168,23 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
-    fn integer_keys_match_btreemap(ops in ops(int_key())) {
-        differential(KeyCodec::fixed(8), ops);
+    fn integer_keys_match_btreemap(ops in ops(int_key()), rung in 0..4usize) {
+        differential(KeyCodec::fixed(8), ops, rung);
     }
 
     #[test]
-    fn wide_integer_keys_match_btreemap(ops in ops(wide_key())) {
-        differential(KeyCodec::fixed(8), ops);
+    fn wide_integer_keys_match_btreemap(ops in ops(wide_key()), rung in 0..4usize) {
+        differential(KeyCodec::fixed(8), ops, rung);
     }
 
     #[test]
-    fn string_keys_match_btreemap(ops in ops(str_key())) {
-        differential(KeyCodec::variable(9), ops);
+    fn string_keys_match_btreemap(ops in ops(str_key()), rung in 0..4usize) {
+        differential(KeyCodec::variable(9), ops, rung);
     }
 }
 
-/// Keys sharing more than 6 bytes go through chain nodes; a long key space.
+/// Keys sharing more than 6 bytes go through chain nodes; a long key space;
+/// every rung of the ladder.
 #[test]
 fn long_string_keys_with_long_common_prefixes() {
     let mut ops = Vec::new();
@@ -178,7 +199,9 @@ fn long_string_keys_with_long_common_prefixes() {
             ops.push(Op::Scan(k, 9));
         }
     }
-    differential(KeyCodec::variable(32), ops);
+    for rung in 0..RUNGS.len() {
+        differential(KeyCodec::variable(32), ops.clone(), rung);
+    }
 }
 
 /// Verb counts (no cache, SMART §3.7 of the digest): an update of a present
@@ -265,14 +288,6 @@ fn warm_cache_search_is_one_read_and_stale_entries_are_caught() {
         for x in 0..200u64 {
             assert_eq!(t.get(&k(x)).await.unwrap(), Some(x));
         }
-        let verbs = |a: dm_verbs::VerbStats, b: dm_verbs::VerbStats| {
-            (
-                b.read - a.read,
-                b.cas - a.cas,
-                b.write - a.write,
-                b.rtts - a.rtts,
-            )
-        };
         for x in [3u64, 77, 199] {
             let before = task_stats();
             assert_eq!(t.get(&k(x)).await.unwrap(), Some(x));
@@ -299,6 +314,73 @@ fn warm_cache_search_is_one_read_and_stale_entries_are_caught() {
         assert!(s.hits > 0 && s.entries > 0 && s.bytes > 0, "{s:?}");
     })
     .unwrap();
+}
+
+/// The ladder's verb counts with a warm ART cache (SMART §5.3.1, Fig. 18;
+/// `dm_art::baseline`): (READs, CASes, WRITEs, RTTs) of a search, an update
+/// and the search after it, and of an insert into a node.
+/// - SMART: get 1 READ; update READ + CAS + WRITE (3 RTTs).
+/// - in-place leaves under a lock-table lock: update READ, lock CAS + READ
+///   in one doorbell, WRITE, unlock WRITE (4 RTTs, the one the rear lock saves).
+/// - RCU leaves: a cached get READs the slot with the leaf (1 RTT, 2 READs);
+///   an update WRITEs a new leaf and CASes the slot, after which the cached
+///   slot word is stale: the next get finds it changed (drops the entry) and
+///   READs the new leaf (2 RTTs).
+/// - ROWEX (ART): an insert into a node adds the node's lock CAS and unlock
+///   WRITE (2 RTTs) to the lock-free version's leaf WRITE + slot CAS.
+#[test]
+fn the_ladder_costs_what_each_technique_saves() {
+    type Counts = (u64, u64, u64, u64);
+    let want: [(Counts, Counts, Counts, Counts); 4] = [
+        // get, update, get after update, insert into a node
+        ((2, 0, 0, 1), (1, 1, 1, 3), (3, 0, 0, 2), (1, 2, 2, 5)),
+        ((2, 0, 0, 1), (1, 1, 1, 3), (3, 0, 0, 2), (1, 1, 1, 3)),
+        ((1, 0, 0, 1), (2, 1, 2, 4), (1, 0, 0, 1), (1, 1, 1, 3)),
+        ((1, 0, 0, 1), (1, 1, 1, 3), (1, 0, 0, 1), (1, 1, 1, 3)),
+    ];
+    for (rung, want) in want.into_iter().enumerate() {
+        let (mut rt, mut scfg) = cluster(KeyCodec::fixed(8), 15);
+        scfg.techniques = RUNGS[rung];
+        let c = rt.add_core(0, 0);
+        rt.block_on(c, async move {
+            let other = SmartTree::create(scfg, 1, 0).await.unwrap();
+            let cache = Arc::new(ArtCache::new(1 << 20));
+            let t = SmartTree::open(scfg, 0, 0)
+                .unwrap()
+                .with_local_locks(SmartTree::new_local_lock_table())
+                .with_cache(cache.clone());
+            let k = |x: u64| (x << 40 | x).to_be_bytes();
+            for x in 0..200u64 {
+                other.insert(&k(x), x).await.unwrap();
+            }
+            // Warm the cache, this handle's chunk and lock-table bases.
+            t.insert(&k(201), 201).await.unwrap();
+            for x in 0..200u64 {
+                assert!(t.update(&k(x), x).await.unwrap());
+                assert_eq!(t.get(&k(x)).await.unwrap(), Some(x));
+            }
+            for x in [3u64, 77, 199] {
+                let before = task_stats();
+                assert_eq!(t.get(&k(x)).await.unwrap(), Some(x));
+                assert_eq!(verbs(before, task_stats()), want.0, "rung {rung} get {x}");
+                let before = task_stats();
+                assert!(t.update(&k(x), x + 1000).await.unwrap());
+                assert_eq!(
+                    verbs(before, task_stats()),
+                    want.1,
+                    "rung {rung} update {x}"
+                );
+                let before = task_stats();
+                assert_eq!(t.get(&k(x)).await.unwrap(), Some(x + 1000));
+                assert_eq!(verbs(before, task_stats()), want.2, "rung {rung} get' {x}");
+            }
+            let before = task_stats();
+            t.insert(&k(200), 200).await.unwrap();
+            assert_eq!(verbs(before, task_stats()), want.3, "rung {rung} insert");
+            assert_eq!(other.get(&k(200)).await.unwrap(), Some(200));
+        })
+        .unwrap();
+    }
 }
 
 /// Read delegation and write combining (SMART §4.2): 8 same-key searches
@@ -386,12 +468,16 @@ fn same_key_operations_on_one_cs_share_one_remote_operation() {
 /// an ART cache per CS (stale behind the other CS's splits) and without.
 #[test]
 fn concurrent_writers_survive_torn_reads_and_every_split() {
-    for (seed, codec) in [
-        (0, KeyCodec::fixed(8)),
-        (1, KeyCodec::variable(12)),
-        (2, KeyCodec::fixed(8)),
+    for (seed, codec, rung) in [
+        (0, KeyCodec::fixed(8), 3),
+        (1, KeyCodec::variable(12), 3),
+        (2, KeyCodec::fixed(8), 3),
+        (3, KeyCodec::fixed(8), 0),
+        (4, KeyCodec::variable(12), 1),
+        (5, KeyCodec::fixed(8), 2),
     ] {
-        let (mut rt, scfg) = cluster(codec, seed);
+        let (mut rt, mut scfg) = cluster(codec, seed);
+        scfg.techniques = RUNGS[rung];
         let cores: Vec<SimCore> = (0..4).map(|i| rt.add_core(i / 2, i % 2)).collect();
         rt.block_on(cores[0], async move {
             SmartTree::create(scfg, 0, 0).await.map(|_| ())
@@ -427,8 +513,14 @@ fn concurrent_writers_survive_torn_reads_and_every_split() {
             Arc::new(Rdwc::new(4, true, true)),
             Arc::new(Rdwc::new(4, true, true)),
         ];
+        let llts = [
+            SmartTree::new_local_lock_table(),
+            SmartTree::new_local_lock_table(),
+        ];
         for (ci, &c) in cores.iter().enumerate() {
-            let mut t = SmartTree::open(scfg, (ci / 2) as u16, (ci % 2) as u16).unwrap();
+            let mut t = SmartTree::open(scfg, (ci / 2) as u16, (ci % 2) as u16)
+                .unwrap()
+                .with_local_locks(llts[ci / 2].clone());
             if seed != 2 {
                 t = t
                     .with_cache(caches[ci / 2].clone())

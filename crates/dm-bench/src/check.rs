@@ -51,7 +51,7 @@
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::Kv;
-use crate::kv::SMART;
+use crate::kv::{index_names, radix};
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -292,8 +292,8 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         .map(|i| rt.add_core(i % 2, i / 2))
         .collect();
     let log = Rc::new(RefCell::new(Vec::new()));
-    if a.index == SMART {
-        let scfg = smart_config(chunk, num_ms);
+    if let Some(t) = radix(&a.index) {
+        let scfg = smart_config(chunk, num_ms, t, tcfg.lock_table);
         rt.block_on(cores[0], SmartTree::create(scfg, 0, 0))
             .unwrap()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -369,10 +369,12 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
 /// alike): an ART cache (§4.3), roomy on the first CS and too small for the
 /// tree on the second (misses and evictions), each going stale behind the
 /// other's splits; read delegation and write combining (§4.2) with 16 lock
-/// entries for the 48 keys, so same-key groups and hash conflicts both happen.
+/// entries for the 48 keys, so same-key groups and hash conflicts both happen;
+/// the local lock tables of the ladder's lock-table locks (`dm_art::baseline`).
 struct SmartPerCs {
     caches: [Arc<ArtCache>; 2],
     rdwcs: [Arc<Rdwc>; 2],
+    llts: [Arc<dm_runtime::sync::LocalLockTable>; 2],
 }
 
 impl SmartPerCs {
@@ -386,6 +388,10 @@ impl SmartPerCs {
                 Arc::new(Rdwc::new(16, true, true)),
                 Arc::new(Rdwc::new(16, true, true)),
             ],
+            llts: [
+                SmartTree::new_local_lock_table(),
+                SmartTree::new_local_lock_table(),
+            ],
         }
     }
 
@@ -393,15 +399,25 @@ impl SmartPerCs {
     fn open(&self, scfg: SmartConfig, cs: u16, core: u16, k: usize) -> SmartTree {
         SmartTree::open(scfg, cs, core)
             .expect("the configuration was checked")
+            .with_local_locks(self.llts[k].clone())
             .with_cache(self.caches[k].clone())
             .with_rdwc(self.rdwcs[k].clone())
     }
 }
 
-fn smart_config(chunk_bytes: u64, num_ms: u16) -> SmartConfig {
+/// The radix tree of a check: rung `techniques`, its locks (if any) in
+/// the check's deliberately tiny lock table.
+fn smart_config(
+    chunk_bytes: u64,
+    num_ms: u16,
+    techniques: dm_art::Techniques,
+    lock_table: LockTableConfig,
+) -> SmartConfig {
     SmartConfig {
         chunk_bytes,
         num_ms,
+        techniques,
+        lock_table,
         ..Default::default()
     }
 }
@@ -451,8 +467,14 @@ fn run_seed_real<F: Fabric + Send + Sync>(
         lock_table: real_lock_table(fabric.caps(), seed),
         ..Default::default()
     };
-    let smart = a.index == SMART;
-    let scfg = smart_config(fabric.ms_config().chunk_bytes, fabric.num_ms());
+    let rung = radix(&a.index);
+    let smart = rung.is_some();
+    let scfg = smart_config(
+        fabric.ms_config().chunk_bytes,
+        fabric.num_ms(),
+        rung.unwrap_or_default(),
+        tcfg.lock_table,
+    );
     if smart {
         SmartTree::open(scfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
     } else {
@@ -761,11 +783,11 @@ impl Args {
 pub fn run(a: Args) -> Result<()> {
     let t = match Techniques::named(&a.index) {
         Some(t) => t,
-        None if a.index == SMART => Techniques::FG_PLUS,
+        None if radix(&a.index).is_some() => Techniques::FG_PLUS,
         None => bail!(
-            "unknown --index {:?}: this build has {}, {SMART}",
+            "unknown --index {:?}: this build has {}",
             a.index,
-            Techniques::NAMES.join(", ")
+            index_names()
         ),
     };
     let mut a = a;

@@ -1,5 +1,6 @@
 //! The operations `check` drives, over every index family: the B+trees
-//! (`dm_tree::FgTree`, every Sherman rung) and SMART (`dm_art::SmartTree`).
+//! (`dm_tree::FgTree`, every Sherman rung) and the radix family
+//! (`dm_art::SmartTree`: SMART, the DM-ported ART and the ladder between).
 //! Errors become their display text (the checker only reports them).
 
 use dm_art::SmartTree;
@@ -8,6 +9,30 @@ use dm_tree::FgTree;
 /// The `--index` name of SMART (`check` and `ycsb`); the B+tree family's
 /// names are `dm_tree::Techniques::NAMES`.
 pub(crate) const SMART: &str = "smart";
+
+/// The radix family's `--index` names in ladder order (SMART §5.3.1,
+/// Fig. 18; `dm_art::baseline`): the DM-ported ART (ROWEX, RCU leaves,
+/// HOCL), + lock-free internal nodes (the paper's "pure lock-free ART",
+/// §4.6.4), + in-place leaves under a lock-table lock, + the rear-embedded
+/// lock (SMART; read delegation and write combining on only for this one).
+pub(crate) const RADIX: [(&str, dm_art::Techniques); 4] = [
+    ("art", dm_art::Techniques::ART),
+    ("lockfree-art", dm_art::Techniques::LOCK_FREE_INTERNAL),
+    ("smart-inplace", dm_art::Techniques::IN_PLACE_LEAF),
+    (SMART, dm_art::Techniques::SMART),
+];
+
+/// The radix rung called `name`, if it is one.
+pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
+    RADIX.iter().find(|r| r.0 == name).map(|r| r.1)
+}
+
+/// Every `--index` name, for error messages.
+pub(crate) fn index_names() -> String {
+    let mut v: Vec<&str> = dm_tree::Techniques::NAMES.to_vec();
+    v.extend(RADIX.iter().map(|r| r.0));
+    v.join(", ")
+}
 
 /// A key-value index with 8-byte values (keys as the index takes them).
 pub(crate) trait Kv {
@@ -48,7 +73,7 @@ impl_kv!(SmartTree);
 pub(crate) enum AnyIndex {
     /// The B+tree family: FG+ and every Sherman rung.
     Tree(FgTree),
-    /// SMART (dm-art).
+    /// The radix family (dm-art): SMART and its ladder down to ART.
     Smart(SmartTree),
 }
 

@@ -17,7 +17,7 @@
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::kv::{AnyIndex, Kv, SMART};
+use crate::kv::{index_names, radix, AnyIndex, Kv, SMART};
 use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
@@ -42,7 +42,9 @@ pub struct Args {
     /// Index: fg (FG+ B-link tree), or Sherman's ladder over it:
     /// sherman-combine, sherman-onchip, sherman-hier, sherman (all of them plus
     /// two-level versions with unsorted leaves); smart (SMART's adaptive radix
-    /// tree, dm-art; sim and loopback so far, insert load only).
+    /// tree, dm-art; insert load only) and its ladder down to the DM-ported
+    /// ART: art (ROWEX, RCU leaves, HOCL), lockfree-art (+ lock-free internal
+    /// nodes), smart-inplace (+ in-place leaves under a lock-table lock).
     #[arg(long, default_value = "fg")]
     pub index: String,
     /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.
@@ -124,8 +126,11 @@ pub struct Args {
     #[arg(long, default_value_t = 1024)]
     pub node_bytes: usize,
     /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor
-    /// analysis): `rd` read delegation, `wc` write combining, `cache` the
-    /// ART cache (same as --cache-mb 0).
+    /// analysis): `lfi` lock-free internal nodes (ROWEX node locks instead),
+    /// `ipl` in-place leaves (RCU instead; implies `rear`), `rear` the
+    /// rear-embedded lock (a lock-table lock instead), `rd` read delegation,
+    /// `wc` write combining, `cache` the ART cache (same as --cache-mb 0).
+    /// Read delegation and write combining are on only for --index smart.
     #[arg(long, value_delimiter = ',')]
     pub smart_off: Vec<String>,
     /// Lock entries of SMART's per-CS read delegation / write combining
@@ -514,23 +519,43 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.fabric == FabricArg::Rdma {
         return Err(crate::fabric_arg::no_rdma());
     }
-    let smart = a.index == SMART;
+    let rung = radix(&a.index);
+    let smart = rung.is_some();
     let techniques = match Techniques::named(&a.index) {
         Some(t) => t,
         None if smart => Techniques::default(),
         None => bail!(
-            "unknown --index {:?}: this build has {}, {SMART}",
+            "unknown --index {:?}: this build has {}",
             a.index,
-            Techniques::NAMES.join(", ")
+            index_names()
         ),
     };
     for t in &a.smart_off {
-        if !["rd", "wc", "cache"].contains(&t.as_str()) {
-            bail!("--smart-off takes rd, wc and cache, got {t:?}");
+        if !["lfi", "ipl", "rear", "rd", "wc", "cache"].contains(&t.as_str()) {
+            bail!("--smart-off takes lfi, ipl, rear, rd, wc and cache, got {t:?}");
         }
     }
     if !smart && !a.smart_off.is_empty() {
-        bail!("--smart-off is for --index smart");
+        bail!("--smart-off is for the radix family (--index smart, art, ...)");
+    }
+    if a.index != SMART {
+        for t in ["rd", "wc"] {
+            if !a.smart_off.iter().any(|x| x == t) {
+                a.smart_off.push(t.into());
+            }
+        }
+    }
+    let mut art_techniques = rung.unwrap_or_default();
+    for t in &a.smart_off {
+        match t.as_str() {
+            "lfi" => art_techniques.lock_free_internal = false,
+            "ipl" => {
+                art_techniques.in_place_leaf = false;
+                art_techniques.rear_lock = false;
+            }
+            "rear" => art_techniques.rear_lock = false,
+            _ => {}
+        }
     }
     if smart && a.smart_off.iter().any(|t| t == "cache") {
         a.cache_mb = 0;
@@ -566,7 +591,12 @@ pub fn run(mut a: Args) -> Result<()> {
         // 1 KiB per key), spread over the MSs; each core carves its own
         // chunks on every MS it allocates from.
         let cores = (a.cs as u64) * (a.threads as u64);
-        let smart_bytes = plan.allowed.len() as u64 * 1024 * 2 / a.ms as u64 + (cores + 4) * chunk;
+        let mut smart_bytes =
+            plan.allowed.len() as u64 * 1024 * 2 / a.ms as u64 + (cores + 4) * chunk;
+        if !art_techniques.in_place_leaf {
+            // RCU: a new leaf (at most 320 B with 255-byte keys) per write.
+            smart_bytes += plan.run.len() as u64 * 320 / a.ms as u64;
+        }
         region = region.max((4096 + smart_bytes).next_multiple_of(chunk) + 4096);
     }
     let ms_cfg = MsConfig {
@@ -602,6 +632,8 @@ pub fn run(mut a: Args) -> Result<()> {
         keys: KeyCodec::fixed(key_bytes(&a)),
         chunk_bytes: chunk,
         num_ms: a.ms,
+        techniques: art_techniques,
+        lock_table: tcfg.lock_table,
         ..Default::default()
     };
     if smart {
@@ -639,13 +671,20 @@ pub fn run(mut a: Args) -> Result<()> {
         .map(|_| Arc::new(Rdwc::new(a.rdwc_entries, !off("rd"), !off("wc"))))
         .collect();
     let llts: Vec<_> = (0..a.cs)
-        .map(|_| FgTree::new_local_lock_table(&tcfg))
+        .map(|_| {
+            if smart {
+                SmartTree::new_local_lock_table()
+            } else {
+                FgTree::new_local_lock_table(&tcfg)
+            }
+        })
         .collect();
     let open = |cs: u16, t: u16| {
         let id = (ci * a.cs as usize) as u16 + cs;
         if smart {
             let tree = SmartTree::open(scfg, id, t)
                 .unwrap()
+                .with_local_locks(llts[cs as usize].clone())
                 .with_rdwc(rdwcs[cs as usize].clone());
             return AnyIndex::Smart(if a.cache_mb > 0 {
                 tree.with_cache(art_caches[cs as usize].clone())
@@ -844,21 +883,42 @@ pub fn run(mut a: Args) -> Result<()> {
             r.conflicts += s.conflicts;
         }
         let on = |t: &str| if off(t) { "off" } else { "on" };
-        let line = format!(
-            "lock-free internal nodes (CAS on slots), a lock word at the rear of each leaf (SMART \u{a7}4); read delegation {} ({} reads delegated), write combining {} ({} writes combined), {} hash conflicts",
+        let t = art_techniques;
+        let mut line = format!(
+            "{}, {} (SMART \u{a7}4.1, \u{a7}5.3.1); read delegation {} ({} reads delegated), write combining {} ({} writes combined), {} hash conflicts",
+            if t.lock_free_internal {
+                "lock-free internal nodes (CAS on slots)"
+            } else {
+                "ROWEX internal nodes (node locks around each CAS)"
+            },
+            match (t.in_place_leaf, t.rear_lock) {
+                (false, _) => "RCU leaves (new leaf + slot CAS per write)",
+                (true, false) => "in-place leaves under a lock-table lock",
+                (true, true) => "in-place leaves under a lock word at the rear of each leaf",
+            },
             on("rd"),
             r.delegated_reads,
             on("wc"),
             r.combined_writes,
             r.conflicts
         );
-        (
-            line,
-            json!({"global_lock_table": false, "index": SMART, "rdwc": {
+        let mut v = json!({"global_lock_table": t.needs_locks(), "index": a.index,
+            "techniques": {"lock_free_internal": t.lock_free_internal,
+                "in_place_leaf": t.in_place_leaf, "rear_lock": t.rear_lock},
+            "rdwc": {
                 "read_delegation": !off("rd"), "write_combining": !off("wc"),
                 "entries": a.rdwc_entries, "delegated_reads": r.delegated_reads,
-                "combined_writes": r.combined_writes, "conflicts": r.conflicts}}),
-        )
+                "combined_writes": r.combined_writes, "conflicts": r.conflicts}});
+        if t.needs_locks() {
+            let hocl = TreeConfig {
+                techniques: dm_art::baseline::HOCL,
+                ..tcfg
+            };
+            let (l, p) = lock_placement(&hocl, caps);
+            line = format!("{line}; HOCL: {l}");
+            v["lock_table"] = p;
+        }
+        (line, v)
     } else {
         let (line, mut v) = lock_placement(&tcfg, caps);
         let n = dm_tree::lock_takeovers();
@@ -1118,19 +1178,21 @@ impl CacheReport {
             c.misses += s.misses;
             c.invalidations += s.invalidations;
             c.evictions += s.evictions;
+            c.stale_leaves += s.stale_leaves;
             c.entries += s.entries;
             c.bytes += s.bytes;
         }
         let ratio = c.hits as f64 / (c.hits + c.misses).max(1) as f64;
         CacheReport {
             line: format!(
-                "ART cache: hit ratio {ratio:.3} (load and run; a hit starts below the root), {} node snapshots, {:.1} MiB over {cs} CS, {} stale entries dropped, {} evicted",
+                "ART cache: hit ratio {ratio:.3} (load and run; a hit starts below the root), {} node snapshots, {:.1} MiB over {cs} CS, {} stale entries dropped, {} evicted, {} cached leaf addresses found replaced (RCU)",
                 c.entries,
                 c.bytes as f64 / (1 << 20) as f64,
                 c.invalidations,
                 c.evictions,
+                c.stale_leaves,
             ),
-            json: json!({"hit_ratio": ratio, "bytes": c.bytes, "items": c.entries, "hits": c.hits, "misses": c.misses, "invalidations": c.invalidations, "evictions": c.evictions}),
+            json: json!({"hit_ratio": ratio, "bytes": c.bytes, "items": c.entries, "hits": c.hits, "misses": c.misses, "invalidations": c.invalidations, "evictions": c.evictions, "stale_leaves": c.stale_leaves}),
             bytes: c.bytes,
         }
     }

@@ -1,5 +1,6 @@
 //! The dm-bench binary end to end, small sizes.
 
+use serde_json::json;
 use std::process::Command;
 
 fn bench(args: &[&str]) -> (bool, String, serde_json::Value) {
@@ -259,6 +260,79 @@ fn check_smart_is_linearizable_over_300_seeds_with_faults() {
     assert!(ok && v["linearizable"] == true, "{text}");
     let (ok, text, _) = bench(&["check", "--index", "btree"]);
     assert!(!ok && text.contains("smart"), "{text}");
+}
+
+/// The ladder below SMART (SMART §5.3.1; `dm_art::baseline`) on the same
+/// random histories: the DM-ported ART (ROWEX node locks in a tiny shared
+/// lock table, RCU leaves; a write-combining leader whose slot CAS lost but
+/// still acknowledged its followers failed at seed 11), the pure lock-free
+/// ART, and in-place leaves under a lock-table lock.
+#[test]
+fn check_art_ladder_is_linearizable_with_faults() {
+    for index in ["art", "lockfree-art", "smart-inplace"] {
+        let (ok, text, v) = bench(&["check", "--index", index, "--seeds", "150"]);
+        assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
+        assert_eq!(v["linearizable"], true, "{text}");
+        assert_eq!(v["index"], index, "{text}");
+    }
+    let args = ["check", "--index", "art", "--seeds", "30", "--keys", "5000"];
+    let (ok, text, v) = bench(&args);
+    assert!(ok && v["linearizable"] == true, "{text}");
+}
+
+/// `--index art` and the ladder flags on YCSB A: every key verified; RCU
+/// leaves leave cached leaf addresses stale (Fig. 5b), in-place leaves do
+/// not; the report names the techniques.
+#[test]
+fn ycsb_art_and_the_smart_ladder() {
+    let base = [
+        "ycsb",
+        "--workload",
+        "a",
+        "--keys",
+        "3000",
+        "--ops",
+        "6000",
+        "--threads",
+        "2",
+    ];
+    let (ok, text, v) = bench(&[&base[..], &["--index", "art"]].concat());
+    assert!(ok && v["mismatches"] == 0, "{text}");
+    let t = &v["locks"]["techniques"];
+    assert_eq!(
+        (
+            &t["lock_free_internal"],
+            &t["in_place_leaf"],
+            &t["rear_lock"]
+        ),
+        (&json!(false), &json!(false), &json!(false)),
+        "{text}"
+    );
+    assert_eq!(v["locks"]["global_lock_table"], true, "{text}");
+    assert_eq!(v["locks"]["rdwc"]["read_delegation"], false, "{text}");
+    assert!(v["cache"]["stale_leaves"].as_u64().unwrap() > 0, "{text}");
+    let off = ["--index", "smart", "--smart-off", "rear,rd,wc"];
+    let (ok, text, v) = bench(&[&base[..], &off].concat());
+    assert!(ok && v["mismatches"] == 0, "{text}");
+    let t = &v["locks"]["techniques"];
+    assert_eq!(
+        (&t["in_place_leaf"], &t["rear_lock"]),
+        (&json!(true), &json!(false)),
+        "{text}"
+    );
+    assert_eq!(v["cache"]["stale_leaves"], 0, "{text}");
+    // In-place update under a lock-table lock: READ, lock CAS + READ, WRITE,
+    // unlock (a masked CAS in device memory); more CASes and round trips
+    // than SMART's READ + CAS + WRITE with the lock released by the WRITE.
+    let (ok, text, w) = bench(&[&base[..], &["--index", "smart", "--smart-off", "rd,wc"]].concat());
+    assert!(ok, "{text}");
+    for verb in ["cas", "rtts"] {
+        let (lt, rear) = (&v["per_op"][verb], &w["per_op"][verb]);
+        assert!(
+            lt.as_f64().unwrap() > rear.as_f64().unwrap(),
+            "{verb}: {lt} vs {rear}\n{text}"
+        );
+    }
 }
 
 #[test]
@@ -611,7 +685,7 @@ fn ycsb_smart_on_sim_and_loopback_verifies_every_key() {
     assert_eq!(v["cache"]["hits"], 0, "{text}");
     let (ok, text, _) = bench(&[&args[..], &["--smart-off", "lock-free"]].concat());
     assert!(
-        !ok && text.contains("--smart-off takes rd, wc and cache"),
+        !ok && text.contains("--smart-off takes lfi, ipl, rear, rd, wc and cache"),
         "{text}"
     );
     let (ok, text, _) = bench(&["ycsb", "--index", "smart", "--load", "bulk"]);

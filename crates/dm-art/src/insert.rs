@@ -67,7 +67,7 @@ impl Mode {
 pub(crate) fn next_leaf(l: Leaf, decided: (bool, u64), wc: Option<&Lead<'_>>) -> Leaf {
     let (valid, value) = decided;
     let value = match wc {
-        Some(w) if valid => w.consume(),
+        Some(w) if valid => w.consume().unwrap_or(value),
         _ => value,
     };
     Leaf {

@@ -41,6 +41,16 @@
 //! update of an absent key) consumes nothing, and its followers go on the
 //! same way.
 //!
+//! ## Write queue without combining (E-HOCL, §5.3.1, Fig. 19)
+//! With write combining off, [`Rdwc::queue_writers`] keeps the write side
+//! of the table as HOCL's local lock (Sherman §4.3) in front of SMART's
+//! rear-embedded lock: same-key writers of one CS queue FIFO behind the one
+//! running its remote write, and each then runs its own write with its own
+//! value (nothing is combined or acknowledged on another's behalf). This is
+//! the paper's E-HOCL, the ladder rung "+rear embedded lock" before RDWC
+//! replaces it; without the queue, every client of a hot key retries the
+//! rear lock CAS remotely.
+//!
 //! ## Cancellation
 //! A dropped leader (or a dropped follower that was promoted) passes the
 //! lead to the next queued client, so nobody waits for a leader that is
@@ -98,6 +108,9 @@ pub struct RdwcStats {
     pub delegated_reads: u64,
     /// Writes covered by another client's remote WRITE.
     pub combined_writes: u64,
+    /// Writes that queued behind a same-key writer of this CS and then ran
+    /// their own (the write queue without combining).
+    pub queued_writes: u64,
     /// Operations that found their lock entry held for another key.
     pub conflicts: u64,
 }
@@ -108,7 +121,9 @@ pub struct Rdwc {
     entries: Box<[Mutex<LockEntry>]>,
     read_delegation: bool,
     write_combining: bool,
+    write_queue: bool,
     delegated: AtomicU64,
+    queued: AtomicU64,
     combined: AtomicU64,
     conflicts: AtomicU64,
 }
@@ -160,10 +175,25 @@ impl Rdwc {
                 .collect(),
             read_delegation,
             write_combining,
+            write_queue: false,
             delegated: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
             combined: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
         }
+    }
+
+    /// With write combining off, whether same-key writers of this CS still
+    /// queue behind one another (E-HOCL; see the module docs). Off unless
+    /// set; no effect while write combining is on (it queues anyway).
+    pub fn queue_writers(mut self, on: bool) -> Self {
+        self.write_queue = on;
+        self
+    }
+
+    /// Whether same-key writers queue (write combining or the write queue).
+    pub fn queues_writers(&self) -> bool {
+        self.write_combining || self.write_queue
     }
 
     /// Counters.
@@ -171,6 +201,7 @@ impl Rdwc {
         RdwcStats {
             delegated_reads: self.delegated.load(Relaxed),
             combined_writes: self.combined.load(Relaxed),
+            queued_writes: self.queued.load(Relaxed),
             conflicts: self.conflicts.load(Relaxed),
         }
     }
@@ -218,7 +249,7 @@ impl Rdwc {
     }
 
     pub(crate) fn join_write(&self, key: &[u8], value: u64) -> Join<'_, WriteResult> {
-        if !self.write_combining {
+        if !self.queues_writers() {
             return Join::Alone;
         }
         let idx = self.slot(key);
@@ -242,7 +273,9 @@ impl Rdwc {
             Some(g) if g.key == key => {
                 let seq = g.next_seq;
                 g.next_seq += 1;
-                g.latest = (seq, value);
+                if self.write_combining {
+                    g.latest = (seq, value);
+                }
                 let cell = Arc::new(SharedCell::new());
                 g.members.push((seq, cell.clone()));
                 Join::Follow(Waiter {
@@ -277,13 +310,16 @@ impl Rdwc {
     }
 
     /// Write groups: the first uncovered follower leads (or the group ends).
-    fn promote_write(g: &mut Option<WriteGroup>) {
+    fn promote_write(&self, g: &mut Option<WriteGroup>) {
         let Some(w) = g else { return };
         w.consumed = None;
         if w.members.is_empty() {
             *g = None;
         } else {
             let (_, l) = w.members.remove(0);
+            if !self.write_combining {
+                self.queued.fetch_add(1, Relaxed);
+            }
             l.set(Msg::Lead);
         }
     }
@@ -291,12 +327,16 @@ impl Rdwc {
 
 impl Lead<'_> {
     /// For the write leader holding the leaf lock: the value to WRITE (the
-    /// WCB's latest), marking every follower queued so far as covered.
-    pub(crate) fn consume(&self) -> u64 {
+    /// WCB's latest), marking every follower queued so far as covered;
+    /// `None` without write combining (the leader writes its own value).
+    pub(crate) fn consume(&self) -> Option<u64> {
+        if !self.t.write_combining {
+            return None;
+        }
         let mut e = self.t.entries[self.idx].lock().unwrap();
         let g = e.write.as_mut().expect("a write leader's group");
         g.consumed = Some(g.latest.0);
-        g.latest.1
+        Some(g.latest.1)
     }
 
     /// For a write leader whose publication of the consumed value failed
@@ -348,7 +388,7 @@ impl Lead<'_> {
                 }
             }
         }
-        Rdwc::promote_write(&mut e.write);
+        self.t.promote_write(&mut e.write);
     }
 }
 
@@ -365,7 +405,7 @@ impl Drop for Lead<'_> {
         }
         let mut e = self.t.entries[self.idx].lock().unwrap();
         if self.write {
-            Rdwc::promote_write(&mut e.write);
+            self.t.promote_write(&mut e.write);
         } else {
             Rdwc::promote_read(&mut e.read);
         }
@@ -397,7 +437,7 @@ impl<T: Clone> Drop for Waiter<'_, T> {
         // Every message is set under the entry's mutex: it cannot change now.
         let mut e = self.t.entries[self.idx].lock().unwrap();
         match self.cell.try_get() {
-            Some(Msg::Lead) if self.write => Rdwc::promote_write(&mut e.write),
+            Some(Msg::Lead) if self.write => self.t.promote_write(&mut e.write),
             Some(Msg::Lead) => Rdwc::promote_read(&mut e.read),
             Some(Msg::Done(_)) => {}
             None => {
@@ -475,7 +515,7 @@ mod tests {
         let l = lead(t.join_write(b"k", 1));
         let a = follow(t.join_write(b"k", 2));
         let b = follow(t.join_write(b"k", 3));
-        assert_eq!(l.consume(), 3, "the latest value is written");
+        assert_eq!(l.consume(), Some(3), "the latest value is written");
         let c = follow(t.join_write(b"k", 4));
         let d = follow(t.join_write(b"k", 5));
         l.finish_write(&Ok(true));
@@ -483,7 +523,7 @@ mod tests {
         assert_eq!(b.wait().now_or_never().unwrap().unwrap(), Ok(true));
         // `c` put its value in after the consume: not acknowledged, it leads.
         let lc = c.wait().now_or_never().unwrap().unwrap_err();
-        assert_eq!(lc.consume(), 5);
+        assert_eq!(lc.consume(), Some(5));
         lc.finish_write(&Ok(true));
         assert_eq!(d.wait().now_or_never().unwrap().unwrap(), Ok(true));
         assert_eq!(t.stats().combined_writes, 3);
@@ -496,5 +536,29 @@ mod tests {
         let off = Rdwc::new(4, false, false);
         assert!(matches!(off.join_read(b"k"), Join::Alone));
         assert!(matches!(off.join_write(b"k", 1), Join::Alone));
+    }
+
+    #[test]
+    fn without_combining_same_key_writers_queue_and_each_writes_its_own() {
+        let t = Rdwc::new(4, false, false).queue_writers(true);
+        assert!(matches!(t.join_read(b"k"), Join::Alone));
+        let l = lead(t.join_write(b"k", 1));
+        let a = follow(t.join_write(b"k", 2));
+        let b = follow(t.join_write(b"k", 3));
+        assert_eq!(l.consume(), None, "the leader writes its own value");
+        l.finish_write(&Ok(true));
+        // Nobody was covered: `a` runs its own write next, then `b`.
+        let la = a.wait().now_or_never().unwrap().unwrap_err();
+        assert!(b.cell.try_get().is_none(), "b still waits");
+        assert_eq!(la.consume(), None);
+        la.finish_write(&Ok(true));
+        let lb = b.wait().now_or_never().unwrap().unwrap_err();
+        lb.finish_write(&Ok(false));
+        assert!(
+            matches!(t.join_write(b"k", 9), Join::Lead(_)),
+            "group ended"
+        );
+        let s = t.stats();
+        assert_eq!((s.combined_writes, s.queued_writes), (0, 2));
     }
 }

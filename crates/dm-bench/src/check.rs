@@ -369,7 +369,8 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
 /// alike): an ART cache (§4.3), roomy on the first CS and too small for the
 /// tree on the second (misses and evictions), each going stale behind the
 /// other's splits; read delegation and write combining (§4.2) with 16 lock
-/// entries for the 48 keys, so same-key groups and hash conflicts both happen;
+/// entries for the 48 keys, so same-key groups and hash conflicts both happen
+/// (the second CS queues same-key writers without combining, E-HOCL);
 /// the local lock tables of the ladder's lock-table locks (`dm_art::baseline`).
 struct SmartPerCs {
     caches: [Arc<ArtCache>; 2],
@@ -386,7 +387,8 @@ impl SmartPerCs {
             ],
             rdwcs: [
                 Arc::new(Rdwc::new(16, true, true)),
-                Arc::new(Rdwc::new(16, true, true)),
+                // E-HOCL: same-key writers queue, each writes its own value.
+                Arc::new(Rdwc::new(16, true, false).queue_writers(true)),
             ],
             llts: [
                 SmartTree::new_local_lock_table(),

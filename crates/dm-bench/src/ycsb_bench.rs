@@ -668,7 +668,12 @@ pub fn run(mut a: Args) -> Result<()> {
         .collect();
     let off = |t: &str| a.smart_off.iter().any(|x| x == t);
     let rdwcs: Vec<Arc<Rdwc>> = (0..a.cs)
-        .map(|_| Arc::new(Rdwc::new(a.rdwc_entries, !off("rd"), !off("wc"))))
+        .map(|_| {
+            // The rear lock without combining keeps HOCL's local queue in
+            // front of it (E-HOCL, SMART §5.3.1, Fig. 19).
+            let queue = art_techniques.rear_lock && off("wc");
+            Arc::new(Rdwc::new(a.rdwc_entries, !off("rd"), !off("wc")).queue_writers(queue))
+        })
         .collect();
     let llts: Vec<_> = (0..a.cs)
         .map(|_| {
@@ -880,12 +885,13 @@ pub fn run(mut a: Args) -> Result<()> {
             let s = t.stats();
             r.delegated_reads += s.delegated_reads;
             r.combined_writes += s.combined_writes;
+            r.queued_writes += s.queued_writes;
             r.conflicts += s.conflicts;
         }
         let on = |t: &str| if off(t) { "off" } else { "on" };
         let t = art_techniques;
         let mut line = format!(
-            "{}, {} (SMART \u{a7}4.1, \u{a7}5.3.1); read delegation {} ({} reads delegated), write combining {} ({} writes combined), {} hash conflicts",
+            "{}, {} (SMART \u{a7}4.1, \u{a7}5.3.1); read delegation {} ({} reads delegated), write combining {} ({} writes combined{}), {} hash conflicts",
             if t.lock_free_internal {
                 "lock-free internal nodes (CAS on slots)"
             } else {
@@ -900,6 +906,11 @@ pub fn run(mut a: Args) -> Result<()> {
             r.delegated_reads,
             on("wc"),
             r.combined_writes,
+            if rdwcs.first().is_some_and(|t| t.queues_writers()) && off("wc") {
+                format!("; same-key writers queue per CS (E-HOCL): {} queued", r.queued_writes)
+            } else {
+                String::new()
+            },
             r.conflicts
         );
         let mut v = json!({"global_lock_table": t.needs_locks(), "index": a.index,
@@ -908,7 +919,9 @@ pub fn run(mut a: Args) -> Result<()> {
             "rdwc": {
                 "read_delegation": !off("rd"), "write_combining": !off("wc"),
                 "entries": a.rdwc_entries, "delegated_reads": r.delegated_reads,
-                "combined_writes": r.combined_writes, "conflicts": r.conflicts}});
+                "combined_writes": r.combined_writes, "conflicts": r.conflicts,
+                "write_queue": rdwcs.first().is_some_and(|t| t.queues_writers()),
+                "queued_writes": r.queued_writes}});
         if t.needs_locks() {
             let hocl = TreeConfig {
                 techniques: dm_art::baseline::HOCL,

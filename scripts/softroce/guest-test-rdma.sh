@@ -9,7 +9,7 @@ ip link set lo up
 rdma link add rxe0 type rxe netdev lo      # gid[1] = ::ffff:127.0.0.1 (RoCE v2)
 L=/tmp/dm-rdma-test; mkdir -p $L
 MS="127.0.0.1:7471,127.0.0.1:7472"
-INDEXES="fg sherman-combine sherman-onchip sherman-hier sherman smart"
+INDEXES="fg sherman-combine sherman-onchip sherman-hier sherman art smart"
 # rxe's transport counters: retransmissions (completer_retry_err), duplicate
 # requests seen by a responder, retry-exceeded QP failures.
 rxe_stats() {
@@ -99,11 +99,13 @@ stop_both
 # Sherman's rungs: a and range-write (scans + upserts). sherman-onchip/-hier
 # take their global lock table in host memory with 64-bit CAS here (rxe has
 # neither device memory nor masked CAS): the `locks` line says where it is.
-# smart: a and e with its ART cache, read delegation and write combining on.
+# smart: a and e with its ART cache, read delegation and write combining on;
+# art (the radix ladder's bottom rung): a and e with its ART cache, ROWEX node
+# locks in a host-memory lock table, RCU leaves.
 Y="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 2 --keys 2000 --ops 2000"
 for index in $INDEXES; do
-  case $index in fg|smart) wls="a e" ;; *) wls="a range-write" ;; esac
-  case $index in smart) cache="--cache-mb 16" ;; *) cache="--cache-mb 0" ;; esac
+  case $index in fg|art|smart) wls="a e" ;; *) wls="a range-write" ;; esac
+  case $index in art|smart) cache="--cache-mb 16" ;; *) cache="--cache-mb 0" ;; esac
   for w in $wls; do
     step "dm-bench ycsb --fabric rdma --index $index --workload $w, two client processes"
     fresh_ms

@@ -11,7 +11,14 @@
 //! Read delegation, write combining and the ART cache are attachments of a
 //! handle ([`crate::Rdwc`], [`crate::ArtCache`]) and switch on and off
 //! independently; the paper's ladder adds RD and WC after the rear lock, and
-//! its ART baseline has a cache but no RDWC.
+//! its ART baseline has a cache but no RDWC. Without write combining, the
+//! same table still queues same-key writers of a CS
+//! ([`crate::Rdwc::queue_writers`]): HOCL's local lock, which the paper gives
+//! every baseline (§5.1.3), in front of RCU leaf writes (otherwise every
+//! client of a hot key races its slot CAS remotely) and of the rear lock
+//! (E-HOCL, Fig. 19); `dm-bench ycsb` sets it so for every rung without
+//! combining except the lock-table rung, whose leaf locks queue in HOCL's
+//! own local table.
 //!
 //! **Locks** are Sherman's (the paper applies HOCL to every baseline,
 //! §5.1.3): [`dm_tree::NodeLocks`] with the global lock table on each MS

@@ -669,9 +669,13 @@ pub fn run(mut a: Args) -> Result<()> {
     let off = |t: &str| a.smart_off.iter().any(|x| x == t);
     let rdwcs: Vec<Arc<Rdwc>> = (0..a.cs)
         .map(|_| {
-            // The rear lock without combining keeps HOCL's local queue in
-            // front of it (E-HOCL, SMART §5.3.1, Fig. 19).
-            let queue = art_techniques.rear_lock && off("wc");
+            // Without combining, same-key writers of a CS still queue in the
+            // local lock table (HOCL's, which SMART §5.1.3 gives every
+            // baseline): in front of the rear lock (E-HOCL, §5.3.1, Fig. 19)
+            // and of RCU leaf writes. Lock-table-locked leaves queue in
+            // HOCL's own local table instead.
+            let t = art_techniques;
+            let queue = off("wc") && (t.rear_lock || !t.in_place_leaf);
             Arc::new(Rdwc::new(a.rdwc_entries, !off("rd"), !off("wc")).queue_writers(queue))
         })
         .collect();
@@ -907,7 +911,8 @@ pub fn run(mut a: Args) -> Result<()> {
             on("wc"),
             r.combined_writes,
             if rdwcs.first().is_some_and(|t| t.queues_writers()) && off("wc") {
-                format!("; same-key writers queue per CS (E-HOCL): {} queued", r.queued_writes)
+                let what = if t.rear_lock { "E-HOCL" } else { "HOCL's local lock" };
+                format!("; same-key writers queue per CS ({what}): {} queued", r.queued_writes)
             } else {
                 String::new()
             },

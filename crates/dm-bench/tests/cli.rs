@@ -310,6 +310,12 @@ fn ycsb_art_and_the_smart_ladder() {
     );
     assert_eq!(v["locks"]["global_lock_table"], true, "{text}");
     assert_eq!(v["locks"]["rdwc"]["read_delegation"], false, "{text}");
+    // HOCL's local lock in front of the RCU writes (SMART §5.1.3).
+    assert_eq!(v["locks"]["rdwc"]["write_queue"], true, "{text}");
+    assert!(
+        v["locks"]["rdwc"]["queued_writes"].as_u64().unwrap() > 0,
+        "{text}"
+    );
     assert!(v["cache"]["stale_leaves"].as_u64().unwrap() > 0, "{text}");
     let off = ["--index", "smart", "--smart-off", "rear,rd,wc"];
     let (ok, text, v) = bench(&[&base[..], &off].concat());
@@ -321,11 +327,16 @@ fn ycsb_art_and_the_smart_ladder() {
         "{text}"
     );
     assert_eq!(v["cache"]["stale_leaves"], 0, "{text}");
+    assert_eq!(
+        v["locks"]["rdwc"]["write_queue"], false,
+        "HOCL's own table: {text}"
+    );
     // In-place update under a lock-table lock: READ, lock CAS + READ, WRITE,
     // unlock (a masked CAS in device memory); more CASes and round trips
     // than SMART's READ + CAS + WRITE with the lock released by the WRITE.
     let (ok, text, w) = bench(&[&base[..], &["--index", "smart", "--smart-off", "rd,wc"]].concat());
     assert!(ok, "{text}");
+    assert_eq!(w["locks"]["rdwc"]["write_queue"], true, "E-HOCL: {text}");
     for verb in ["cas", "rtts"] {
         let (lt, rear) = (&v["per_op"][verb], &w["per_op"][verb]);
         assert!(

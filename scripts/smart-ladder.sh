@@ -35,7 +35,8 @@ v = json.load(open(sys.argv[1]))
 po, lat = v["per_op"], v["latency_us"]
 if v["mismatches"] != 0:
     sys.exit(f"{sys.argv[1:]}: {v['mismatches']} mismatches")
-print(",".join(str(x) for x in sys.argv[2:5] + [
+# The smart_off column lists the techniques switched off, "+"-separated.
+print(",".join(str(x) for x in sys.argv[2:4] + [sys.argv[4].replace(",", "+"),
     round(v["throughput_mops"], 3), round(lat["p50"], 2), round(lat["p99"], 2),
     round(po["read"], 2), round(po["cas"], 2), round(po["rtts"], 2),
     v["cache"].get("stale_leaves", 0)]))

@@ -169,6 +169,21 @@ impl SmartTree {
         Ok(held)
     }
 
+    /// Runs `op` (a publishing CAS and what goes with it) under the ROWEX
+    /// locks of `nodes` ([`SmartTree::rowex_lock`]; none when internal nodes
+    /// are lock-free), releasing them whatever `op` returns. An unlock error
+    /// is reported before `op`'s.
+    pub(crate) async fn under_rowex<T>(
+        &self,
+        nodes: &[GlobalAddr],
+        op: impl std::future::Future<Output = Result<T, ArtError>>,
+    ) -> Result<T, ArtError> {
+        let held = self.rowex_lock(nodes).await?;
+        let r = op.await;
+        self.rowex_unlock(held).await?;
+        r
+    }
+
     /// Releases ROWEX locks (each an unlock WRITE, or a hand-over).
     pub(crate) async fn rowex_unlock(&self, held: RowexHeld<'_>) -> Result<(), ArtError> {
         let mut r = Ok(());

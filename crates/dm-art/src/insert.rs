@@ -164,10 +164,8 @@ impl SmartTree {
                     }
                     let la = self.place_leaf(&mut spare, key, value, c.slot_a).await?;
                     let w = self.leaf_slot(c.word as u8, la)?;
-                    let held = self.rowex_lock(&[c.owner]).await?;
-                    let got = cas(c.slot_a, 0, w).await;
-                    self.rowex_unlock(held).await?;
-                    let got = got?;
+                    let publish = async { Ok(cas(c.slot_a, 0, w).await?) };
+                    let got = self.under_rowex(&[c.owner], publish).await?;
                     if got == 0 {
                         return Ok(true);
                     }
@@ -253,21 +251,22 @@ impl SmartTree {
                     if !upsert {
                         return Ok(false);
                     }
-                    // ROWEX: the leaf is WRITTEN before the node is locked.
-                    let i = n.first_empty().unwrap_or(n.slots.len());
+                    // ROWEX: the leaf is WRITTEN before the node is locked;
+                    // a node read full locks its parent too (type switch).
+                    let first = n.first_empty();
+                    let i = first.unwrap_or(n.slots.len());
                     if i < 256 && self.locks.is_some() {
                         self.place_leaf(&mut spare, key, value, slot_addr(addr, i))
                             .await?;
                     }
-                    let held = match n.first_empty() {
-                        Some(_) => self.rowex_lock(&[addr]).await?,
-                        None => self.rowex_lock(&[c.owner, addr]).await?,
+                    let nodes = [addr, c.owner];
+                    let nodes = if first.is_some() {
+                        &nodes[..1]
+                    } else {
+                        &nodes[..]
                     };
-                    let r = self
-                        .normal_insert(&mut spare, key, value, path[p], addr, &n, c)
-                        .await;
-                    self.rowex_unlock(held).await?;
-                    let Some((sa, got)) = r? else {
+                    let insert = self.normal_insert(&mut spare, key, value, path[p], addr, &n, c);
+                    let Some((sa, got)) = self.under_rowex(nodes, insert).await? else {
                         return Ok(true);
                     };
                     c = Cursor {
@@ -472,10 +471,8 @@ impl SmartTree {
         let new_word = internal_word(c.word as u8, 1, nodes[0])?;
         // ROWEX (the ART baseline): the node holding the slot is locked
         // around the publishing CAS only; the new nodes are WRITTEN already.
-        let held = self.rowex_lock(&[c.owner]).await?;
-        let got = cas(c.slot_a, c.word, new_word).await;
-        self.rowex_unlock(held).await?;
-        let got = got?;
+        let publish = async { Ok(cas(c.slot_a, c.word, new_word).await?) };
+        let got = self.under_rowex(&[c.owner], publish).await?;
         if got != c.word {
             spare.nodes.extend(nodes);
             return Ok(Some(got));
@@ -528,11 +525,8 @@ impl SmartTree {
         b?;
         // ROWEX (the ART baseline): the parent and the node are locked
         // around the publishing CAS and the prefix trim.
-        let held = self.rowex_lock(&[c.owner, node]).await?;
-        let r = self.publish_header_split(c, na, node, n, d + j + 1).await;
-        self.rowex_unlock(held).await?;
-        let got = r?;
-        if let Some(got) = got {
+        let publish = self.publish_header_split(c, na, node, n, d + j + 1);
+        if let Some(got) = self.under_rowex(&[c.owner, node], publish).await? {
             spare.nodes.push(na);
             return Ok(Some(got));
         }

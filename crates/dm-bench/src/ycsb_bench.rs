@@ -667,16 +667,15 @@ pub fn run(mut a: Args) -> Result<()> {
         .map(|_| Arc::new(ArtCache::new((a.cache_mb << 20) as usize)))
         .collect();
     let off = |t: &str| a.smart_off.iter().any(|x| x == t);
+    // Without combining, same-key writers of a CS still queue in the local
+    // lock table (HOCL's, which SMART §5.1.3 gives every baseline): in front
+    // of the rear lock (E-HOCL, §5.3.1, Fig. 19) and of RCU leaf writes.
+    // Lock-table-locked leaves queue in HOCL's own local table instead.
+    let write_queue = off("wc") && (art_techniques.rear_lock || !art_techniques.in_place_leaf);
     let rdwcs: Vec<Arc<Rdwc>> = (0..a.cs)
         .map(|_| {
-            // Without combining, same-key writers of a CS still queue in the
-            // local lock table (HOCL's, which SMART §5.1.3 gives every
-            // baseline): in front of the rear lock (E-HOCL, §5.3.1, Fig. 19)
-            // and of RCU leaf writes. Lock-table-locked leaves queue in
-            // HOCL's own local table instead.
-            let t = art_techniques;
-            let queue = off("wc") && (t.rear_lock || !t.in_place_leaf);
-            Arc::new(Rdwc::new(a.rdwc_entries, !off("rd"), !off("wc")).queue_writers(queue))
+            let t = Rdwc::new(a.rdwc_entries, !off("rd"), !off("wc"));
+            Arc::new(t.queue_writers(write_queue))
         })
         .collect();
     let llts: Vec<_> = (0..a.cs)
@@ -910,7 +909,7 @@ pub fn run(mut a: Args) -> Result<()> {
             r.delegated_reads,
             on("wc"),
             r.combined_writes,
-            if rdwcs.first().is_some_and(|t| t.queues_writers()) && off("wc") {
+            if write_queue {
                 let what = if t.rear_lock { "E-HOCL" } else { "HOCL's local lock" };
                 format!("; same-key writers queue per CS ({what}): {} queued", r.queued_writes)
             } else {
@@ -925,7 +924,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 "read_delegation": !off("rd"), "write_combining": !off("wc"),
                 "entries": a.rdwc_entries, "delegated_reads": r.delegated_reads,
                 "combined_writes": r.combined_writes, "conflicts": r.conflicts,
-                "write_queue": rdwcs.first().is_some_and(|t| t.queues_writers()),
+                "write_queue": write_queue || !off("wc"),
                 "queued_writes": r.queued_writes}});
         if t.needs_locks() {
             let hocl = TreeConfig {

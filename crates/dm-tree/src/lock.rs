@@ -496,20 +496,15 @@ impl NodeLocks {
         let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
         let mut backoff = 1u32;
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
-            let mut data = None;
+            // The READ that went out with the winning CAS, if one did.
+            let mut joined = None;
             if !taken {
                 let holder = match read_at {
                     Some((at, len)) if at.ms() == word.ms() => {
                         let (h, d) = futures::join!(self.try_take(a, word, attempt), read(at, len));
                         let h = h?;
                         if h == 0 {
-                            match d {
-                                Ok(d) => data = Some(d),
-                                Err(e) => {
-                                    let _ = self.release(Held { word, local }, Vec::new()).await;
-                                    return Err(e.into());
-                                }
-                            }
+                            joined = Some(d);
                         }
                         h
                     }
@@ -527,16 +522,18 @@ impl NodeLocks {
                     continue;
                 }
             }
-            if let (Some((at, len)), None) = (read_at, &data) {
-                match read(at, len).await {
-                    Ok(d) => data = Some(d),
-                    Err(e) => {
-                        let _ = self.release(Held { word, local }, Vec::new()).await;
-                        return Err(e.into());
-                    }
+            let data = match (joined, read_at) {
+                (Some(d), _) => Some(d),
+                (None, Some((at, len))) => Some(read(at, len).await),
+                (None, None) => None,
+            };
+            return match data.transpose() {
+                Ok(data) => Ok((Held { word, local }, data)),
+                Err(e) => {
+                    let _ = self.release(Held { word, local }, Vec::new()).await;
+                    Err(e.into())
                 }
-            }
-            return Ok((Held { word, local }, data));
+            };
         }
         // The holder never released it (a crashed CS, or a bug): report rather than spin forever.
         Err(TreeError::LockStuck(a))

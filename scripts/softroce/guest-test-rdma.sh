@@ -9,7 +9,7 @@ ip link set lo up
 rdma link add rxe0 type rxe netdev lo      # gid[1] = ::ffff:127.0.0.1 (RoCE v2)
 L=/tmp/dm-rdma-test; mkdir -p $L
 MS="127.0.0.1:7471,127.0.0.1:7472"
-INDEXES="fg sherman-combine sherman-onchip sherman-hier sherman art smart"
+INDEXES="fg sherman-combine sherman-onchip sherman-hier sherman nam-coarse nam-hybrid art smart"
 # rxe's transport counters: retransmissions (completer_retry_err), duplicate
 # requests seen by a responder, retry-exceeded QP failures.
 rxe_stats() {
@@ -102,14 +102,17 @@ stop_both
 # smart: a and e with its ART cache, read delegation and write combining on;
 # art (the radix ladder's bottom rung): a and e with its ART cache, ROWEX node
 # locks in a host-memory lock table, RCU leaves.
+# nam-coarse / nam-hybrid: a and range-write with the NAM handler of dm-memserver (RPC
+# 16); range-write scans 300 keys, two 4 KiB RPC replies each in nam-coarse.
 Y="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 2 --keys 2000 --ops 2000"
 for index in $INDEXES; do
   case $index in fg|art|smart) wls="a e" ;; *) wls="a range-write" ;; esac
+  case $index in nam-*) scan=300 ;; *) scan=20 ;; esac
   case $index in art|smart) cache="--cache-mb 16" ;; *) cache="--cache-mb 0" ;; esac
   for w in $wls; do
     step "dm-bench ycsb --fabric rdma --index $index --workload $w, two client processes"
     fresh_ms
-    pair ycsb-$index-$w ycsb $Y $cache --index $index --workload $w --scan-len 20 --perftest-read-mops $PERF_MOPS
+    pair ycsb-$index-$w ycsb $Y $cache --index $index --workload $w --scan-len $scan --perftest-read-mops $PERF_MOPS
     grep -h -E " locks | run |verified" $L/ycsb-$index-$w.0.out $L/ycsb-$index-$w.1.out
     case $index in sherman-onchip|sherman-hier|sherman)
       grep -q "global lock table: 32768 64-bit CAS slots per MS in host memory" $L/ycsb-$index-$w.0.out \

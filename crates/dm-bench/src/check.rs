@@ -51,13 +51,13 @@
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::Kv;
-use crate::kv::{index_names, radix};
+use crate::kv::{btree, index_names, radix};
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
 use dm_art::{ArtCache, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
-use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
+use dm_tree::{Design, FgTree, IndexCache, LockTableConfig, NamConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{Caps, Fabric, MsConfig};
@@ -131,6 +131,9 @@ pub struct Args {
     /// Set from `--index`.
     #[arg(skip = dm_tree::Techniques::FG_PLUS)]
     pub techniques: Techniques,
+    /// Set from `--index` (nam-coarse, nam-hybrid).
+    #[arg(skip)]
+    pub design: Design,
 }
 
 #[derive(Clone, Debug)]
@@ -179,6 +182,14 @@ impl Specification for KeySpec {
 
 fn key(k: u64) -> Vec<u8> {
     k.to_be_bytes().to_vec()
+}
+
+/// The NAM designs' partitions for a check: one more than there are MSs (so
+/// one MS holds two), splitting the checked keys evenly.
+fn nam_config(a: &Args, num_ms: u16) -> NamConfig {
+    let keys: Vec<Vec<u8>> = (0..a.keys).map(key).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    NamConfig::from_sample(&refs, num_ms + 1)
 }
 
 /// Nanoseconds of `CLOCK_MONOTONIC`: the same clock in every process of a machine.
@@ -285,9 +296,13 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
             lanes16: lanes,
             slots: if lanes { 32 } else { 16 },
         },
+        design: a.design,
+        nam: nam_config(a, num_ms),
         ..Default::default()
     };
-    let mut rt = SimRuntime::new(SimFabric::new(cfg));
+    let fabric = SimFabric::new(cfg);
+    fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+    let mut rt = SimRuntime::new(fabric);
     let cores: Vec<_> = (0..a.cores.max(1))
         .map(|i| rt.add_core(i % 2, i / 2))
         .collect();
@@ -467,6 +482,8 @@ fn run_seed_real<F: Fabric + Send + Sync>(
         num_ms: fabric.num_ms(),
         techniques: a.techniques,
         lock_table: real_lock_table(fabric.caps(), seed),
+        design: a.design,
+        nam: nam_config(a, fabric.num_ms()),
         ..Default::default()
     };
     let rung = radix(&a.index);
@@ -783,9 +800,9 @@ impl Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let t = match Techniques::named(&a.index) {
-        Some(t) => t,
-        None if radix(&a.index).is_some() => Techniques::FG_PLUS,
+    let (t, d) = match btree(&a.index) {
+        Some(td) => td,
+        None if radix(&a.index).is_some() => (Techniques::FG_PLUS, Design::Fine),
         None => bail!(
             "unknown --index {:?}: this build has {}",
             a.index,
@@ -794,6 +811,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let mut a = a;
     a.techniques = t;
+    a.design = d;
     if !a.histories.is_empty() {
         return check_files(&a);
     }
@@ -844,6 +862,7 @@ pub fn run(a: Args) -> Result<()> {
                 },
                 ..Default::default()
             });
+            f.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
             let mut ex = Executor::new(f.open_queues(0, 0), n_ms, ExecConfig::default());
             run_seed_real(&f, &mut ex, &a, seed, round, (ci, cn))
         }),

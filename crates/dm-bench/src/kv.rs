@@ -27,9 +27,25 @@ pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
     RADIX.iter().find(|r| r.0 == name).map(|r| r.1)
 }
 
+/// The B+tree family member called `name`: a Sherman rung over the
+/// fine-grained design, or one of Ziegler et al.'s NAM designs
+/// (`nam-coarse`, `nam-hybrid`; `fg` is the fine-grained one) with FG+'s
+/// leaf locking.
+pub(crate) fn btree(name: &str) -> Option<(dm_tree::Techniques, dm_tree::Design)> {
+    match (
+        dm_tree::Techniques::named(name),
+        dm_tree::Design::named(name),
+    ) {
+        (Some(t), _) => Some((t, dm_tree::Design::Fine)),
+        (None, Some(d)) => Some((dm_tree::Techniques::FG_PLUS, d)),
+        _ => None,
+    }
+}
+
 /// Every `--index` name, for error messages.
 pub(crate) fn index_names() -> String {
     let mut v: Vec<&str> = dm_tree::Techniques::NAMES.to_vec();
+    v.extend(dm_tree::Design::NAMES.iter().map(|d| d.0));
     v.extend(RADIX.iter().map(|r| r.0));
     v.join(", ")
 }

@@ -17,7 +17,7 @@
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::kv::{index_names, radix, AnyIndex, Kv, SMART};
+use crate::kv::{btree, index_names, radix, AnyIndex, Kv, SMART};
 use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
@@ -25,7 +25,7 @@ use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use anyhow::{anyhow, bail, Result};
 use dm_art::{ArtCache, KeyCodec, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
-use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
+use dm_tree::{Design, FgTree, IndexCache, LockTableConfig, NamConfig, Techniques, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{Caps, Fabric, MsConfig, VerbStats};
@@ -137,6 +137,20 @@ pub struct Args {
     /// table (\u{a7}4.2.1; the paper finds 128 enough for 16 clients per CS).
     #[arg(long, default_value_t = 1024)]
     pub rdwc_entries: usize,
+    /// CPU cores per memory server that run RPC handlers (sim, loopback):
+    /// what the NAM designs' MS-side work saturates (Ziegler et al. ran about
+    /// 10 per MS: 2 MSs on a 20-core machine).
+    #[arg(long, default_value_t = 1)]
+    pub ms_cores: u16,
+    /// nam-coarse / nam-hybrid: simulated MS CPU ns per node a handler reads
+    /// or writes (`dm_tree::NamConfig::ms_node_ns`).
+    #[arg(long, default_value_t = 300)]
+    pub nam_node_ns: u32,
+    /// nam-coarse / nam-hybrid: partition shares of the key-prefix space,
+    /// one per partition (Ziegler et al. \u{a7}6's data skew: 80,12,5,3);
+    /// default: one partition per MS holding equal shares of the loaded keys.
+    #[arg(long, value_delimiter = ',')]
+    pub nam_skew: Vec<u32>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -484,6 +498,20 @@ fn sorted_load(plan: &Plan) -> Vec<(Vec<u8>, u64)> {
     m.into_iter().collect()
 }
 
+/// The NAM designs' partitions: `--nam-skew` shares of the key-prefix
+/// space, else one partition per MS with equal shares of the loaded keys.
+fn nam_config(a: &Args, plan: &Plan) -> NamConfig {
+    let mut c = if a.nam_skew.is_empty() {
+        let mut keys: Vec<&[u8]> = plan.load.iter().map(|k| k.as_slice()).collect();
+        keys.sort_unstable();
+        NamConfig::from_sample(&keys, a.ms)
+    } else {
+        NamConfig::weighted(&a.nam_skew)
+    };
+    c.ms_node_ns = a.nam_node_ns;
+    c
+}
+
 /// Load-phase counters of a bulk load (its verbs are not per-operation).
 fn bulk_out(plan: &Plan) -> Out {
     let mut o = Out::new();
@@ -521,9 +549,9 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     let rung = radix(&a.index);
     let smart = rung.is_some();
-    let techniques = match Techniques::named(&a.index) {
-        Some(t) => t,
-        None if smart => Techniques::default(),
+    let (techniques, design) = match btree(&a.index) {
+        Some(td) => td,
+        None if smart => (Techniques::default(), Design::Fine),
         None => bail!(
             "unknown --index {:?}: this build has {}",
             a.index,
@@ -562,6 +590,21 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     if smart && a.load == "bulk" {
         bail!("--load bulk is for the B+tree family; --index smart loads by insert");
+    }
+    if design != Design::Fine {
+        if a.load == "bulk" {
+            bail!(
+                "--load bulk builds the fine-grained design only, not --index {}",
+                a.index
+            );
+        }
+        // Ziegler et al. run the NAM designs without a CS cache (App. A.4).
+        a.cache_mb = 0;
+    } else if !a.nam_skew.is_empty() {
+        bail!("--nam-skew is for --index nam-coarse and nam-hybrid");
+    }
+    if a.ms_cores == 0 {
+        bail!("--ms-cores must be at least 1");
     }
     if a.load != "insert" && a.load != "bulk" {
         bail!("--load must be insert or bulk, got {:?}", a.load);
@@ -602,6 +645,7 @@ pub fn run(mut a: Args) -> Result<()> {
     let ms_cfg = MsConfig {
         region_bytes: region,
         chunk_bytes: chunk,
+        cores: a.ms_cores,
         ..Default::default()
     };
     // sim and loopback get the default MS device memory and masked CAS as each
@@ -626,6 +670,8 @@ pub fn run(mut a: Args) -> Result<()> {
         num_ms: a.ms,
         techniques,
         lock_table: LockTableConfig::for_caps(caps),
+        design,
+        nam: nam_config(&a, &plan),
         ..Default::default()
     };
     let scfg = SmartConfig {
@@ -794,6 +840,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 ..Default::default()
             };
             let fabric = SimFabric::new(cfg);
+            fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
             let mut rt = SimRuntime::new(fabric.clone());
             let sc: Vec<_> = cores.iter().map(|&(cs, t)| rt.add_core(cs, t)).collect();
             rt.block_on(sc[0], create())
@@ -859,6 +906,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 ms: ms_cfg,
                 ..Default::default()
             });
+            fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
             let q = fabric.open_queues(0, 0);
             let (lo, ro, lns, rns, v) = real_run!(fabric, q);
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
@@ -942,10 +990,22 @@ pub fn run(mut a: Args) -> Result<()> {
         v["takeovers"] = json!(n);
         (format!("{line}; {n} taken over (own-tag ledger)"), v)
     };
+    // The NAM designs' partitioning and MS cost model (null for the others).
+    let nam_json = (design != Design::Fine).then(|| {
+        let shares: Vec<f64> = (0..tcfg.nam.parts as usize)
+            .map(|p| {
+                let lo = if p == 0 { 0 } else { tcfg.nam.splits[p - 1] };
+                let hi = if p + 1 == tcfg.nam.parts as usize { u64::MAX } else { tcfg.nam.splits[p] };
+                (hi - lo) as f64 / u64::MAX as f64
+            })
+            .collect();
+        json!({"design": format!("{design:?}").to_lowercase(), "partitions": tcfg.nam.parts, "prefix_shares": shares, "ms_node_ns": tcfg.nam.ms_node_ns})
+    });
     report(
         &a,
         &plan,
         locks,
+        nam_json,
         load_out,
         out,
         load_ns,
@@ -996,6 +1056,7 @@ fn report(
     a: &Args,
     plan: &Plan,
     locks: (String, serde_json::Value),
+    nam_json: Option<serde_json::Value>,
     load: Out,
     mut out: Out,
     load_ns: u64,
@@ -1055,7 +1116,8 @@ fn report(
         "load": {"mode": a.load, "fill": (a.load == "bulk").then_some(a.fill), "ns": load_ns, "per_op": per_op(&load_total, loaded)},
         "ops": ops,
         "ops_by_kind": counts,
-        "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros},
+        "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros, "ms_cores": a.ms_cores},
+        "nam": nam_json,
         "theta": a.theta,
         "throughput_mops": mops,
         "load_throughput_mops": load_mops,
@@ -1081,8 +1143,8 @@ fn report(
         v["fabric"].as_str().unwrap()
     );
     println!(
-        "  cluster      {} MS, {} CS x {} threads x {} coroutines",
-        a.ms, a.cs, a.threads, a.coros
+        "  cluster      {} MS ({} RPC cores each), {} CS x {} threads x {} coroutines",
+        a.ms, a.ms_cores, a.cs, a.threads, a.coros
     );
     println!(
         "  keys         {}",
@@ -1131,10 +1193,11 @@ fn report(
     }
     let d = ops.max(1) as f64;
     println!(
-        "  per op       read {:.2} write {:.2} cas {:.2} | bytes r {:.0} w {:.0} | rtts {:.2}",
+        "  per op       read {:.2} write {:.2} cas {:.2} rpc {:.2} | bytes r {:.0} w {:.0} | rtts {:.2}",
         total.read as f64 / d,
         total.write as f64 / d,
         total.cas as f64 / d,
+        total.rpc as f64 / d,
         total.bytes_read as f64 / d,
         total.bytes_written as f64 / d,
         total.rtts as f64 / d

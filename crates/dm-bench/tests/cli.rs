@@ -705,3 +705,79 @@ fn ycsb_smart_on_sim_and_loopback_verifies_every_key() {
         "{text}"
     );
 }
+
+/// Ziegler et al.'s coarse-grained and hybrid designs: `check` is
+/// linearizable with torn READs (more partitions than MSs, splits in the MS
+/// trees and of one-sided leaves racing separator RPCs), also on loopback;
+/// YCSB E (scans across partitions, inserts) verifies every key on sim and
+/// loopback; a coarse-grained get is one RPC, a hybrid get one RPC and one
+/// READ; the skewed placement is reported; bad flags are errors.
+#[test]
+fn nam_designs_check_and_ycsb() {
+    for index in ["nam-coarse", "nam-hybrid"] {
+        let (ok, text, v) = bench(&["check", "--index", index, "--seeds", "150"]);
+        assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
+        assert_eq!(v["linearizable"], true, "{index}");
+        let args = ["check", "--index", index, "--seeds", "20", "--keys", "3000"];
+        let (ok, text, v) = bench(&args);
+        assert!(ok && v["linearizable"] == true, "{index}: {text}");
+        let args = [
+            "check", "--index", index, "--fabric", "loopback", "--seeds", "3",
+        ];
+        let (ok, text, v) = bench(&args);
+        assert!(ok && v["linearizable"] == true, "{index}: {text}");
+        for fabric in ["sim", "loopback"] {
+            let (ok, text, v) = bench(&[
+                "ycsb",
+                "--index",
+                index,
+                "--workload",
+                "e",
+                "--keys",
+                "3000",
+                "--ops",
+                "3000",
+                "--threads",
+                "2",
+                "--ms",
+                "3",
+                "--ms-cores",
+                "2",
+                "--fabric",
+                fabric,
+            ]);
+            assert!(ok && v["mismatches"] == 0, "{index} {fabric}: {text}");
+            assert_eq!(v["nam"]["partitions"], 3, "{text}");
+            assert_eq!(v["cluster"]["ms_cores"], 2, "{text}");
+        }
+        let (ok, text, v) = bench(&[
+            "ycsb",
+            "--index",
+            index,
+            "--workload",
+            "c",
+            "--keys",
+            "3000",
+            "--ops",
+            "3000",
+            "--nam-skew",
+            "80,12,5,3",
+            "--ms",
+            "4",
+        ]);
+        assert!(ok && v["mismatches"] == 0, "{index}: {text}");
+        let shares = v["nam"]["prefix_shares"].as_array().unwrap().clone();
+        assert!((shares[0].as_f64().unwrap() - 0.8).abs() < 1e-6, "{text}");
+        let get = &v["per_op_by_kind"]["get"];
+        let want = if index == "nam-coarse" { 0.0 } else { 1.0 };
+        assert_eq!(
+            (get["rpc"].as_f64(), get["read"].as_f64()),
+            (Some(1.0), Some(want)),
+            "{text}"
+        );
+    }
+    let (ok, text, _) = bench(&["ycsb", "--index", "nam-coarse", "--load", "bulk"]);
+    assert!(!ok && text.contains("fine-grained design only"), "{text}");
+    let (ok, text, _) = bench(&["ycsb", "--index", "fg", "--nam-skew", "1,1"]);
+    assert!(!ok && text.contains("--nam-skew is for"), "{text}");
+}

@@ -26,6 +26,11 @@ impl FgTree {
         fill: f64,
     ) -> Result<Self, TreeError> {
         let t = Self::open(cfg, cs, core)?;
+        if cfg.design != crate::nam::Design::Fine {
+            return Err(TreeError::BadConfig(
+                "bulk_load builds the fine-grained design only".into(),
+            ));
+        }
         if !(fill > 0.0 && fill <= 1.0) {
             return Err(TreeError::BadConfig(format!("fill {fill} not in (0, 1]")));
         }

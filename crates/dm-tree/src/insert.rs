@@ -19,6 +19,7 @@
 //! from any other node would hang the old root's left part off nothing.
 
 use crate::lock::Held;
+use crate::nam::Design;
 use crate::node::{Fence, Node};
 use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
@@ -41,6 +42,9 @@ impl FgTree {
     }
 
     async fn upsert(&self, key: &[u8], value: u64, may_insert: bool) -> Result<bool, TreeError> {
+        if self.cfg.design == Design::Coarse {
+            return self.nam_upsert(key, value, may_insert).await;
+        }
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
             let Some((a, mut n, held)) = self.lock_covering(a, key, 0).await? else {
@@ -125,7 +129,13 @@ impl FgTree {
             // memory for its own split or the root growth, the separator stays
             // out of the parents (searches take one more sibling hop there) and
             // the insert still reports success: an error must mean "not inserted".
-            match self.insert_parent(n.level + 1, a, sep, ra).await {
+            let parent = if self.cfg.design == Design::Hybrid {
+                // The hybrid's upper levels live on the partition's MS (§5).
+                self.nam_insert_sep(&sep, ra).await
+            } else {
+                self.insert_parent(n.level + 1, a, sep, ra).await
+            };
+            match parent {
                 Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => Ok(()),
                 r => r,
             }

@@ -21,6 +21,11 @@
 //!
 //! - [`cache`]: the CS index cache (Sherman §4.1): leaf parents within a byte
 //!   budget, plus the highest two levels; safe when stale.
+//! - [`nam`]: Ziegler et al.'s coarse-grained (one RPC per operation) and
+//!   hybrid (upper levels by RPC, leaves one-sided) designs as
+//!   [`TreeConfig::design`] switches: partitioning ([`NamConfig`]), the CS
+//!   side (`nam/rpc.rs`) and the MS side's per-partition trees and RPC
+//!   handler ([`nam::ms`]).
 //!
 //! ## Using it
 //! Create the tree once ([`FgTree::create`] or [`FgTree::bulk_load`]) from one
@@ -57,12 +62,14 @@
 //! hierarchical lock and two-level versions with unsorted leaves as
 //! [`Techniques`] switches (`Techniques::SHERMAN` has them all); the index
 //! cache with both of Sherman's node types and parallel scan READs serve every
-//! rung. DEX and the NAM designs are still to come.
+//! rung. The NAM designs (issue 7) are [`Design::Coarse`] and
+//! [`Design::Hybrid`]; DEX is still to come.
 
 mod bulk;
 pub mod cache;
 mod insert;
 pub mod lock;
+pub mod nam;
 pub mod node;
 mod remove;
 mod scan;
@@ -72,6 +79,7 @@ pub mod two_level;
 
 pub use cache::{CacheStats, IndexCache};
 pub use lock::{lock_takeovers, LockTableConfig, NodeLocks, Techniques};
+pub use nam::{Design, NamConfig};
 pub use tree::{FgTree, TreeConfig, TreeError};
 
 /// The default node size of the B+tree family in bytes (Sherman §5, FG+: 1 KB).

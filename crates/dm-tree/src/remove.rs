@@ -9,6 +9,9 @@ impl FgTree {
     /// Removes `key`; `false` if it was absent.
     pub async fn remove(&self, key: &[u8]) -> Result<bool, TreeError> {
         self.check_key(key)?;
+        if self.cfg.design == crate::nam::Design::Coarse {
+            return self.nam_remove(key).await;
+        }
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
             let Some((a, mut n, held)) = self.lock_covering(a, key, 0).await? else {

@@ -42,6 +42,9 @@ impl FgTree {
         if count == 0 {
             return Ok(out);
         }
+        if self.cfg.design == crate::nam::Design::Coarse {
+            return self.nam_scan(from, count).await;
+        }
         // Prefetched leaf images by address.
         let mut pre: HashMap<GlobalAddr, Node> = HashMap::new();
         let mut n = self.find_leaf(from).await?.1;

@@ -1,5 +1,6 @@
 //! Traversal (Ziegler et al. §5.1, B-link search) and `get`.
 
+use crate::nam::Design;
 use crate::node::Node;
 use crate::tree::{FgTree, TreeError};
 use dm_verbs::GlobalAddr;
@@ -78,6 +79,9 @@ impl FgTree {
     /// The leaf covering `key` (unlocked image): through the index cache when
     /// it has the leaf's parent (one READ when fresh), else from the root.
     pub(crate) async fn find_leaf(&self, key: &[u8]) -> Result<(GlobalAddr, Node), TreeError> {
+        if self.cfg.design == Design::Hybrid {
+            return self.nam_find_leaf(key).await;
+        }
         if let Some(c) = &self.cache {
             if let Some((leaf, id)) = c.lookup(key) {
                 let mut a = leaf;
@@ -122,6 +126,9 @@ impl FgTree {
         &self,
         key: &[u8],
     ) -> Result<(GlobalAddr, Option<Vec<u8>>), TreeError> {
+        if self.cfg.design == Design::Hybrid {
+            return Ok((self.nam_leaf(key).await?, None));
+        }
         if let Some(c) = &self.cache {
             if let Some((leaf, id)) = c.lookup(key) {
                 c.record(true);
@@ -150,6 +157,9 @@ impl FgTree {
     /// The value stored under `key`, if any.
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
         self.check_key(key)?;
+        if self.cfg.design == Design::Coarse {
+            return self.nam_get(key).await;
+        }
         let (_, n) = self.find_leaf(key).await?;
         Ok(n.find(key).ok().map(|i| n.entries[i].1))
     }

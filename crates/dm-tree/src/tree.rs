@@ -1,6 +1,7 @@
 //! [`FgTree`]: one core's handle on a global B-link tree.
 
 use crate::lock::{Held, LockTableConfig, NodeLocks, Techniques};
+use crate::nam::{Design, NamConfig};
 use crate::node::{Fence, Geometry, Node};
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::sync::LocalLockTable;
@@ -28,6 +29,12 @@ pub struct TreeConfig {
     /// Global lock table placement, used when `techniques.onchip_lock` is on
     /// (build it from the fabric with [`LockTableConfig::for_caps`]).
     pub lock_table: LockTableConfig,
+    /// Ziegler et al.'s design: fine-grained (default), coarse-grained or
+    /// hybrid ([`crate::nam`]; the latter two need [`crate::nam::ms::handler`]
+    /// registered under [`crate::nam::RPC_NAM`] on every MS).
+    pub design: Design,
+    /// Partitioning and MS cost model of the coarse-grained and hybrid designs.
+    pub nam: NamConfig,
 }
 
 impl Default for TreeConfig {
@@ -40,6 +47,8 @@ impl Default for TreeConfig {
             num_ms: 1,
             techniques: Techniques::FG_PLUS,
             lock_table: LockTableConfig::default(),
+            design: Design::Fine,
+            nam: NamConfig::default(),
         }
     }
 }
@@ -104,7 +113,13 @@ impl FgTree {
     /// is `(cs << 16 | core) + 1`: at most one thread may run handles with a
     /// given `(cs, core)` at a time (the own-tag ledger of [`crate::lock`]
     /// relies on it, as does every lock holder's identity).
-    pub fn open(cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
+    pub fn open(mut cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
+        if cfg.design != Design::Fine {
+            cfg.nam = cfg.nam.resolved(cfg.num_ms);
+            cfg.nam
+                .validate(cfg.key_bytes, cfg.num_ms)
+                .map_err(TreeError::BadConfig)?;
+        }
         if cfg.key_bytes == 0 || cfg.key_bytes > 32 {
             return Err(TreeError::BadConfig(format!(
                 "key_bytes {} not in 1..=32",
@@ -145,6 +160,10 @@ impl FgTree {
     pub async fn create(cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
         let t = Self::open(cfg, cs, core)?;
         t.create_lock_tables().await?;
+        if cfg.design != Design::Fine {
+            t.nam_create().await?;
+            return Ok(t);
+        }
         let leaf = t.new_leaf(Fence::NegInf, Fence::PosInf);
         let a = t.alloc_node().await?;
         write(a, leaf.encode(&t.g)).await?;

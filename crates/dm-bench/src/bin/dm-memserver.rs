@@ -1,7 +1,8 @@
 //! `dm-memserver`: one memory server (MS) on real RDMA.
 //!
 //! Registers a zeroed host region of `--region-mb` MiB as one MR, serves the
-//! chunk allocator (RPC 0) and the other built-in RPC handlers to compute
+//! chunk allocator (RPC 0), the NAM designs' handler (RPC 16,
+//! `dm_tree::nam::ms`) and the other built-in RPC handlers to compute
 //! servers, and exchanges QP endpoints with them over TCP on `--listen` (one
 //! connection per QP; see `dm_verbs::rdma::wire`). Stops cleanly on SIGINT or
 //! SIGTERM. Logs with `tracing` (`RUST_LOG=debug` for every QP and RPC).
@@ -91,7 +92,10 @@ fn run(a: Args) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    let mut s = MemServer::bind(cfg, RpcRegistry::with_builtins(), &a.listen)?;
+    let mut registry = RpcRegistry::with_builtins();
+    // Ziegler et al.'s coarse-grained and hybrid B+trees (dm_tree::nam).
+    registry.register(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+    let mut s = MemServer::bind(cfg, registry, &a.listen)?;
     tracing::info!(listen = %s.local_addr()?, "{}", s.describe());
     // A line scripts can wait for.
     println!("dm-memserver ready on {}", s.local_addr()?);

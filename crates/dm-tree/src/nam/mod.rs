@@ -1,0 +1,241 @@
+//! The NAM tree designs of Ziegler et al. (SIGMOD'19), beside the
+//! fine-grained design that [`crate::FgTree`] already is (§4).
+//!
+//! - **Coarse-grained** ([`Design::Coarse`], §3): the keys are range
+//!   partitioned over the memory servers; each MS holds an independent B+tree
+//!   of its partition in its own memory and every operation is **one RPC**
+//!   served by the MS's cores ([`ms::handler`]).
+//! - **Hybrid** ([`Design::Hybrid`], §5): the upper levels are coarse-grained
+//!   (one tree per partition on its MS, reached by RPC) and the leaf level is
+//!   fine-grained: leaves live on every MS (the CS's chunk carver round-robins
+//!   chunks) and are read and written with one-sided verbs under FgTree's
+//!   leaf protocol. A lookup is one RPC that returns the leaf's address and
+//!   one READ; an insert without split is that RPC plus the leaf's lock,
+//!   READ, write-back and unlock; a split adds one RPC that installs the
+//!   separator in the partition's upper levels (§5, "Insert").
+//!
+//! Both are switches of [`crate::TreeConfig::design`]: `FgTree`'s operations
+//! route to the RPCs here, so every caller (the bench, `check`) drives the
+//! three designs through one handle type.
+//!
+//! ## Partitioning
+//! Partition `p` of [`NamConfig`] lives on MS `p % num_ms` and covers the
+//! keys from its low fence (inclusive) to the next partition's (exclusive).
+//! Fences are the first `min(8, key_bytes)` bytes of a split point (a u64,
+//! big-endian, the key's first 8 bytes), padded with zeros to the key
+//! length; routing compares keys with the fences byte-wise, so it agrees with
+//! the trees' own fences exactly. [`NamConfig::uniform`] splits the prefix
+//! space evenly (YCSB's hashed integer keys spread evenly);
+//! [`NamConfig::weighted`] gives partitions shares of it (Ziegler §6's data
+//! skew, 80/12/5/3 over 4 MSs); [`NamConfig::from_sample`] takes quantiles
+//! of sample keys (string keys, whose prefixes crowd).
+//!
+//! In the hybrid, the leaf level is one B-link chain across partitions: the
+//! create step makes one leaf per partition, with the partition's fences,
+//! chained in key order, so a scan walks sibling pointers across partition
+//! boundaries and a leaf never spans two partitions (splits only narrow).
+//!
+//! ## What differs from the paper, and why
+//! - MS-side concurrency: the paper's MS threads use optimistic lock
+//!   coupling; ours serialise the handlers of one MS (a mutex on real
+//!   fabrics; on `sim` a handler runs as one event, and the MS's cores
+//!   overlap handlers in virtual time with `MsConfig::cores`). That is
+//!   linearizable, and the cost model (RPC dispatch plus
+//!   [`NamConfig::ms_node_ns`] per node visited) still saturates the MS
+//!   cores as the paper reports; what it does not model is the spin-lock
+//!   waiting of §6 Exp. 3.
+//! - Deletes remove the entry (no delete bit, no garbage collector), as the
+//!   fine-grained tree does; nodes are never merged.
+//! - Head nodes for scan prefetching (§5) are not built yet.
+
+pub mod ms;
+mod rpc;
+pub use rpc::SCAN_REPLY_BYTES;
+
+use crate::node::Fence;
+
+/// RPC id of the NAM designs' handler ([`ms::handler`]) on every MS.
+pub const RPC_NAM: u16 = 16;
+
+/// Most partitions a [`NamConfig`] describes.
+pub const MAX_PARTITIONS: usize = 16;
+
+/// Which of Ziegler et al.'s designs a [`crate::FgTree`] runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Design {
+    /// Fine-grained, one-sided (§4): the FG/FG+ B-link tree. The default.
+    #[default]
+    Fine,
+    /// Coarse-grained, two-sided (§3): one RPC per operation.
+    Coarse,
+    /// Hybrid (§5): upper levels by RPC, leaves one-sided.
+    Hybrid,
+}
+
+impl Design {
+    /// The bench's `--index` names of the designs that are not `fg`.
+    pub const NAMES: [(&'static str, Design); 2] = [
+        ("nam-coarse", Design::Coarse),
+        ("nam-hybrid", Design::Hybrid),
+    ];
+
+    /// The design called `name` (`nam-coarse`, `nam-hybrid`).
+    pub fn named(name: &str) -> Option<Design> {
+        Self::NAMES.iter().find(|d| d.0 == name).map(|d| d.1)
+    }
+}
+
+/// Partitioning and MS cost model of the coarse-grained and hybrid designs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamConfig {
+    /// Superblock offset of the NAM headers ([`ms`] gives their layout): the
+    /// header of partition `p` is at `header_off + (p / num_ms) *`
+    /// [`ms::HEADER_BYTES`] on MS `p % num_ms`. Default 2560, clear of the
+    /// root pointer, the lock-table pointers and the bench's barrier word
+    /// (2048), with room for all [`MAX_PARTITIONS`] headers on one MS.
+    pub header_off: u64,
+    /// Simulated MS CPU time per node a handler reads or writes, in virtual ns
+    /// (default 300: a binary search over a 1 KB node with a few cache
+    /// misses; an estimate until the simulator is calibrated, issue 9).
+    /// Charged on `sim` only; real fabrics spend real time.
+    pub ms_node_ns: u32,
+    /// Number of partitions (1..=[`MAX_PARTITIONS`]); 0 means one per MS,
+    /// evenly split (resolved when the tree is opened).
+    pub parts: u16,
+    /// Split points: partition `p > 0` starts at `splits[p - 1]` (the key's
+    /// first 8 bytes as a big-endian u64); strictly increasing.
+    pub splits: [u64; MAX_PARTITIONS - 1],
+}
+
+impl Default for NamConfig {
+    fn default() -> Self {
+        NamConfig {
+            header_off: 2560,
+            ms_node_ns: 300,
+            parts: 0,
+            splits: [0; MAX_PARTITIONS - 1],
+        }
+    }
+}
+
+/// A key's first 8 bytes as a big-endian u64 (zero-padded).
+fn prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+impl NamConfig {
+    /// `parts` partitions splitting the 64-bit key-prefix space evenly.
+    pub fn uniform(parts: u16) -> Self {
+        Self::weighted(&vec![1; parts.max(1) as usize])
+    }
+
+    /// One partition per weight, each taking that share of the key-prefix
+    /// space (Ziegler §6's skewed placement is `&[80, 12, 5, 3]`).
+    pub fn weighted(weights: &[u32]) -> Self {
+        let mut c = NamConfig {
+            parts: weights.len().clamp(1, MAX_PARTITIONS) as u16,
+            ..Default::default()
+        };
+        let total: u128 = weights.iter().map(|&w| w as u128).sum::<u128>().max(1);
+        let mut acc = 0u128;
+        for (i, w) in weights.iter().take(c.parts as usize - 1).enumerate() {
+            acc += *w as u128;
+            c.splits[i] = ((acc << 64) / total).min(u64::MAX as u128) as u64;
+        }
+        c
+    }
+
+    /// `parts` partitions holding about equal numbers of `sorted` keys
+    /// (quantiles of their prefixes; `sorted` ascending).
+    pub fn from_sample(sorted: &[&[u8]], parts: u16) -> Self {
+        let parts = parts.clamp(1, MAX_PARTITIONS as u16);
+        let mut c = NamConfig {
+            parts,
+            ..Default::default()
+        };
+        if sorted.is_empty() {
+            return Self::uniform(parts);
+        }
+        for p in 1..parts as usize {
+            c.splits[p - 1] = prefix(sorted[p * sorted.len() / parts as usize]);
+        }
+        c
+    }
+
+    /// This configuration with `parts == 0` resolved to one even partition per MS.
+    pub(crate) fn resolved(mut self, num_ms: u16) -> Self {
+        if self.parts == 0 {
+            let u = Self::uniform(num_ms.max(1));
+            self.parts = u.parts;
+            self.splits = u.splits;
+        }
+        self
+    }
+
+    /// The low fence of partition `p` (`p == parts`: +inf) for `key_bytes` keys.
+    pub(crate) fn fence(&self, p: u16, key_bytes: usize) -> Fence {
+        if p == 0 {
+            return Fence::NegInf;
+        }
+        if p >= self.parts {
+            return Fence::PosInf;
+        }
+        let mut k = vec![0u8; key_bytes];
+        let b = self.splits[p as usize - 1].to_be_bytes();
+        let n = key_bytes.min(8);
+        k[..n].copy_from_slice(&b[..n]);
+        Fence::Key(k)
+    }
+
+    /// Where partition `p`'s header is: (MS, superblock offset).
+    pub(crate) fn header(&self, p: u16, num_ms: u16) -> (u16, u64) {
+        let n = num_ms.max(1);
+        (p % n, self.header_off + (p / n) as u64 * ms::HEADER_BYTES)
+    }
+
+    /// Checks the resolved configuration for `key_bytes` keys on `num_ms`
+    /// MSs: fences strictly increasing, every header inside the superblock.
+    pub(crate) fn validate(&self, key_bytes: usize, num_ms: u16) -> Result<(), String> {
+        if self.parts == 0 || self.parts as usize > MAX_PARTITIONS {
+            return Err(format!("{} NAM partitions, want 1..=16", self.parts));
+        }
+        let last = self.header(self.parts - 1, num_ms).1;
+        if !self.header_off.is_multiple_of(8)
+            || last + ms::HEADER_BYTES > dm_verbs::ms::SUPERBLOCK_BYTES
+        {
+            return Err(format!(
+                "NAM headers from offset {} for {} partitions over {num_ms} MSs overrun the superblock",
+                self.header_off, self.parts
+            ));
+        }
+        for p in 2..self.parts {
+            if let (Fence::Key(a), Fence::Key(b)) =
+                (self.fence(p - 1, key_bytes), self.fence(p, key_bytes))
+            {
+                if a >= b {
+                    return Err(format!(
+                        "NAM partitions {} and {p} start at the same {key_bytes}-byte key",
+                        p - 1
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The partition whose fences cover `key`.
+    pub(crate) fn partition_of(&self, key: &[u8]) -> u16 {
+        let kb = key.len();
+        let mut p = 0;
+        while p + 1 < self.parts {
+            match self.fence(p + 1, kb) {
+                Fence::Key(f) if key >= f.as_slice() => p += 1,
+                _ => break,
+            }
+        }
+        p
+    }
+}

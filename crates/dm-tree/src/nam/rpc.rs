@@ -1,0 +1,228 @@
+//! The CS side of the NAM designs: [`FgTree`]'s operations as RPCs to the
+//! partition's MS (coarse-grained, Ziegler et al. §3: one RPC per operation)
+//! and the hybrid's two RPCs (§5: the leaf for a key; a separator after a
+//! leaf split). Encodings: [`super::ms`].
+
+use super::ms::{self, put_fence};
+use super::{Design, RPC_NAM};
+use crate::node::{Fence, Node};
+use crate::tree::{FgTree, TreeError};
+use dm_runtime::{rpc, write};
+use dm_verbs::{GlobalAddr, VerbError};
+
+/// Largest scan reply the CS asks for, in bytes: real RDMA RPC messages are
+/// 4 KiB (`dm_verbs::rdma`), less their header.
+pub const SCAN_REPLY_BYTES: usize = 4000;
+
+/// The next key of the same length (big-endian increment); `None` after the last.
+fn successor(k: &[u8]) -> Option<Vec<u8>> {
+    let mut s = k.to_vec();
+    for b in s.iter_mut().rev() {
+        if *b == 0xff {
+            *b = 0;
+        } else {
+            *b += 1;
+            return Some(s);
+        }
+    }
+    None
+}
+
+fn le64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b[..8].try_into().unwrap())
+}
+
+impl FgTree {
+    /// The MS holding `key`'s partition.
+    fn nam_ms(&self, key: &[u8]) -> u16 {
+        self.cfg.nam.partition_of(key) % self.cfg.num_ms.max(1)
+    }
+
+    /// A request for `op` on partition `p`: op code and the partition's
+    /// header offset.
+    fn nam_req(&self, op: u8, p: u16) -> Vec<u8> {
+        let mut r = vec![op];
+        let off = self.cfg.nam.header(p, self.cfg.num_ms).1;
+        r.extend_from_slice(&(off as u32).to_le_bytes());
+        r
+    }
+
+    /// A request for `op` on `key`'s partition.
+    fn nam_key_req(&self, op: u8, key: &[u8]) -> Vec<u8> {
+        self.nam_req(op, self.cfg.nam.partition_of(key))
+    }
+
+    /// Sends `req` to `key`'s MS and checks the reply is `len` bytes long
+    /// (`None`: any length).
+    async fn nam_call(
+        &self,
+        key: &[u8],
+        req: Vec<u8>,
+        len: Option<usize>,
+    ) -> Result<Vec<u8>, TreeError> {
+        let ms = self.nam_ms(key);
+        let b = rpc(ms, RPC_NAM, req).await?;
+        if len.is_some_and(|l| b.len() != l) {
+            return Err(TreeError::Verb(VerbError::RpcFailed {
+                ms,
+                handler: RPC_NAM,
+                reason: format!("reply of {} bytes", b.len()),
+            }));
+        }
+        Ok(b)
+    }
+
+    /// Creates the per-partition trees (and, for the hybrid, the first leaf
+    /// of every partition, chained in key order) on their MSs.
+    pub(crate) async fn nam_create(&self) -> Result<(), TreeError> {
+        let c = self.cfg.nam;
+        let kb = self.cfg.key_bytes;
+        let hybrid = self.cfg.design == Design::Hybrid;
+        let mut next = GlobalAddr::NULL;
+        let mut leaves = vec![GlobalAddr::NULL; c.parts as usize];
+        if hybrid {
+            // Right to left, so each leaf is written after its sibling.
+            for p in (0..c.parts).rev() {
+                let mut leaf = self.new_leaf(c.fence(p, kb), c.fence(p + 1, kb));
+                leaf.sibling = next;
+                let a = self.alloc_node().await?;
+                write(a, leaf.encode(&self.g)).await?;
+                leaves[p as usize] = a;
+                next = a;
+            }
+        }
+        for p in 0..c.parts {
+            let (ms, _) = c.header(p, self.cfg.num_ms);
+            let mut r = self.nam_req(ms::OP_CREATE, p);
+            r.extend_from_slice(&(self.cfg.node_bytes as u32).to_le_bytes());
+            r.push(kb as u8);
+            r.push(hybrid as u8);
+            r.extend_from_slice(&c.ms_node_ns.to_le_bytes());
+            r.extend_from_slice(&self.cfg.chunk_bytes.to_le_bytes());
+            put_fence(&mut r, &c.fence(p, kb), kb);
+            put_fence(&mut r, &c.fence(p + 1, kb), kb);
+            r.extend_from_slice(&leaves[p as usize].to_u64().to_le_bytes());
+            rpc(ms, RPC_NAM, r).await?;
+        }
+        Ok(())
+    }
+
+    /// Coarse-grained get: one RPC.
+    pub(crate) async fn nam_get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
+        let mut r = self.nam_key_req(ms::OP_GET, key);
+        r.extend_from_slice(key);
+        let b = self.nam_call(key, r, Some(9)).await?;
+        Ok((b[0] != 0).then(|| le64(&b[1..])))
+    }
+
+    /// Coarse-grained upsert (`may_insert`) or update: one RPC.
+    pub(crate) async fn nam_upsert(
+        &self,
+        key: &[u8],
+        value: u64,
+        may_insert: bool,
+    ) -> Result<bool, TreeError> {
+        let mut r = self.nam_key_req(ms::OP_UPSERT, key);
+        r.push(may_insert as u8);
+        r.extend_from_slice(key);
+        r.extend_from_slice(&value.to_le_bytes());
+        Ok(self.nam_call(key, r, Some(1)).await?[0] != 0)
+    }
+
+    /// Coarse-grained remove: one RPC.
+    pub(crate) async fn nam_remove(&self, key: &[u8]) -> Result<bool, TreeError> {
+        let mut r = self.nam_key_req(ms::OP_REMOVE, key);
+        r.extend_from_slice(key);
+        Ok(self.nam_call(key, r, Some(1)).await?[0] != 0)
+    }
+
+    /// Coarse-grained scan: one RPC per partition it touches (range
+    /// partitioning: only the partitions overlapping the range, §3), more
+    /// where a reply would pass [`SCAN_REPLY_BYTES`].
+    pub(crate) async fn nam_scan(
+        &self,
+        from: &[u8],
+        count: usize,
+    ) -> Result<Vec<(Vec<u8>, u64)>, TreeError> {
+        let kb = self.cfg.key_bytes;
+        let per_reply = (SCAN_REPLY_BYTES - 4) / (kb + 8);
+        let mut out = Vec::new();
+        let mut at = from.to_vec();
+        while out.len() < count {
+            let want = (count - out.len()).min(per_reply);
+            let mut r = self.nam_key_req(ms::OP_SCAN, &at);
+            r.extend_from_slice(&(want as u32).to_le_bytes());
+            r.extend_from_slice(&at);
+            let b = self.nam_call(&at, r, None).await?;
+            let n = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
+            if n > want || b.len() != 4 + n * (kb + 8) {
+                return Err(TreeError::Verb(VerbError::RpcFailed {
+                    ms: self.nam_ms(&at),
+                    handler: RPC_NAM,
+                    reason: format!("scan reply of {} bytes for {n} entries", b.len()),
+                }));
+            }
+            for e in b[4..].chunks_exact(kb + 8) {
+                out.push((e[..kb].to_vec(), le64(&e[kb..])));
+            }
+            if n == want {
+                // A full reply: go on after its last key, in the same partition.
+                match successor(&out.last().unwrap().0) {
+                    Some(k) => at = k,
+                    None => break,
+                }
+                continue;
+            }
+            // This partition is exhausted: continue at the next one's low fence.
+            let p = self.cfg.nam.partition_of(&at);
+            match self.cfg.nam.fence(p + 1, kb) {
+                Fence::Key(k) => at = k,
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Hybrid: the leaf the partition's upper levels route `key` to (one RPC;
+    /// the caller follows sibling pointers from there, B-link).
+    pub(crate) async fn nam_leaf(&self, key: &[u8]) -> Result<GlobalAddr, TreeError> {
+        let mut r = self.nam_key_req(ms::OP_LEAF, key);
+        r.extend_from_slice(key);
+        let b = self.nam_call(key, r, Some(8)).await?;
+        Ok(GlobalAddr::from_u64(le64(&b)))
+    }
+
+    /// Hybrid: the leaf covering `key` (unlocked, validated image): one RPC,
+    /// one READ, and a READ per sibling hop past splits the upper levels do
+    /// not know yet.
+    pub(crate) async fn nam_find_leaf(&self, key: &[u8]) -> Result<(GlobalAddr, Node), TreeError> {
+        loop {
+            let mut a = self.nam_leaf(key).await?;
+            loop {
+                let n = self.read_node(a).await?;
+                if n.level != 0 || n.below_low(key) {
+                    // Cannot happen (leaves never move left); ask again.
+                    break;
+                }
+                if n.beyond_high(key) && !n.sibling.is_null() {
+                    a = n.sibling;
+                    continue;
+                }
+                return Ok((a, n));
+            }
+        }
+    }
+
+    /// Hybrid: installs `sep -> right` in the upper levels after a leaf
+    /// split (§5, "Insert": one more RPC).
+    pub(crate) async fn nam_insert_sep(
+        &self,
+        sep: &[u8],
+        right: GlobalAddr,
+    ) -> Result<(), TreeError> {
+        let mut r = self.nam_key_req(ms::OP_SEP, sep);
+        r.extend_from_slice(sep);
+        r.extend_from_slice(&right.to_u64().to_le_bytes());
+        self.nam_call(sep, r, Some(0)).await.map(|_| ())
+    }
+}

@@ -1,0 +1,385 @@
+//! Ziegler et al.'s coarse-grained and hybrid designs (`dm_tree::nam`) on the
+//! sim fabric with strict (8-byte) torn READs: against a model, concurrent,
+//! verb counts per operation, partitioning, and errors.
+
+use dm_runtime::{SimCore, SimRuntime};
+use dm_tree::nam::{ms, RPC_NAM};
+use dm_tree::{Design, FgTree, NamConfig, TreeConfig, TreeError};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::{Fabric, MsConfig, VerbError};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+fn cluster(design: Design, num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConfig) {
+    let chunk = 64 << 10;
+    let cfg = SimConfig {
+        num_ms,
+        ms: MsConfig {
+            region_bytes: region,
+            chunk_bytes: chunk,
+            device_bytes: 0,
+            cores: 2,
+        },
+        faults: Faults {
+            tear: TearGranularity::Word,
+            tear_window_ns: 500,
+            delay_prob: 0.2,
+            delay_max_ns: 3000,
+        },
+        seed,
+        ..Default::default()
+    };
+    let f = SimFabric::new(cfg);
+    f.register_rpc(RPC_NAM, ms::handler());
+    let tcfg = TreeConfig {
+        node_bytes: 128,
+        chunk_bytes: chunk,
+        num_ms,
+        design,
+        ..Default::default()
+    };
+    (SimRuntime::new(f), tcfg)
+}
+
+fn k(x: u64) -> Vec<u8> {
+    x.to_be_bytes().to_vec()
+}
+
+/// Keys spread over the whole u64 space (so every partition gets some).
+fn spread(x: u64) -> u64 {
+    x.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u64, u64),
+    Update(u64, u64),
+    Remove(u64),
+    Get(u64),
+    Scan(u64, usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Insert(spread(k), v)),
+        1 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Update(spread(k), v)),
+        2 => (0..200u64).prop_map(|k| Op::Remove(spread(k))),
+        2 => (0..200u64).prop_map(|k| Op::Get(spread(k))),
+        1 => (0..200u64, 0..60usize).prop_map(|(k, n)| Op::Scan(spread(k), n)),
+    ]
+}
+
+fn run_model(design: Design, nam: NamConfig, ops: Vec<Op>) -> bool {
+    let (mut rt, mut tcfg) = cluster(design, 3, 8 << 20, 1);
+    tcfg.nam = nam;
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+        let mut m = BTreeMap::new();
+        for o in ops {
+            match o {
+                Op::Insert(x, v) => {
+                    t.insert(&k(x), v).await.unwrap();
+                    m.insert(x, v);
+                }
+                Op::Update(x, v) => {
+                    let had = m.contains_key(&x);
+                    assert_eq!(t.update(&k(x), v).await.unwrap(), had);
+                    if had {
+                        m.insert(x, v);
+                    }
+                }
+                Op::Remove(x) => {
+                    assert_eq!(t.remove(&k(x)).await.unwrap(), m.remove(&x).is_some())
+                }
+                Op::Get(x) => assert_eq!(t.get(&k(x)).await.unwrap(), m.get(&x).copied()),
+                Op::Scan(x, n) => {
+                    let want: Vec<_> = m.range(x..).take(n).map(|(a, b)| (k(*a), *b)).collect();
+                    assert_eq!(t.scan(&k(x), n).await.unwrap(), want);
+                }
+            }
+        }
+        let all: Vec<_> = m.iter().map(|(a, b)| (k(*a), *b)).collect();
+        assert_eq!(t.scan(&k(0), usize::MAX).await.unwrap(), all);
+        true
+    })
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn coarse_matches_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+        prop_assert!(run_model(Design::Coarse, NamConfig::default(), ops));
+    }
+
+    #[test]
+    fn hybrid_matches_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+        prop_assert!(run_model(Design::Hybrid, NamConfig::default(), ops));
+    }
+
+    /// Ziegler §6's skewed placement (80/12/5/3), 5 partitions over 3 MSs
+    /// (two on one MS), and a single partition.
+    #[test]
+    fn uneven_partitions_match_btreemap(ops in proptest::collection::vec(op(), 1..200)) {
+        for nam in [NamConfig::weighted(&[80, 12, 5, 3]), NamConfig::uniform(5), NamConfig::uniform(1)] {
+            prop_assert!(run_model(Design::Coarse, nam, ops.clone()));
+            prop_assert!(run_model(Design::Hybrid, nam, ops.clone()));
+        }
+    }
+}
+
+/// Tasks on four cores of two CSs insert interleaved keys and update shared
+/// ones (leaf splits racing one-sided leaf writes and separator RPCs in the
+/// hybrid), with torn READs and delayed completions; then every key is there.
+#[test]
+fn concurrent_inserts_and_splits_keep_every_key() {
+    for design in [Design::Coarse, Design::Hybrid] {
+        for seed in 0..3 {
+            let (mut rt, tcfg) = cluster(design, 3, 16 << 20, seed);
+            let cores: Vec<SimCore> = (0..4).map(|i| rt.add_core(i / 2, i % 2)).collect();
+            rt.block_on(cores[0], async move {
+                FgTree::create(tcfg, 0, 0).await.map(|_| ())
+            })
+            .unwrap()
+            .unwrap();
+            let per_task = 50u64;
+            for (ci, &c) in cores.iter().enumerate() {
+                let t = Rc::new(FgTree::open(tcfg, (ci / 2) as u16, (ci % 2) as u16).unwrap());
+                for task in 0..8u64 {
+                    let t = t.clone();
+                    let base = (ci as u64 * 8 + task) * per_task;
+                    rt.spawn_on(c, async move {
+                        for i in 0..per_task {
+                            let key = spread(base + i);
+                            t.insert(&k(key), key ^ 1).await.unwrap();
+                            t.insert(&k(spread(1_000_000 + i % 5)), base).await.unwrap();
+                            if i % 3 == 0 {
+                                assert_eq!(t.get(&k(key)).await.unwrap(), Some(key ^ 1));
+                            }
+                        }
+                    });
+                }
+            }
+            rt.run();
+            let n = 4 * 8 * per_task;
+            let mut want: Vec<u64> = (0..n).map(spread).collect();
+            want.extend((1_000_000..1_000_005).map(spread));
+            want.sort();
+            let got = rt
+                .block_on(cores[1], async move {
+                    let t = FgTree::open(tcfg, 0, 1).unwrap();
+                    for x in 0..n {
+                        let key = spread(x);
+                        assert_eq!(t.get(&k(key)).await.unwrap(), Some(key ^ 1), "{design:?}");
+                    }
+                    t.scan(&k(0), usize::MAX).await.unwrap()
+                })
+                .unwrap();
+            let got: Vec<u64> = got
+                .iter()
+                .map(|(a, _)| u64::from_be_bytes(a.as_slice().try_into().unwrap()))
+                .collect();
+            assert_eq!(got, want, "{design:?} seed {seed}");
+        }
+    }
+}
+
+/// Ziegler §5/B7: a coarse-grained get, insert or update is one RPC and no
+/// one-sided verb; a hybrid get is one RPC returning an 8-byte leaf address
+/// plus one leaf READ; a hybrid insert without split adds the leaf's lock,
+/// READ, write-back and unlock (FG+ locking) to that RPC.
+#[test]
+fn verbs_per_operation() {
+    for design in [Design::Coarse, Design::Hybrid] {
+        let (mut rt, mut tcfg) = cluster(design, 2, 8 << 20, 3);
+        tcfg.node_bytes = 1024;
+        let c = rt.add_core(0, 0);
+        let (get, ins, upd) = rt
+            .block_on(c, async move {
+                let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+                t.insert(&k(1), 1).await.unwrap();
+                let s0 = dm_runtime::task_stats();
+                assert_eq!(t.get(&k(1)).await.unwrap(), Some(1));
+                let s1 = dm_runtime::task_stats();
+                t.insert(&k(2), 2).await.unwrap();
+                let s2 = dm_runtime::task_stats();
+                assert!(t.update(&k(2), 3).await.unwrap());
+                let s3 = dm_runtime::task_stats();
+                (s1.since(&s0), s2.since(&s1), s3.since(&s2))
+            })
+            .unwrap();
+        match design {
+            Design::Coarse => {
+                for s in [get, ins, upd] {
+                    assert_eq!((s.rpc, s.read, s.write, s.cas, s.rtts), (1, 0, 0, 0, 1));
+                }
+                // Request: op, header offset, key; reply: found flag and value.
+                assert_eq!((get.bytes_written, get.bytes_read), (5 + 8, 9));
+            }
+            _ => {
+                assert_eq!((get.rpc, get.read, get.rtts), (1, 1, 2));
+                assert_eq!(get.bytes_read, 8 + 1024);
+                for s in [ins, upd] {
+                    // RPC, lock CAS, leaf READ, write-back, unlock WRITE.
+                    assert_eq!((s.rpc, s.cas, s.read, s.write, s.rtts), (1, 1, 1, 2, 5));
+                }
+            }
+        }
+    }
+}
+
+/// Splits in the hybrid send one separator RPC each, and its upper levels
+/// then route straight to the new leaves (no sibling hops).
+#[test]
+fn hybrid_split_installs_separator_by_rpc() {
+    let (mut rt, mut tcfg) = cluster(Design::Hybrid, 2, 8 << 20, 4);
+    tcfg.nam = NamConfig::uniform(1);
+    let c = rt.add_core(0, 0);
+    let (load, get) = rt
+        .block_on(c, async move {
+            let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+            let s0 = dm_runtime::task_stats();
+            for x in 0..200 {
+                t.insert(&k(x), x).await.unwrap();
+            }
+            let s1 = dm_runtime::task_stats();
+            for x in 0..200 {
+                assert_eq!(t.get(&k(x)).await.unwrap(), Some(x));
+            }
+            (s1.since(&s0), dm_runtime::task_stats().since(&s1))
+        })
+        .unwrap();
+    let leaf_cap = 5; // (128 - 32 - 16) / 16 entries per 128-byte FG+ leaf
+    assert!(load.rpc > 200 + 200 / leaf_cap as u64, "{load:?}");
+    assert_eq!((get.rpc, get.read), (200, 200));
+}
+
+#[test]
+fn partitions_route_by_fence() {
+    let w = NamConfig::weighted(&[80, 12, 5, 3]);
+    assert_eq!(w.parts, 4);
+    let share = |p: usize| w.splits[p] as f64 / u64::MAX as f64;
+    assert!((share(0) - 0.80).abs() < 1e-9 && (share(2) - 0.97).abs() < 1e-9);
+    let names: Vec<Vec<u8>> = ["apple", "banana", "cherry", "date", "fig", "grape"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let refs: Vec<&[u8]> = names.iter().map(|v| v.as_slice()).collect();
+    let s = NamConfig::from_sample(&refs, 3);
+    assert_eq!(s.parts, 3);
+    assert_eq!(s.splits[0].to_be_bytes()[..6], *b"cherry");
+    assert_eq!(Design::named("nam-hybrid"), Some(Design::Hybrid));
+    assert_eq!(Design::named("fg"), None);
+}
+
+#[test]
+fn bad_configuration_and_errors() {
+    // Two partitions that start at the same 1-byte key.
+    let (mut rt, mut tcfg) = cluster(Design::Coarse, 2, 8 << 20, 5);
+    tcfg.key_bytes = 1;
+    tcfg.nam = NamConfig::weighted(&[1000, 1, 1, 1000]);
+    assert!(matches!(
+        FgTree::open(tcfg, 0, 0),
+        Err(TreeError::BadConfig(_))
+    ));
+    tcfg.key_bytes = 8;
+    tcfg.nam.header_off = 4056;
+    assert!(matches!(
+        FgTree::open(tcfg, 0, 0),
+        Err(TreeError::BadConfig(_))
+    ));
+    // No handler registered: a typed error, no panic.
+    let bare = SimFabric::new(SimConfig::default());
+    let mut rt2 = SimRuntime::new(bare);
+    let c2 = rt2.add_core(0, 0);
+    let cfg2 = TreeConfig {
+        design: Design::Coarse,
+        ..Default::default()
+    };
+    let r = rt2
+        .block_on(
+            c2,
+            async move { FgTree::create(cfg2, 0, 0).await.map(|_| ()) },
+        )
+        .unwrap();
+    assert_eq!(
+        r,
+        Err(TreeError::Verb(VerbError::UnknownRpc {
+            ms: 0,
+            handler: RPC_NAM
+        }))
+    );
+    // Bulk load builds the fine-grained design only.
+    tcfg.nam = NamConfig::default();
+    let c = rt.add_core(0, 0);
+    let r = rt
+        .block_on(c, async move {
+            FgTree::bulk_load(tcfg, 0, 0, &[(k(1), 1)], 0.8)
+                .await
+                .map(|_| ())
+        })
+        .unwrap();
+    assert!(matches!(r, Err(TreeError::BadConfig(_))));
+}
+
+/// An MS without room for a coarse-grained split reports `MsOutOfMemory`
+/// and the insert did not happen; everything inserted before is intact.
+#[test]
+fn coarse_out_of_memory_is_an_error_and_changes_nothing() {
+    // One 64 KiB chunk per MS: 512 nodes of 128 bytes, about 2,000 keys.
+    let (mut rt, mut tcfg) = cluster(Design::Coarse, 1, 4096 + (64 << 10), 6);
+    tcfg.nam = NamConfig::uniform(1);
+    let c = rt.add_core(0, 0);
+    let (n, err, intact) = rt
+        .block_on(c, async move {
+            let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+            let mut n = 0u64;
+            let err = loop {
+                match t.insert(&k(n), n).await {
+                    Ok(()) => n += 1,
+                    Err(e) => break e,
+                }
+            };
+            let mut intact = t.get(&k(n)).await.unwrap().is_none();
+            for x in 0..n {
+                intact &= t.get(&k(x)).await.unwrap() == Some(x);
+            }
+            (n, err, intact)
+        })
+        .unwrap();
+    assert!(n > 1000, "{n}");
+    assert_eq!(err, TreeError::Verb(VerbError::MsOutOfMemory { ms: 0 }));
+    assert!(intact);
+}
+
+/// A coarse-grained scan longer than one reply holds
+/// (`SCAN_REPLY_BYTES`: real RDMA RPC messages are 4 KiB) continues in the
+/// same partition after the last key, then in the next partition.
+#[test]
+fn coarse_scan_spans_several_replies() {
+    let (mut rt, mut tcfg) = cluster(Design::Coarse, 2, 8 << 20, 7);
+    tcfg.nam = NamConfig::uniform(2);
+    let c = rt.add_core(0, 0);
+    let per_reply = (dm_tree::nam::SCAN_REPLY_BYTES - 4) / 16;
+    let (all, rpcs) = rt
+        .block_on(c, async move {
+            let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+            // 600 keys in each half of the key space, the last one u64::MAX.
+            for x in 0..600u64 {
+                t.insert(&k(x), x).await.unwrap();
+                t.insert(&k(u64::MAX - x), x).await.unwrap();
+            }
+            let s0 = dm_runtime::task_stats();
+            let all = t.scan(&k(0), usize::MAX).await.unwrap();
+            (all, dm_runtime::task_stats().since(&s0).rpc)
+        })
+        .unwrap();
+    assert_eq!(all.len(), 1200);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+    // 600 keys a partition: 3 replies each (the last one short).
+    assert_eq!(per_reply, 249);
+    assert_eq!(rpcs, 6);
+}

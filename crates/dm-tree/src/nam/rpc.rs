@@ -28,6 +28,10 @@ fn successor(k: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// Times a hybrid lookup asks the upper levels again after landing on a
+/// leaf that does not cover its key, before reporting `TreeError::Corrupt`.
+const MAX_REROUTES: u32 = 1000;
+
 fn le64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b[..8].try_into().unwrap())
 }
@@ -196,12 +200,15 @@ impl FgTree {
     /// one READ, and a READ per sibling hop past splits the upper levels do
     /// not know yet.
     pub(crate) async fn nam_find_leaf(&self, key: &[u8]) -> Result<(GlobalAddr, Node), TreeError> {
-        loop {
-            let mut a = self.nam_leaf(key).await?;
+        let mut a = GlobalAddr::NULL;
+        for _ in 0..MAX_REROUTES {
+            a = self.nam_leaf(key).await?;
             loop {
                 let n = self.read_node(a).await?;
                 if n.level != 0 || n.below_low(key) {
-                    // Cannot happen (leaves never move left); ask again.
+                    // Cannot happen (leaves never move left, the upper
+                    // levels only gain separators); ask again, a bounded
+                    // number of times.
                     break;
                 }
                 if n.beyond_high(key) && !n.sibling.is_null() {
@@ -211,6 +218,7 @@ impl FgTree {
                 return Ok((a, n));
             }
         }
+        Err(TreeError::Corrupt(a))
     }
 
     /// Hybrid: installs `sep -> right` in the upper levels after a leaf

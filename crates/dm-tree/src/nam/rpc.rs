@@ -37,11 +37,6 @@ fn le64(b: &[u8]) -> u64 {
 }
 
 impl FgTree {
-    /// The MS holding `key`'s partition.
-    fn nam_ms(&self, key: &[u8]) -> u16 {
-        self.cfg.nam.partition_of(key) % self.cfg.num_ms.max(1)
-    }
-
     /// A request for `op` on partition `p`: op code and the partition's
     /// header offset.
     fn nam_req(&self, op: u8, p: u16) -> Vec<u8> {
@@ -51,27 +46,27 @@ impl FgTree {
         r
     }
 
-    /// A request for `op` on `key`'s partition.
-    fn nam_key_req(&self, op: u8, key: &[u8]) -> Vec<u8> {
-        self.nam_req(op, self.cfg.nam.partition_of(key))
+    /// The error for a reply from partition `p`'s MS that does not parse.
+    fn nam_bad_reply(&self, p: u16, reason: String) -> TreeError {
+        TreeError::Verb(VerbError::RpcFailed {
+            ms: self.cfg.nam.header(p, self.cfg.num_ms).0,
+            handler: RPC_NAM,
+            reason,
+        })
     }
 
-    /// Sends `req` to `key`'s MS and checks the reply is `len` bytes long
-    /// (`None`: any length).
+    /// Sends `req` to partition `p`'s MS and checks the reply is `len`
+    /// bytes long (`None`: any length).
     async fn nam_call(
         &self,
-        key: &[u8],
+        p: u16,
         req: Vec<u8>,
         len: Option<usize>,
     ) -> Result<Vec<u8>, TreeError> {
-        let ms = self.nam_ms(key);
+        let ms = self.cfg.nam.header(p, self.cfg.num_ms).0;
         let b = rpc(ms, RPC_NAM, req).await?;
         if len.is_some_and(|l| b.len() != l) {
-            return Err(TreeError::Verb(VerbError::RpcFailed {
-                ms,
-                handler: RPC_NAM,
-                reason: format!("reply of {} bytes", b.len()),
-            }));
+            return Err(self.nam_bad_reply(p, format!("reply of {} bytes", b.len())));
         }
         Ok(b)
     }
@@ -96,7 +91,6 @@ impl FgTree {
             }
         }
         for p in 0..c.parts {
-            let (ms, _) = c.header(p, self.cfg.num_ms);
             let mut r = self.nam_req(ms::OP_CREATE, p);
             r.extend_from_slice(&(self.cfg.node_bytes as u32).to_le_bytes());
             r.push(kb as u8);
@@ -106,16 +100,17 @@ impl FgTree {
             put_fence(&mut r, &c.fence(p, kb), kb);
             put_fence(&mut r, &c.fence(p + 1, kb), kb);
             r.extend_from_slice(&leaves[p as usize].to_u64().to_le_bytes());
-            rpc(ms, RPC_NAM, r).await?;
+            self.nam_call(p, r, Some(0)).await?;
         }
         Ok(())
     }
 
     /// Coarse-grained get: one RPC.
     pub(crate) async fn nam_get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
-        let mut r = self.nam_key_req(ms::OP_GET, key);
+        let p = self.cfg.nam.partition_of(key);
+        let mut r = self.nam_req(ms::OP_GET, p);
         r.extend_from_slice(key);
-        let b = self.nam_call(key, r, Some(9)).await?;
+        let b = self.nam_call(p, r, Some(9)).await?;
         Ok((b[0] != 0).then(|| le64(&b[1..])))
     }
 
@@ -126,18 +121,20 @@ impl FgTree {
         value: u64,
         may_insert: bool,
     ) -> Result<bool, TreeError> {
-        let mut r = self.nam_key_req(ms::OP_UPSERT, key);
+        let p = self.cfg.nam.partition_of(key);
+        let mut r = self.nam_req(ms::OP_UPSERT, p);
         r.push(may_insert as u8);
         r.extend_from_slice(key);
         r.extend_from_slice(&value.to_le_bytes());
-        Ok(self.nam_call(key, r, Some(1)).await?[0] != 0)
+        Ok(self.nam_call(p, r, Some(1)).await?[0] != 0)
     }
 
     /// Coarse-grained remove: one RPC.
     pub(crate) async fn nam_remove(&self, key: &[u8]) -> Result<bool, TreeError> {
-        let mut r = self.nam_key_req(ms::OP_REMOVE, key);
+        let p = self.cfg.nam.partition_of(key);
+        let mut r = self.nam_req(ms::OP_REMOVE, p);
         r.extend_from_slice(key);
-        Ok(self.nam_call(key, r, Some(1)).await?[0] != 0)
+        Ok(self.nam_call(p, r, Some(1)).await?[0] != 0)
     }
 
     /// Coarse-grained scan: one RPC per partition it touches (range
@@ -154,17 +151,15 @@ impl FgTree {
         let mut at = from.to_vec();
         while out.len() < count {
             let want = (count - out.len()).min(per_reply);
-            let mut r = self.nam_key_req(ms::OP_SCAN, &at);
+            let p = self.cfg.nam.partition_of(&at);
+            let mut r = self.nam_req(ms::OP_SCAN, p);
             r.extend_from_slice(&(want as u32).to_le_bytes());
             r.extend_from_slice(&at);
-            let b = self.nam_call(&at, r, None).await?;
+            let b = self.nam_call(p, r, None).await?;
             let n = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
             if n > want || b.len() != 4 + n * (kb + 8) {
-                return Err(TreeError::Verb(VerbError::RpcFailed {
-                    ms: self.nam_ms(&at),
-                    handler: RPC_NAM,
-                    reason: format!("scan reply of {} bytes for {n} entries", b.len()),
-                }));
+                let why = format!("scan reply of {} bytes for {n} entries", b.len());
+                return Err(self.nam_bad_reply(p, why));
             }
             for e in b[4..].chunks_exact(kb + 8) {
                 out.push((e[..kb].to_vec(), le64(&e[kb..])));
@@ -178,7 +173,6 @@ impl FgTree {
                 continue;
             }
             // This partition is exhausted: continue at the next one's low fence.
-            let p = self.cfg.nam.partition_of(&at);
             match self.cfg.nam.fence(p + 1, kb) {
                 Fence::Key(k) => at = k,
                 _ => break,
@@ -190,9 +184,10 @@ impl FgTree {
     /// Hybrid: the leaf the partition's upper levels route `key` to (one RPC;
     /// the caller follows sibling pointers from there, B-link).
     pub(crate) async fn nam_leaf(&self, key: &[u8]) -> Result<GlobalAddr, TreeError> {
-        let mut r = self.nam_key_req(ms::OP_LEAF, key);
+        let p = self.cfg.nam.partition_of(key);
+        let mut r = self.nam_req(ms::OP_LEAF, p);
         r.extend_from_slice(key);
-        let b = self.nam_call(key, r, Some(8)).await?;
+        let b = self.nam_call(p, r, Some(8)).await?;
         Ok(GlobalAddr::from_u64(le64(&b)))
     }
 
@@ -228,9 +223,10 @@ impl FgTree {
         sep: &[u8],
         right: GlobalAddr,
     ) -> Result<(), TreeError> {
-        let mut r = self.nam_key_req(ms::OP_SEP, sep);
+        let p = self.cfg.nam.partition_of(sep);
+        let mut r = self.nam_req(ms::OP_SEP, p);
         r.extend_from_slice(sep);
         r.extend_from_slice(&right.to_u64().to_le_bytes());
-        self.nam_call(sep, r, Some(0)).await.map(|_| ())
+        self.nam_call(p, r, Some(0)).await.map(|_| ())
     }
 }

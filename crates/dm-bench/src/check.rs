@@ -51,7 +51,7 @@
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::Kv;
-use crate::kv::{btree, index_names, radix};
+use crate::kv::{parse_index, radix};
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -800,15 +800,7 @@ impl Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let (t, d) = match btree(&a.index) {
-        Some(td) => td,
-        None if radix(&a.index).is_some() => (Techniques::FG_PLUS, Design::Fine),
-        None => bail!(
-            "unknown --index {:?}: this build has {}",
-            a.index,
-            index_names()
-        ),
-    };
+    let (t, d, _) = parse_index(&a.index)?;
     let mut a = a;
     a.techniques = t;
     a.design = d;

@@ -31,7 +31,7 @@ pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
 /// fine-grained design, or one of Ziegler et al.'s NAM designs
 /// (`nam-coarse`, `nam-hybrid`; `fg` is the fine-grained one) with FG+'s
 /// leaf locking.
-pub(crate) fn btree(name: &str) -> Option<(dm_tree::Techniques, dm_tree::Design)> {
+fn btree(name: &str) -> Option<(dm_tree::Techniques, dm_tree::Design)> {
     match (
         dm_tree::Techniques::named(name),
         dm_tree::Design::named(name),
@@ -42,8 +42,27 @@ pub(crate) fn btree(name: &str) -> Option<(dm_tree::Techniques, dm_tree::Design)
     }
 }
 
+/// What `--index NAME` selects: the B+tree techniques and design (FG+ and
+/// the fine-grained design for the radix family, which does not use them)
+/// and the radix rung, if NAME is one. An unknown name is an error listing
+/// every name.
+pub(crate) fn parse_index(
+    name: &str,
+) -> anyhow::Result<(
+    dm_tree::Techniques,
+    dm_tree::Design,
+    Option<dm_art::Techniques>,
+)> {
+    let rung = radix(name);
+    match (btree(name), rung) {
+        (Some((t, d)), _) => Ok((t, d, rung)),
+        (None, Some(_)) => Ok((dm_tree::Techniques::FG_PLUS, dm_tree::Design::Fine, rung)),
+        (None, None) => anyhow::bail!("unknown --index {name:?}: this build has {}", index_names()),
+    }
+}
+
 /// Every `--index` name, for error messages.
-pub(crate) fn index_names() -> String {
+fn index_names() -> String {
     let mut v: Vec<&str> = dm_tree::Techniques::NAMES.to_vec();
     v.extend(dm_tree::Design::NAMES.iter().map(|d| d.0));
     v.extend(RADIX.iter().map(|r| r.0));

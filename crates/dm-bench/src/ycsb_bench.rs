@@ -17,7 +17,7 @@
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::kv::{btree, index_names, radix, AnyIndex, Kv, SMART};
+use crate::kv::{parse_index, AnyIndex, Kv, SMART};
 use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
@@ -25,7 +25,7 @@ use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use anyhow::{anyhow, bail, Result};
 use dm_art::{ArtCache, KeyCodec, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
-use dm_tree::{Design, FgTree, IndexCache, LockTableConfig, NamConfig, Techniques, TreeConfig};
+use dm_tree::{Design, FgTree, IndexCache, LockTableConfig, NamConfig, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{Caps, Fabric, MsConfig, VerbStats};
@@ -547,17 +547,8 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.fabric == FabricArg::Rdma {
         return Err(crate::fabric_arg::no_rdma());
     }
-    let rung = radix(&a.index);
+    let (techniques, design, rung) = parse_index(&a.index)?;
     let smart = rung.is_some();
-    let (techniques, design) = match btree(&a.index) {
-        Some(td) => td,
-        None if smart => (Techniques::default(), Design::Fine),
-        None => bail!(
-            "unknown --index {:?}: this build has {}",
-            a.index,
-            index_names()
-        ),
-    };
     for t in &a.smart_off {
         if !["lfi", "ipl", "rear", "rd", "wc", "cache"].contains(&t.as_str()) {
             bail!("--smart-off takes lfi, ipl, rear, rd, wc and cache, got {t:?}");
@@ -671,7 +662,11 @@ pub fn run(mut a: Args) -> Result<()> {
         techniques,
         lock_table: LockTableConfig::for_caps(caps),
         design,
-        nam: nam_config(&a, &plan),
+        nam: if design == Design::Fine {
+            NamConfig::default()
+        } else {
+            nam_config(&a, &plan)
+        },
         ..Default::default()
     };
     let scfg = SmartConfig {

@@ -4,6 +4,9 @@ use dm_runtime::{SimCore, SimRuntime};
 use dm_tree::{FgTree, TreeConfig, TreeError};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{MsConfig, VerbError};
+mod model;
+
+use model::{k, matches_btreemap, op};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -36,57 +39,16 @@ fn cluster(num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConfig) {
     (SimRuntime::new(SimFabric::new(cfg)), tcfg)
 }
 
-fn k(x: u64) -> Vec<u8> {
-    x.to_be_bytes().to_vec()
-}
-
-#[derive(Clone, Debug)]
-enum Op {
-    Insert(u64, u64),
-    Update(u64, u64),
-    Remove(u64),
-    Get(u64),
-    Scan(u64, usize),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
-        1 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Update(k, v)),
-        2 => (0..200u64).prop_map(Op::Remove),
-        2 => (0..200u64).prop_map(Op::Get),
-        1 => (0..200u64, 0..30usize).prop_map(|(k, n)| Op::Scan(k, n)),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn sequential_matches_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+    fn sequential_matches_btreemap(ops in proptest::collection::vec(op(|x| x, 30), 1..400)) {
         let (mut rt, tcfg) = cluster(2, 8 << 20, 1);
         let c = rt.add_core(0, 0);
         let res = rt.block_on(c, async move {
             let t = FgTree::create(tcfg, 0, 0).await.unwrap();
-            let mut m = BTreeMap::new();
-            for o in ops {
-                match o {
-                    Op::Insert(x, v) => { t.insert(&k(x), v).await.unwrap(); m.insert(x, v); }
-                    Op::Update(x, v) => {
-                        let had = m.contains_key(&x);
-                        assert_eq!(t.update(&k(x), v).await.unwrap(), had);
-                        if had { m.insert(x, v); }
-                    }
-                    Op::Remove(x) => assert_eq!(t.remove(&k(x)).await.unwrap(), m.remove(&x).is_some()),
-                    Op::Get(x) => assert_eq!(t.get(&k(x)).await.unwrap(), m.get(&x).copied()),
-                    Op::Scan(x, n) => {
-                        let want: Vec<_> = m.range(x..).take(n).map(|(a, b)| (k(*a), *b)).collect();
-                        assert_eq!(t.scan(&k(x), n).await.unwrap(), want);
-                    }
-                }
-            }
-            let all: Vec<_> = m.iter().map(|(a, b)| (k(*a), *b)).collect();
-            assert_eq!(t.scan(&k(0), usize::MAX).await.unwrap(), all);
+            matches_btreemap(&t, ops).await;
             true
         });
         prop_assert_eq!(res, Some(true));

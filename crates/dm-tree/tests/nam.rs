@@ -7,8 +7,10 @@ use dm_tree::nam::{ms, RPC_NAM};
 use dm_tree::{Design, FgTree, NamConfig, TreeConfig, TreeError};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{Fabric, MsConfig, VerbError};
+mod model;
+
+use model::{k, matches_btreemap, Op};
 use proptest::prelude::*;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 fn cluster(design: Design, num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConfig) {
@@ -42,32 +44,9 @@ fn cluster(design: Design, num_ms: u16, region: u64, seed: u64) -> (SimRuntime, 
     (SimRuntime::new(f), tcfg)
 }
 
-fn k(x: u64) -> Vec<u8> {
-    x.to_be_bytes().to_vec()
-}
-
 /// Keys spread over the whole u64 space (so every partition gets some).
 fn spread(x: u64) -> u64 {
     x.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-#[derive(Clone, Debug)]
-enum Op {
-    Insert(u64, u64),
-    Update(u64, u64),
-    Remove(u64),
-    Get(u64),
-    Scan(u64, usize),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Insert(spread(k), v)),
-        1 => (0..200u64, any::<u64>()).prop_map(|(k, v)| Op::Update(spread(k), v)),
-        2 => (0..200u64).prop_map(|k| Op::Remove(spread(k))),
-        2 => (0..200u64).prop_map(|k| Op::Get(spread(k))),
-        1 => (0..200u64, 0..60usize).prop_map(|(k, n)| Op::Scan(spread(k), n)),
-    ]
 }
 
 fn run_model(design: Design, nam: NamConfig, ops: Vec<Op>) -> bool {
@@ -76,35 +55,15 @@ fn run_model(design: Design, nam: NamConfig, ops: Vec<Op>) -> bool {
     let c = rt.add_core(0, 0);
     rt.block_on(c, async move {
         let t = FgTree::create(tcfg, 0, 0).await.unwrap();
-        let mut m = BTreeMap::new();
-        for o in ops {
-            match o {
-                Op::Insert(x, v) => {
-                    t.insert(&k(x), v).await.unwrap();
-                    m.insert(x, v);
-                }
-                Op::Update(x, v) => {
-                    let had = m.contains_key(&x);
-                    assert_eq!(t.update(&k(x), v).await.unwrap(), had);
-                    if had {
-                        m.insert(x, v);
-                    }
-                }
-                Op::Remove(x) => {
-                    assert_eq!(t.remove(&k(x)).await.unwrap(), m.remove(&x).is_some())
-                }
-                Op::Get(x) => assert_eq!(t.get(&k(x)).await.unwrap(), m.get(&x).copied()),
-                Op::Scan(x, n) => {
-                    let want: Vec<_> = m.range(x..).take(n).map(|(a, b)| (k(*a), *b)).collect();
-                    assert_eq!(t.scan(&k(x), n).await.unwrap(), want);
-                }
-            }
-        }
-        let all: Vec<_> = m.iter().map(|(a, b)| (k(*a), *b)).collect();
-        assert_eq!(t.scan(&k(0), usize::MAX).await.unwrap(), all);
+        matches_btreemap(&t, ops).await;
         true
     })
     .unwrap()
+}
+
+/// The model's operations over keys spread across the whole u64 space.
+fn op() -> impl Strategy<Value = Op> {
+    model::op(spread, 60)
 }
 
 proptest! {

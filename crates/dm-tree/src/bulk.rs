@@ -93,13 +93,7 @@ impl FgTree {
                 let mut n = Node::empty(level, low.clone(), high);
                 n.entries = g
                     .iter()
-                    .map(|(f, a)| {
-                        let k = match f {
-                            Fence::Key(k) => k.clone(),
-                            _ => vec![0; cfg.key_bytes],
-                        };
-                        (k, a.to_u64())
-                    })
+                    .map(|(f, a)| (f.first_entry_key(cfg.key_bytes), a.to_u64()))
                     .collect();
                 next_lows.push(low);
                 next_nodes.push(n);

@@ -113,6 +113,17 @@ pub enum Fence {
     PosInf,
 }
 
+impl Fence {
+    /// The first entry key of an internal node whose low fence is `self`:
+    /// the fence key, or `key_bytes` zeros for -inf (see the module docs).
+    pub fn first_entry_key(&self, key_bytes: usize) -> Vec<u8> {
+        match self {
+            Fence::Key(k) => k.clone(),
+            _ => vec![0; key_bytes],
+        }
+    }
+}
+
 /// A decoded, validated node. Only [`Node::decode`] (checksum verified) makes one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {

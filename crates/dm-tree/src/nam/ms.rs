@@ -306,21 +306,13 @@ fn create(mem: &mut dyn MsMemory, at: GlobalAddr, r: &mut Rd) -> Result<Vec<u8>,
     t.reserve(1)?;
     let mut root = Node::empty(base, low.clone(), high);
     if base == 1 {
-        root.entries.push((low_key(&low, kb), child));
+        root.entries.push((low.first_entry_key(kb), child));
     }
     let a = t.alloc();
     t.write(a, &root)?;
     t.h.root = a.to_u64();
     t.save()?;
     Ok(Vec::new())
-}
-
-/// The first entry key of an internal node with low fence `low` (zeros for -inf).
-fn low_key(low: &Fence, kb: usize) -> Vec<u8> {
-    match low {
-        Fence::Key(k) => k.clone(),
-        _ => vec![0; kb],
-    }
 }
 
 impl Local<'_> {
@@ -413,7 +405,7 @@ impl Local<'_> {
             let Some((pa, mut p)) = path.pop() else {
                 let kb = self.h.key_bytes as usize;
                 let mut root = Node::empty(n.level + 1, n.low.clone(), right.high.clone());
-                root.entries = vec![(low_key(&n.low, kb), a.to_u64()), (sep, ra.to_u64())];
+                root.entries = vec![(n.low.first_entry_key(kb), a.to_u64()), (sep, ra.to_u64())];
                 let r = self.alloc();
                 self.write(r, &root)?;
                 self.h.root = r.to_u64();

@@ -97,12 +97,6 @@ impl FgTree {
         mut n: Node,
     ) -> Pin<Box<dyn Future<Output = Result<(), TreeError>> + 'a>> {
         Box::pin(async move {
-            let right_entries = n.entries.split_off(n.entries.len() / 2);
-            let sep = right_entries[0].0.clone();
-            let mut right = Node::empty(n.level, Fence::Key(sep.clone()), n.high.clone());
-            right.unsorted = n.unsorted;
-            right.sibling = n.sibling;
-            right.entries = right_entries;
             let ra = match self.alloc_node().await {
                 Ok(ra) => ra,
                 Err(e) => {
@@ -111,8 +105,7 @@ impl FgTree {
                     return Err(e);
                 }
             };
-            n.high = Fence::Key(sep.clone());
-            n.sibling = ra;
+            let (sep, right) = n.split_right(ra);
             // A whole-node write: readers must not mix it with the old image's slots.
             n.version = n.version.wrapping_add(1);
             // The new right node is written before the node that points to it:

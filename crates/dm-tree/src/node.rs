@@ -195,6 +195,25 @@ impl Node {
             .binary_search_by(|(k, _)| k.as_slice().cmp(key))
     }
 
+    /// The B-link split: moves the upper half of the entries into a new right
+    /// node covering `[separator, old high)` whose sibling is this node's old
+    /// sibling, and makes this node end at the separator with the right node,
+    /// to be written at `right_at`, as its sibling. Returns the separator
+    /// (the right node's first key) and the right node. The caller writes
+    /// the right node before this one, so a reader always finds moved keys
+    /// through the sibling pointer.
+    pub fn split_right(&mut self, right_at: GlobalAddr) -> (Vec<u8>, Node) {
+        let right_entries = self.entries.split_off(self.entries.len() / 2);
+        let sep = right_entries[0].0.clone();
+        let mut right = Node::empty(self.level, Fence::Key(sep.clone()), self.high.clone());
+        right.unsorted = self.unsorted;
+        right.sibling = self.sibling;
+        right.entries = right_entries;
+        self.high = Fence::Key(sep.clone());
+        self.sibling = right_at;
+        (sep, right)
+    }
+
     /// Internal node: the child covering `key` (last entry with key <= `key`).
     pub fn child_for(&self, key: &[u8]) -> GlobalAddr {
         let i = match self.find(key) {

@@ -392,14 +392,8 @@ impl Local<'_> {
         // taken before anything is written: out of memory changes nothing.
         self.reserve(path.len() as u64 + 2)?;
         loop {
-            let right_entries = n.entries.split_off(n.entries.len() / 2);
-            let sep = right_entries[0].0.clone();
-            let mut right = Node::empty(n.level, Fence::Key(sep.clone()), n.high.clone());
-            right.sibling = n.sibling;
-            right.entries = right_entries;
             let ra = self.alloc();
-            n.high = Fence::Key(sep.clone());
-            n.sibling = ra;
+            let (sep, right) = n.split_right(ra);
             self.write(ra, &right)?;
             self.write(a, &n)?;
             let Some((pa, mut p)) = path.pop() else {

@@ -22,6 +22,8 @@ pub struct ChunkAlloc {
     /// A refill RPC is in flight (other tasks of this core wait for it).
     refilling: Cell<bool>,
     num_ms: u16,
+    /// The MSs in rotation are `base_ms..base_ms + num_ms`.
+    base_ms: u16,
     chunk_bytes: u64,
 }
 
@@ -35,7 +37,17 @@ impl ChunkAlloc {
             next_ms: Cell::new(first_ms % num_ms.max(1)),
             refilling: Cell::new(false),
             num_ms,
+            base_ms: 0,
             chunk_bytes,
+        }
+    }
+
+    /// Carver whose chunks all come from MS `ms` (placement that keeps a
+    /// sub-tree on one MS, DEX §4); `MsOutOfMemory` once that MS has none left.
+    pub fn on_ms(ms: u16, chunk_bytes: u64) -> Self {
+        ChunkAlloc {
+            base_ms: ms,
+            ..ChunkAlloc::new(1, chunk_bytes, 0)
         }
     }
 
@@ -80,8 +92,9 @@ impl ChunkAlloc {
     async fn refill(&self) -> Result<(), VerbError> {
         let mut last = VerbError::MsOutOfMemory { ms: 0 };
         for _ in 0..self.num_ms {
-            let ms = self.next_ms.get();
-            self.next_ms.set((ms + 1) % self.num_ms);
+            let next = self.next_ms.get();
+            self.next_ms.set((next + 1) % self.num_ms);
+            let ms = self.base_ms + next;
             match crate::rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await {
                 Ok(r) if r.len() == 8 => {
                     let a = GlobalAddr::from_u64(u64::from_le_bytes(r.try_into().unwrap()));

@@ -97,7 +97,7 @@ impl FgTree {
         mut n: Node,
     ) -> Pin<Box<dyn Future<Output = Result<(), TreeError>> + 'a>> {
         Box::pin(async move {
-            let ra = match self.alloc_node().await {
+            let ra = match self.alloc_node_near(n.level, a).await {
                 Ok(ra) => ra,
                 Err(e) => {
                     // Nothing changed remotely: release the lock and report.
@@ -136,7 +136,7 @@ impl FgTree {
     }
 
     /// Inserts separator `sep -> right` at `level`, after `left` split.
-    async fn insert_parent(
+    pub(crate) async fn insert_parent(
         &self,
         level: u8,
         left: GlobalAddr,
@@ -162,7 +162,7 @@ impl FgTree {
                         (vec![0; self.cfg.key_bytes], left.to_u64()),
                         (sep.clone(), right.to_u64()),
                     ];
-                    let ra = self.alloc_node().await?;
+                    let ra = self.alloc_node_near(level, left).await?;
                     write(ra, r.encode(&self.g)).await?;
                     if self.cas_root(root, ra).await? {
                         return Ok(());

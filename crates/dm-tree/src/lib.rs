@@ -67,6 +67,7 @@
 
 mod bulk;
 pub mod cache;
+pub mod dex;
 mod insert;
 pub mod lock;
 pub mod nam;
@@ -78,6 +79,7 @@ pub mod tree;
 pub mod two_level;
 
 pub use cache::{CacheStats, IndexCache};
+pub use dex::{DexCluster, DexConfig, DexStats, DexTree};
 pub use lock::{lock_takeovers, LockTableConfig, NodeLocks, Techniques};
 pub use nam::{Design, NamConfig};
 pub use tree::{FgTree, TreeConfig, TreeError};

@@ -214,6 +214,23 @@ impl Node {
         (sep, right)
     }
 
+    /// The split of [`Node::split_right`] at `key` instead of the middle:
+    /// entries below `key` stay, the rest move to the right node, which
+    /// covers `[key, old high)` (`key` must lie inside this node's range;
+    /// either side may end up empty). DEX uses it to make a partition bound
+    /// a leaf fence (§4, re-partitioning). Returns the separator (`key`).
+    pub fn split_at(&mut self, right_at: GlobalAddr, key: &[u8]) -> (Vec<u8>, Node) {
+        let at = self.find(key).unwrap_or_else(|i| i);
+        let right_entries = self.entries.split_off(at);
+        let mut right = Node::empty(self.level, Fence::Key(key.to_vec()), self.high.clone());
+        right.unsorted = self.unsorted;
+        right.sibling = self.sibling;
+        right.entries = right_entries;
+        self.high = Fence::Key(key.to_vec());
+        self.sibling = right_at;
+        (key.to_vec(), right)
+    }
+
     /// Internal node: the child covering `key` (last entry with key <= `key`).
     pub fn child_for(&self, key: &[u8]) -> GlobalAddr {
         let i = match self.find(key) {

@@ -35,6 +35,11 @@ pub struct TreeConfig {
     pub design: Design,
     /// Partitioning and MS cost model of the coarse-grained and hybrid designs.
     pub nam: NamConfig,
+    /// DEX's placement (§4, "sub-trees rooted at level M live on one MS"):
+    /// `Some(M)` allocates the new right node of a split at level <= M, and
+    /// a new root at level <= M, on the MS of the node it splits from; nodes
+    /// above M go round-robin. `None` (default): every node round-robin.
+    pub subtree_level: Option<u8>,
 }
 
 impl Default for TreeConfig {
@@ -49,6 +54,7 @@ impl Default for TreeConfig {
             lock_table: LockTableConfig::default(),
             design: Design::Fine,
             nam: NamConfig::default(),
+            subtree_level: None,
         }
     }
 }
@@ -67,6 +73,9 @@ pub enum TreeError {
     /// The lock of the node at this address stayed taken through a million
     /// attempts: its holder died or never released it.
     LockStuck(GlobalAddr),
+    /// DEX (§4): the key lies in the partition of this CS (the owner), and
+    /// forwarding is off; send the operation to a core of that CS.
+    NotOwner(u16),
 }
 
 impl fmt::Display for TreeError {
@@ -79,6 +88,7 @@ impl fmt::Display for TreeError {
             TreeError::Corrupt(a) => write!(f, "node at {a:?} never validated"),
             TreeError::Verb(e) => write!(f, "{e}"),
             TreeError::LockStuck(a) => write!(f, "lock of node {a:?} never released"),
+            TreeError::NotOwner(cs) => write!(f, "key belongs to the partition of CS {cs}"),
         }
     }
 }
@@ -100,6 +110,9 @@ pub struct FgTree {
     pub(crate) cfg: TreeConfig,
     pub(crate) g: Geometry,
     alloc: ChunkAlloc,
+    /// One carver per MS for [`TreeConfig::subtree_level`] placement (a
+    /// chunk is fetched from an MS only when a node is first placed there).
+    near: Vec<ChunkAlloc>,
     /// Node images this handle rejected because their checksum did not match.
     rejected: std::cell::Cell<u64>,
     /// The CS's index cache, if any.
@@ -143,6 +156,9 @@ impl FgTree {
             cfg,
             g,
             alloc: ChunkAlloc::new(cfg.num_ms, cfg.chunk_bytes, first_ms),
+            near: (0..cfg.num_ms)
+                .map(|ms| ChunkAlloc::on_ms(ms, cfg.chunk_bytes))
+                .collect(),
             rejected: std::cell::Cell::new(0),
             cache: None,
             locks: NodeLocks::new(
@@ -251,6 +267,28 @@ impl FgTree {
 
     pub(crate) async fn alloc_node(&self) -> Result<GlobalAddr, TreeError> {
         Ok(self.alloc.alloc(self.cfg.node_bytes as u64, 64).await?)
+    }
+
+    /// A node on MS `ms` (placement; see [`TreeConfig::subtree_level`]).
+    pub(crate) async fn alloc_node_on(&self, ms: u16) -> Result<GlobalAddr, TreeError> {
+        match self.near.get(ms as usize) {
+            Some(a) => Ok(a.alloc(self.cfg.node_bytes as u64, 64).await?),
+            None => self.alloc_node().await,
+        }
+    }
+
+    /// A node for level `level` next to the node at `beside`: on its MS
+    /// when `level` is at or below [`TreeConfig::subtree_level`], else
+    /// round-robin.
+    pub(crate) async fn alloc_node_near(
+        &self,
+        level: u8,
+        beside: GlobalAddr,
+    ) -> Result<GlobalAddr, TreeError> {
+        match self.cfg.subtree_level {
+            Some(m) if level <= m => self.alloc_node_on(beside.ms()).await,
+            _ => self.alloc_node().await,
+        }
     }
 
     /// The root node's address (one 8-byte READ: atomic).

@@ -1,0 +1,75 @@
+//! DEX's public operations: route to the owning CS (§4), then run there.
+
+use super::ops::{Op, Res};
+use super::DexTree;
+use crate::node::Fence;
+use crate::tree::TreeError;
+
+impl DexTree {
+    /// The value stored under `key`, if any.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
+        self.t.check_key(key)?;
+        let (c, _in) = self.enter(key).await?;
+        match self.point(c, key, Op::Get).await? {
+            Res::Get(v) => Ok(v),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Inserts `key -> value`, replacing the value if the key exists.
+    pub async fn insert(&self, key: &[u8], value: u64) -> Result<(), TreeError> {
+        self.put(key, value, true).await.map(|_| ())
+    }
+
+    /// Replaces the value of an existing key; `false` if the key is absent.
+    pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, TreeError> {
+        self.put(key, value, false).await
+    }
+
+    async fn put(&self, key: &[u8], value: u64, may_insert: bool) -> Result<bool, TreeError> {
+        self.t.check_key(key)?;
+        let (c, _in) = self.enter(key).await?;
+        match self.point(c, key, Op::Put { value, may_insert }).await? {
+            Res::Put(b) => Ok(b),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Removes `key`; `false` if it was absent.
+    pub async fn remove(&self, key: &[u8]) -> Result<bool, TreeError> {
+        self.t.check_key(key)?;
+        let (c, _in) = self.enter(key).await?;
+        match self.point(c, key, Op::Remove).await? {
+            Res::Remove(b) => Ok(b),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Up to `count` entries from `from` on, ascending: repeated lookups,
+    /// one leaf at a time, each continuing at the last leaf's high fence
+    /// (§5.4; never offloaded). Each leaf's entries are one atomic snapshot;
+    /// the scan as a whole is not. Without forwarding, the scan stops at the
+    /// end of this CS's partition (as the paper's code does).
+    pub async fn scan(&self, from: &[u8], count: usize) -> Result<Vec<(Vec<u8>, u64)>, TreeError> {
+        self.t.check_key(from)?;
+        let mut out = Vec::new();
+        let mut k = from.to_vec();
+        while out.len() < count {
+            let (c, _in) = match self.enter(&k).await {
+                Ok(x) => x,
+                Err(TreeError::NotOwner(_)) if !out.is_empty() || k != from => break,
+                Err(e) => return Err(e),
+            };
+            let max = count - out.len();
+            let Res::Scan(v, high) = self.point(c, &k, Op::Scan { max }).await? else {
+                unreachable!()
+            };
+            out.extend(v);
+            match high {
+                Fence::Key(h) => k = h,
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,368 @@
+//! One CS's DEX cache (§5): page frames, the mapping table, pointer
+//! swizzling, the cooling map and path-aware sampling.
+//!
+//! Every field is touched only under the CS's mutex ([`super::DexCs::lock`]),
+//! never across an await. States of a cached node:
+//! - **hot**: reachable from the root frame through swizzled child slots
+//!   (`Frame::parent` names the frame whose `swz` holds it), or the root, or
+//!   an **orphan**: hot but unswizzled because its cached parent lost it in a
+//!   refresh (listed in `Cache::orphans`, adopted by the next traversal that
+//!   finds it through the mapping table, §5.2 "a hot page not swizzled here").
+//! - **cooling**: unswizzled, clean, in one cooling bucket; touching it
+//!   swizzles it back (second chance), the bucket's FIFO evicts it.
+//!
+//! Invariants (the path-aware rules of §5.3, which offloading relies on):
+//! a node is cooled only when it has no swizzled children, is not pinned
+//! (an I/O below it is in flight), not busy (a leaf split) and clean (a dirty
+//! page is written back first, while it is still hot); so a node that is
+//! not cached has no hot descendants except orphans, and the pool holds its
+//! whole sub-tree's newest bytes.
+
+use crate::node::{Fence, Node};
+use dm_verbs::GlobalAddr;
+use slab::Slab;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+/// No frame (an unswizzled slot, no parent).
+pub(crate) const NONE: u32 = u32::MAX;
+/// Entries per cooling bucket (64-byte bucket of 6 slots, §5.3).
+const BUCKET_SLOTS: usize = 6;
+/// Buckets probed for an eviction candidate (code: 8).
+const PROBE_BUCKETS: usize = 8;
+
+/// One cached node.
+pub(crate) struct Frame {
+    pub addr: GlobalAddr,
+    pub node: Node,
+    /// Inner nodes: per entry, the frame of the child (swizzled) or NONE.
+    pub swz: Vec<u32>,
+    pub parent: u32,
+    pub cooling: bool,
+    pub dirty: bool,
+    /// Bumped by every change; a write-back clears `dirty` only if it wrote
+    /// the newest generation.
+    pub gen: u64,
+    /// I/Os in flight below this node (fetch, scratch leaf, offload).
+    pub pins: u32,
+    /// A leaf split holds this leaf.
+    pub busy: bool,
+    /// A write-back of this page is in flight.
+    pub flushing: bool,
+}
+
+/// A mapping-table entry (§5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// IO_FLAG: being fetched, processed as a scratch page, or offloaded.
+    Io,
+    At(u32),
+}
+
+/// Counters of one CS's cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    /// Point and scan traversals that reached their leaf without I/O.
+    pub hits: u64,
+    /// Traversals that missed a node (fetch, scratch leaf or offload).
+    pub misses: u64,
+    /// Nodes admitted, cooled, evicted, and re-promoted from cooling.
+    pub admitted: u64,
+    pub cooled: u64,
+    pub evicted: u64,
+    pub second_chances: u64,
+    /// Dirty pages written back (cooling, flush) and their bytes.
+    pub write_backs: u64,
+    pub write_back_bytes: u64,
+    /// Inner nodes re-read because a route failed its fence check.
+    pub refreshes: u64,
+    /// Leaves read into a scratch copy (not admitted).
+    pub scratch_leaves: u64,
+}
+
+pub(crate) struct Cache {
+    pub frames: Slab<Frame>,
+    pub map: HashMap<u64, Slot>,
+    pub root: u32,
+    pub orphans: Vec<u32>,
+    cooling: Vec<Vec<u32>>,
+    pub budget: usize,
+    rng: u64,
+    pub counters: CacheCounters,
+}
+
+impl Cache {
+    pub fn new(budget: usize, seed: u64) -> Self {
+        let buckets = (budget / 10).div_ceil(BUCKET_SLOTS).max(1);
+        Cache {
+            frames: Slab::new(),
+            map: HashMap::new(),
+            root: NONE,
+            orphans: Vec::new(),
+            cooling: vec![Vec::new(); buckets],
+            budget,
+            rng: seed | 1,
+            counters: CacheCounters::default(),
+        }
+    }
+
+    /// xorshift64*: the sampling and admission draws.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A draw in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Drops every frame (repartition; the caller flushed the dirty ones).
+    pub fn clear(&mut self) {
+        let (budget, rng, counters) = (self.budget, self.rng, self.counters.clone());
+        *self = Cache::new(budget, rng);
+        self.counters = counters;
+    }
+
+    /// Admits `node` at `addr` as a hot frame, swizzled into `parent` if
+    /// that frame still has an entry pointing at `addr` (else an orphan).
+    pub fn admit(&mut self, addr: GlobalAddr, node: Node, parent: u32) -> u32 {
+        let swz = if node.is_leaf() {
+            Vec::new()
+        } else {
+            vec![NONE; node.entries.len()]
+        };
+        let f = self.frames.insert(Frame {
+            addr,
+            node,
+            swz,
+            parent: NONE,
+            cooling: false,
+            dirty: false,
+            gen: 0,
+            pins: 0,
+            busy: false,
+            flushing: false,
+        }) as u32;
+        self.map.insert(addr.to_u64(), Slot::At(f));
+        self.counters.admitted += 1;
+        match self.entry_of(parent, addr) {
+            Some(i) => self.swizzle(parent, i, f),
+            None => self.orphans.push(f),
+        }
+        f
+    }
+
+    /// The entry of frame `p` whose child is `child`.
+    pub fn entry_of(&self, p: u32, child: GlobalAddr) -> Option<usize> {
+        let f = self.frames.get(p as usize)?;
+        if f.node.is_leaf() {
+            return None;
+        }
+        f.node.entries.iter().position(|e| e.1 == child.to_u64())
+    }
+
+    /// Makes frame `c` (hot: orphan or swizzled elsewhere, or cooling) the
+    /// swizzled child of entry `i` of `p`.
+    pub fn swizzle(&mut self, p: u32, i: usize, c: u32) {
+        if self.frames[c as usize].cooling {
+            self.take_cooling(c);
+            self.counters.second_chances += 1;
+        }
+        self.unswizzle(c);
+        self.orphans.retain(|&o| o != c);
+        self.frames[p as usize].swz[i] = c;
+        self.frames[c as usize].parent = p;
+    }
+
+    /// Makes the frame `c` the root frame (it stays hot, unswizzled).
+    pub fn swizzle_as_root(&mut self, c: u32) {
+        if self.frames[c as usize].cooling {
+            self.take_cooling(c);
+        }
+        self.unswizzle(c);
+        self.orphans.retain(|&o| o != c);
+        self.root = c;
+    }
+
+    /// Clears the slot of `c` in its parent (if any).
+    fn unswizzle(&mut self, c: u32) {
+        let p = self.frames[c as usize].parent;
+        if p != NONE {
+            if let Some(pf) = self.frames.get_mut(p as usize) {
+                for s in pf.swz.iter_mut().filter(|s| **s == c) {
+                    *s = NONE;
+                }
+            }
+            self.frames[c as usize].parent = NONE;
+        }
+    }
+
+    fn bucket_of(&self, a: GlobalAddr) -> usize {
+        let h = a.to_u64().wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> 32) as usize % self.cooling.len()
+    }
+
+    fn take_cooling(&mut self, c: u32) {
+        let b = self.bucket_of(self.frames[c as usize].addr);
+        self.cooling[b].retain(|&x| x != c);
+        self.frames[c as usize].cooling = false;
+    }
+
+    /// Frame `c` may cool: no swizzled children, no I/O below, not busy,
+    /// not being written back, not the root, hot.
+    pub fn may_cool(&self, c: u32) -> bool {
+        let f = &self.frames[c as usize];
+        c != self.root
+            && !f.cooling
+            && f.pins == 0
+            && !f.busy
+            && !f.flushing
+            && f.swz.iter().all(|&s| s == NONE)
+    }
+
+    /// Cools the clean frame `c` (§5.3): unswizzle it and put it at the head
+    /// of its cooling bucket, evicting the bucket's oldest page when full.
+    pub fn cool(&mut self, c: u32) {
+        debug_assert!(self.may_cool(c) && !self.frames[c as usize].dirty);
+        self.unswizzle(c);
+        self.orphans.retain(|&o| o != c);
+        self.frames[c as usize].cooling = true;
+        self.counters.cooled += 1;
+        let b = self.bucket_of(self.frames[c as usize].addr);
+        self.cooling[b].insert(0, c);
+        if self.cooling[b].len() > BUCKET_SLOTS {
+            let old = self.cooling[b].pop().unwrap();
+            self.evict(old);
+        }
+    }
+
+    /// Drops the cooling frame `c` (no I/O: it is clean).
+    fn evict(&mut self, c: u32) {
+        let f = self.frames.remove(c as usize);
+        debug_assert!(f.cooling && !f.dirty);
+        self.map.remove(&f.addr.to_u64());
+        self.counters.evicted += 1;
+    }
+
+    /// Evicts the oldest page of the first non-empty bucket among up to 8
+    /// from a random one; false if they are all empty.
+    pub fn evict_one(&mut self) -> bool {
+        let n = self.cooling.len();
+        let start = self.next_u64() as usize % n;
+        for k in 0..PROBE_BUCKETS.min(n) {
+            let b = (start + k) % n;
+            if let Some(c) = self.cooling[b].pop() {
+                self.evict(c);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drops the cooling copy of `a` if there is one (offload returned it:
+    /// the MS changed the page, §6.2 step 5). A hot copy is left alone
+    /// (cannot happen: see the module docs) and reported.
+    pub fn invalidate(&mut self, a: GlobalAddr) -> bool {
+        match self.map.get(&a.to_u64()) {
+            Some(Slot::At(c)) if self.frames[*c as usize].cooling => {
+                let c = *c;
+                self.take_cooling(c);
+                self.frames[c as usize].cooling = true;
+                self.evict(c);
+                true
+            }
+            Some(Slot::At(_)) => false,
+            _ => true,
+        }
+    }
+
+    /// Path-aware sampling (§5.3): a random hot frame hands the cooling
+    /// down to one of its swizzled children until a frame without any;
+    /// that frame if it may cool.
+    pub fn sample(&mut self) -> Option<u32> {
+        let cap = self.frames.capacity().max(1);
+        let mut c = NONE;
+        for _ in 0..4 {
+            let i = (self.next_u64() % cap as u64) as u32;
+            if self.frames.get(i as usize).is_some_and(|f| !f.cooling) {
+                c = i;
+                break;
+            }
+        }
+        if c == NONE {
+            return None;
+        }
+        loop {
+            let f = &self.frames[c as usize];
+            let kids: Vec<u32> = f.swz.iter().copied().filter(|&s| s != NONE).collect();
+            if kids.is_empty() {
+                break;
+            }
+            c = kids
+                [(f.addr.to_u64().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % kids.len()];
+        }
+        self.may_cool(c).then_some(c)
+    }
+
+    /// Replaces the content of the inner frame `x` with a fresh image,
+    /// keeping the swizzled children it still has and making orphans of the
+    /// ones it lost (§4: refresh a stale cached node).
+    pub fn refresh(&mut self, x: u32, node: Node) {
+        self.counters.refreshes += 1;
+        let f = &mut self.frames[x as usize];
+        if f.node.is_leaf() || node.is_leaf() {
+            return; // leaves are owned: never replaced from the pool
+        }
+        let old: HashMap<u64, u32> = f
+            .node
+            .entries
+            .iter()
+            .zip(&f.swz)
+            .filter(|(_, &s)| s != NONE)
+            .map(|(e, &s)| (e.1, s))
+            .collect();
+        f.swz = node
+            .entries
+            .iter()
+            .map(|e| old.get(&e.1).copied().unwrap_or(NONE))
+            .collect();
+        let kept: Vec<u32> = f.swz.iter().copied().filter(|&s| s != NONE).collect();
+        f.node = node;
+        for (_, c) in old {
+            if !kept.contains(&c) {
+                self.frames[c as usize].parent = NONE;
+                self.orphans.push(c);
+            }
+        }
+    }
+
+    /// Whether a hot orphan frame's range meets `[low, high)`.
+    pub fn orphan_in(&self, low: &Fence, high: &Fence) -> bool {
+        self.orphans.iter().any(|&o| {
+            let n = &self.frames[o as usize].node;
+            fence_lt(&n.low, high) && fence_lt(low, &n.high)
+        })
+    }
+}
+
+/// Fences in key order: -inf < every key < +inf.
+pub(crate) fn fcmp(a: &Fence, b: &Fence) -> Ordering {
+    let rank = |f: &Fence| match f {
+        Fence::NegInf => 0,
+        Fence::Key(_) => 1,
+        Fence::PosInf => 2,
+    };
+    match (a, b) {
+        (Fence::Key(x), Fence::Key(y)) => x.cmp(y),
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+fn fence_lt(a: &Fence, b: &Fence) -> bool {
+    fcmp(a, b) == Ordering::Less
+}

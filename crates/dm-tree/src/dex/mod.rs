@@ -1,0 +1,450 @@
+//! DEX (Lu et al., PVLDB 17(10) 2024): logical partitioning, a path-aware
+//! cache of inner *and* leaf nodes, and cost-aware offloading to the MSs,
+//! over the remote B-link tree of [`crate::FgTree`] (same node layout, same
+//! checksum validation, same locks for the nodes that are locked).
+//!
+//! ## What lives where
+//! - here: [`DexConfig`], [`DexCluster`] (the partition map and each CS's
+//!   state, shared by the cores of a process), [`DexTree`] (one core's
+//!   handle: routing, entering a partition, repartitioning, flushing).
+//! - `cache`: one CS's cache (§5): frames in a slab, the mapping table from
+//!   global address to frame, pointer swizzling (child slot -> frame index),
+//!   the cooling map (hash buckets of 6-entry FIFO arrays, 10% of the
+//!   frames), path-aware sampling, second chance, eviction.
+//! - `ops`: the traversal and the point operations (§4, §5.2), misses
+//!   (lazy leaf admission, fetch, offload), leaf splits, scans (§5.4).
+//! - `cost`: the cost model of §6.1 (moving averages, 1% exploration).
+//! - [`ms`]: the MS side of offloading (§6.2), an RPC handler.
+//! - `bulk`: bulk load with DEX's placement and leaves cut at partition bounds.
+//!
+//! ## The design as built, and where it departs from the paper
+//! - **Partitioning (§4).** CS `i` owns keys in `[bounds[i-1], bounds[i])`.
+//!   Every bound is a leaf fence (bulk load and [`DexTree::create`] cut
+//!   leaves there; [`DexTree::repartition`] splits the leaf under a new
+//!   bound), so every leaf belongs to exactly one CS, and leaves never
+//!   straddle a bound later because only their owner splits them. An
+//!   operation on a key another CS owns is [`TreeError::NotOwner`], or, with
+//!   [`DexConfig::forward`], runs against the owner's cache (in-process
+//!   forwarding; its CS-to-CS message is not modelled on `sim`).
+//! - **Leaves are private and written back lazily (§4, §5.2).** A cached leaf
+//!   is modified in the CS cache only (no RDMA) and written back (one 1 KB
+//!   WRITE) when it cools, on [`DexTree::flush`] and on repartitioning. A
+//!   leaf that is not admitted (lazy admission, p = 0.1) is READ into a
+//!   scratch copy, and a write costs one more WRITE of the page. No remote
+//!   lock: the mapping table's in-flight flag gives exclusivity within the
+//!   CS, partitioning across CSs.
+//! - **Inner nodes are written through** (a departure). The paper keeps
+//!   private inner nodes dirty in the cache and locks only shared ones. Here
+//!   every inner-node change (a separator after a leaf split, inner splits,
+//!   root growth) goes through FgTree's remote B-link insert with the node's
+//!   RDMA lock, so the pool always holds the newest inner nodes and a cached
+//!   inner node is a read copy that is validated by fences and refreshed
+//!   when stale (§4's lazy coherence, applied to every inner node). Inner
+//!   changes are one per leaf split, so the cost is a few round trips per
+//!   ~30 inserts; what it buys is that neither offloading nor another CS can
+//!   ever see a stale inner node, and no repartition has to find dirty ones.
+//! - **Remote reads of shared nodes** use the checksum validation of
+//!   [`crate::node`] (one READ), not the paper's lock-word/version/re-read
+//!   triple (three READs): the same soundness argument as FG's nodes.
+//! - **Local synchronisation.** A mutex per CS cache (held only between
+//!   awaits, never across a verb) instead of per-node optimistic lock
+//!   coupling. `sim` does not charge it; on `loopback` it is a contention
+//!   point DEX's OLC avoids.
+//! - **Offloading (§6)** as the paper: only below or at the offload level M,
+//!   never for shared nodes, scans or SMOs; the missed node is marked in
+//!   flight and its parent pinned while the MS runs the rest of the
+//!   operation, and a cooling copy of the returned leaf is dropped. One
+//!   more guard: a node is not offloaded while a hot "orphan" frame (a
+//!   cached node whose cached parent lost it in a refresh) lies in its key
+//!   range, because that frame could be dirty.
+//! - Head nodes and merges are not built (the paper's code does not merge).
+//!
+//! ## Errors
+//! [`TreeError::NotOwner`] (key of another partition, forwarding off);
+//! `Verb(MsOutOfMemory)` when a leaf split finds no memory on the leaf's MS
+//! (the insert did not happen); [`TreeError::Corrupt`] when a route keeps
+//! failing its fence checks (a separator that never reached a parent) or a
+//! leaf straddles a partition bound; other verb errors as FgTree's.
+
+mod api;
+mod bulk;
+mod cache;
+mod cost;
+pub mod ms;
+mod ops;
+
+use crate::tree::{FgTree, TreeConfig, TreeError};
+use cache::Cache;
+use cost::CostModel;
+use dm_runtime::yield_now;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+pub use cache::CacheCounters;
+
+/// The fabric RPC handler id of DEX's offload handler ([`ms::handler`]).
+pub const RPC_DEX: u16 = 17;
+
+/// DEX's knobs; defaults are the paper's (or its code's) constants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DexConfig {
+    /// Partition bounds, strictly increasing, `key_bytes` long: CS `i` owns
+    /// `[bounds[i-1], bounds[i])` (one fewer than there are CSs).
+    pub bounds: Vec<Vec<u8>>,
+    /// Cache budget per CS in bytes (frames of `node_bytes`; the paper's
+    /// default is 256 MB per CS, 8% of the data).
+    pub cache_bytes: u64,
+    /// Offload level M (§4 placement, §6): sub-trees rooted at level M live
+    /// on one MS, and only misses at levels <= M may be offloaded (code: 3).
+    pub offload_level: u8,
+    /// Cost-aware offloading on (§6); off = always fetch.
+    pub offload: bool,
+    /// Probability that a missed leaf is admitted to the cache (§5.3: 0.1;
+    /// inner nodes are always admitted).
+    pub leaf_admission: f64,
+    /// Cost model (§6.1): local search time of one node, ns (code: 40).
+    pub search_ns: u64,
+    /// Cost model: factor for cache overheads (code: 1.2).
+    pub alpha: f64,
+    /// Cost model: moving-average window of both latencies (50).
+    pub window: usize,
+    /// Cost model: share of decisions that take the other action (1%).
+    pub explore: f64,
+    /// Operations on another CS's keys run against the owner's cache
+    /// (in-process forwarding) instead of failing with `NotOwner`.
+    pub forward: bool,
+    /// MS CPU time charged per node the offload handler visits, ns (sim).
+    pub ms_node_ns: u32,
+    /// Seed of the sampling, admission and exploration draws.
+    pub seed: u64,
+}
+
+impl Default for DexConfig {
+    fn default() -> Self {
+        DexConfig {
+            bounds: Vec::new(),
+            cache_bytes: 256 << 20,
+            offload_level: 3,
+            offload: true,
+            leaf_admission: 0.1,
+            search_ns: 40,
+            alpha: 1.2,
+            window: 50,
+            explore: 0.01,
+            forward: false,
+            ms_node_ns: 300,
+            seed: 1,
+        }
+    }
+}
+
+impl DexConfig {
+    /// Bounds that give each of `num_cs` CSs an equal share of `sorted`
+    /// (the loaded keys, ascending; §7: equal ranges). Fewer keys than CSs
+    /// give fewer bounds (and CSs without keys).
+    pub fn even_bounds(sorted: &[&[u8]], num_cs: u16) -> Vec<Vec<u8>> {
+        let n = sorted.len();
+        let mut b: Vec<Vec<u8>> = (1..num_cs as usize)
+            .filter_map(|i| sorted.get(i * n / num_cs as usize).map(|k| k.to_vec()))
+            .collect();
+        b.dedup();
+        b
+    }
+}
+
+/// Per-CS counters of DEX (cumulative since the cluster was made).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DexStats {
+    pub cache: CacheCounters,
+    /// Offload RPCs sent, and those the MS sent back (SMO, left its MS).
+    pub offloads: u64,
+    pub offload_fallbacks: u64,
+    /// Misses that fetched the node instead (including explorations).
+    pub fetches: u64,
+    /// Operations forwarded here from another CS's core.
+    pub forwarded: u64,
+    /// Repartitions this CS took part in, and their virtual/wall time, ns.
+    pub repartitions: u64,
+    pub repartition_ns: u64,
+    /// Cost model's current averages (ns; 0 before the first sample).
+    pub avg_read_ns: u64,
+    pub avg_offload_ns: u64,
+}
+
+/// One CS's DEX state, shared by its cores.
+pub(crate) struct DexCs {
+    pub(crate) id: u16,
+    pub(crate) st: Mutex<Cache>,
+    pub(crate) cost: Mutex<CostModel>,
+    /// Set while a repartition involving this CS runs: new operations wait.
+    frozen: AtomicBool,
+    /// Operations running against this CS's cache.
+    active: AtomicU32,
+    pub(crate) offloads: AtomicU64,
+    pub(crate) fallbacks: AtomicU64,
+    pub(crate) fetches: AtomicU64,
+    forwarded: AtomicU64,
+    repartitions: AtomicU64,
+    repartition_ns: AtomicU64,
+}
+
+impl DexCs {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Cache> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The partition map and every CS's state: one per process, shared by the
+/// handles of all cores ([`DexTree::open`]).
+pub struct DexCluster {
+    pub(crate) cfg: DexConfig,
+    pub(crate) tcfg: TreeConfig,
+    bounds: RwLock<Vec<Vec<u8>>>,
+    pub(crate) css: Vec<DexCs>,
+}
+
+impl DexCluster {
+    /// The state of `num_cs` CSs over the tree `tcfg` (its `subtree_level`
+    /// is set to `dcfg.offload_level`). Errors: `BadConfig` for bounds of
+    /// the wrong length or order, more bounds than CSs - 1, or no CS.
+    pub fn new(mut tcfg: TreeConfig, dcfg: DexConfig, num_cs: u16) -> Result<Arc<Self>, TreeError> {
+        if num_cs == 0 || dcfg.bounds.len() >= num_cs as usize {
+            return Err(TreeError::BadConfig(format!(
+                "{} partition bounds for {num_cs} CSs",
+                dcfg.bounds.len()
+            )));
+        }
+        if dcfg.bounds.iter().any(|b| b.len() != tcfg.key_bytes)
+            || dcfg.bounds.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err(TreeError::BadConfig(
+                "partition bounds must be key_bytes long and strictly increasing".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&dcfg.leaf_admission) || !(0.0..=1.0).contains(&dcfg.explore) {
+            return Err(TreeError::BadConfig(
+                "leaf_admission and explore are probabilities".into(),
+            ));
+        }
+        tcfg.subtree_level = Some(dcfg.offload_level);
+        tcfg.design = crate::Design::Fine;
+        tcfg.techniques = crate::Techniques::FG_PLUS;
+        let frames = (dcfg.cache_bytes / tcfg.node_bytes as u64).max(4) as usize;
+        let css = (0..num_cs)
+            .map(|id| DexCs {
+                id,
+                st: Mutex::new(Cache::new(frames, dcfg.seed ^ (id as u64) << 32)),
+                cost: Mutex::new(CostModel::new(&dcfg, dcfg.seed.wrapping_add(id as u64))),
+                frozen: AtomicBool::new(false),
+                active: AtomicU32::new(0),
+                offloads: AtomicU64::new(0),
+                fallbacks: AtomicU64::new(0),
+                fetches: AtomicU64::new(0),
+                forwarded: AtomicU64::new(0),
+                repartitions: AtomicU64::new(0),
+                repartition_ns: AtomicU64::new(0),
+            })
+            .collect();
+        Ok(Arc::new(DexCluster {
+            bounds: RwLock::new(dcfg.bounds.clone()),
+            cfg: dcfg,
+            tcfg,
+            css,
+        }))
+    }
+
+    /// The CS owning `key` under the current bounds.
+    pub fn owner(&self, key: &[u8]) -> u16 {
+        let b = self.bounds.read().unwrap_or_else(|e| e.into_inner());
+        b.partition_point(|x| x.as_slice() <= key) as u16
+    }
+
+    /// The current partition bounds.
+    pub fn bounds(&self) -> Vec<Vec<u8>> {
+        self.bounds
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Number of CSs.
+    pub fn num_cs(&self) -> u16 {
+        self.css.len() as u16
+    }
+
+    /// The tree configuration every handle uses.
+    pub fn tree_config(&self) -> TreeConfig {
+        self.tcfg
+    }
+
+    /// Counters of CS `cs`.
+    pub fn stats(&self, cs: u16) -> DexStats {
+        let c = &self.css[cs as usize];
+        let (avg_read_ns, avg_offload_ns) =
+            c.cost.lock().unwrap_or_else(|e| e.into_inner()).averages();
+        DexStats {
+            cache: c.lock().counters.clone(),
+            offloads: c.offloads.load(SeqCst),
+            offload_fallbacks: c.fallbacks.load(SeqCst),
+            fetches: c.fetches.load(SeqCst),
+            forwarded: c.forwarded.load(SeqCst),
+            repartitions: c.repartitions.load(SeqCst),
+            repartition_ns: c.repartition_ns.load(SeqCst),
+            avg_read_ns,
+            avg_offload_ns,
+        }
+    }
+
+    /// Cache frames in use and dirty frames of CS `cs`.
+    pub fn cache_frames(&self, cs: u16) -> (usize, usize) {
+        let st = self.css[cs as usize].lock();
+        (
+            st.frames.len(),
+            st.frames.iter().filter(|(_, f)| f.dirty).count(),
+        )
+    }
+}
+
+/// Leaves a CS's partition when dropped (cancel-safe).
+pub(crate) struct Entered<'a>(&'a DexCs);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, SeqCst);
+    }
+}
+
+/// One core's handle on a DEX tree.
+pub struct DexTree {
+    pub(crate) t: FgTree,
+    pub(crate) cs: u16,
+    pub(crate) cl: Arc<DexCluster>,
+}
+
+impl DexTree {
+    /// A handle for core `core` of CS `cs` (no verbs); `cs` must be below
+    /// the cluster's CS count.
+    pub fn open(cl: Arc<DexCluster>, cs: u16, core: u16) -> Result<Self, TreeError> {
+        if cs >= cl.num_cs() {
+            return Err(TreeError::BadConfig(format!(
+                "CS {cs} of a {}-CS cluster",
+                cl.num_cs()
+            )));
+        }
+        Ok(DexTree {
+            t: FgTree::open(cl.tcfg, cs, core)?,
+            cs,
+            cl,
+        })
+    }
+
+    /// Creates an empty tree (one empty leaf per partition) and returns this
+    /// core's handle.
+    pub async fn create(cl: Arc<DexCluster>, cs: u16, core: u16) -> Result<Self, TreeError> {
+        Self::bulk_load(cl, cs, core, &[], 0.8).await
+    }
+
+    /// The FG B-link tree underneath (for whole-tree checks after [`DexTree::flush`]).
+    pub fn fg(&self) -> &FgTree {
+        &self.t
+    }
+
+    /// The cluster this handle belongs to.
+    pub fn cluster(&self) -> &Arc<DexCluster> {
+        &self.cl
+    }
+
+    /// Enters the partition owning `key`: waits out a repartition, returns the
+    /// owner's state and a guard. `NotOwner` if another CS owns it and
+    /// forwarding is off.
+    pub(crate) async fn enter(&self, key: &[u8]) -> Result<(&DexCs, Entered<'_>), TreeError> {
+        loop {
+            let o = self.cl.owner(key);
+            if o != self.cs && !self.cl.cfg.forward {
+                return Err(TreeError::NotOwner(o));
+            }
+            let c = &self.cl.css[o as usize];
+            if !c.frozen.load(SeqCst) {
+                c.active.fetch_add(1, SeqCst);
+                let g = Entered(c);
+                if !c.frozen.load(SeqCst) && self.cl.owner(key) == o {
+                    if o != self.cs {
+                        c.forwarded.fetch_add(1, SeqCst);
+                    }
+                    return Ok((c, g));
+                }
+                drop(g);
+            }
+            yield_now().await;
+        }
+    }
+
+    /// Writes every dirty cached leaf of every CS back to the pool (one
+    /// WRITE per page; pages stay cached, clean). Returns the pages written.
+    /// After it (and with no operation running) the pool holds the whole
+    /// tree, e.g. for [`FgTree`]'s scans and checks.
+    pub async fn flush(&self) -> Result<u64, TreeError> {
+        let mut n = 0;
+        for c in &self.cl.css {
+            n += self.flush_cs(c).await?;
+        }
+        Ok(n)
+    }
+
+    /// Moves bound `i` (between CS `i` and CS `i + 1`) to `key` (§4,
+    /// "logical re-partitioning"): both CSs stop taking operations and
+    /// finish the running ones, flush their dirty pages and drop their
+    /// caches; the leaf under `key` is split there if `key` is not a leaf
+    /// fence yet; then the bound moves and both CSs resume (cold). No data
+    /// moves. Returns the duration in ns (virtual on sim). Errors:
+    /// `BadConfig` if `key` would not lie strictly between the neighbouring
+    /// bounds; verb errors of the flush or split (the bound then stays).
+    pub async fn repartition(&self, i: usize, key: Vec<u8>) -> Result<u64, TreeError> {
+        let t0 = dm_runtime::now_ns();
+        self.t.check_key(&key)?;
+        let b = self.cl.bounds();
+        if i >= b.len() || (i > 0 && key <= b[i - 1]) || (i + 1 < b.len() && key >= b[i + 1]) {
+            return Err(TreeError::BadConfig(format!(
+                "bound {i} cannot move to {key:?} (bounds {b:?})"
+            )));
+        }
+        let pair = [&self.cl.css[i], &self.cl.css[i + 1]];
+        // Only one repartition of a CS at a time.
+        for c in pair {
+            while c.frozen.swap(true, SeqCst) {
+                yield_now().await;
+            }
+        }
+        let r = self.repartition_frozen(&pair, i, key).await;
+        for c in pair {
+            c.frozen.store(false, SeqCst);
+        }
+        r?;
+        let ns = dm_runtime::now_ns() - t0;
+        for c in pair {
+            c.repartitions.fetch_add(1, SeqCst);
+            c.repartition_ns.fetch_add(ns, SeqCst);
+        }
+        Ok(ns)
+    }
+
+    async fn repartition_frozen(
+        &self,
+        pair: &[&DexCs; 2],
+        i: usize,
+        key: Vec<u8>,
+    ) -> Result<(), TreeError> {
+        for c in pair {
+            while c.active.load(SeqCst) > 0 {
+                yield_now().await;
+            }
+        }
+        for c in pair {
+            self.flush_cs(c).await?;
+            c.lock().clear();
+        }
+        self.cut_leaf_at(&key).await?;
+        self.cl.bounds.write().unwrap_or_else(|e| e.into_inner())[i] = key;
+        Ok(())
+    }
+}

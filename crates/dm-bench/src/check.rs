@@ -49,6 +49,8 @@
 //! processes must share a clock (one machine); the memory servers must be
 //! fresh (the barrier word starts at 0).
 
+mod dex;
+
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::Kv;
 use crate::kv::{parse_index, radix};
@@ -302,10 +304,14 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     };
     let fabric = SimFabric::new(cfg);
     fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+    fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
     let mut rt = SimRuntime::new(fabric);
     let cores: Vec<_> = (0..a.cores.max(1))
         .map(|i| rt.add_core(i % 2, i / 2))
         .collect();
+    if a.index == crate::ycsb_dex::DEX {
+        return dex::run_seed(a, seed, rt, &cores, tcfg);
+    }
     let log = Rc::new(RefCell::new(Vec::new()));
     if let Some(t) = radix(&a.index) {
         let scfg = smart_config(chunk, num_ms, t, tcfg.lock_table);
@@ -486,6 +492,12 @@ fn run_seed_real<F: Fabric + Send + Sync>(
         nam: nam_config(a, fabric.num_ms()),
         ..Default::default()
     };
+    if a.index == crate::ycsb_dex::DEX {
+        if cn > 1 {
+            bail!("--index dex keeps each CS's cache in one process: check it with --client 0/1");
+        }
+        return dex::run_seed_real(fabric, ex, a, seed, tcfg);
+    }
     let rung = radix(&a.index);
     let smart = rung.is_some();
     let scfg = smart_config(
@@ -855,6 +867,7 @@ pub fn run(a: Args) -> Result<()> {
                 ..Default::default()
             });
             f.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+            f.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
             let mut ex = Executor::new(f.open_queues(0, 0), n_ms, ExecConfig::default());
             run_seed_real(&f, &mut ex, &a, seed, round, (ci, cn))
         }),

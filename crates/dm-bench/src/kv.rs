@@ -4,7 +4,7 @@
 //! Errors become their display text (the checker only reports them).
 
 use dm_art::SmartTree;
-use dm_tree::FgTree;
+use dm_tree::{DexTree, FgTree};
 
 /// The `--index` name of SMART (`check` and `ycsb`); the B+tree family's
 /// names are `dm_tree::Techniques::NAMES`.
@@ -54,6 +54,9 @@ pub(crate) fn parse_index(
     Option<dm_art::Techniques>,
 )> {
     let rung = radix(name);
+    if name == crate::ycsb_dex::DEX {
+        return Ok((dm_tree::Techniques::FG_PLUS, dm_tree::Design::Fine, None));
+    }
     match (btree(name), rung) {
         (Some((t, d)), _) => Ok((t, d, rung)),
         (None, Some(_)) => Ok((dm_tree::Techniques::FG_PLUS, dm_tree::Design::Fine, rung)),
@@ -66,6 +69,7 @@ fn index_names() -> String {
     let mut v: Vec<&str> = dm_tree::Techniques::NAMES.to_vec();
     v.extend(dm_tree::Design::NAMES.iter().map(|d| d.0));
     v.extend(RADIX.iter().map(|r| r.0));
+    v.push(crate::ycsb_dex::DEX);
     v.join(", ")
 }
 
@@ -102,6 +106,7 @@ macro_rules! impl_kv {
 
 impl_kv!(FgTree);
 impl_kv!(SmartTree);
+impl_kv!(DexTree);
 
 /// One index handle of either family, for the benches that pick the index at
 /// run time (`ycsb --index`).
@@ -110,6 +115,8 @@ pub(crate) enum AnyIndex {
     Tree(FgTree),
     /// The radix family (dm-art): SMART and its ladder down to ART.
     Smart(SmartTree),
+    /// DEX (dm_tree::dex).
+    Dex(DexTree),
 }
 
 impl Kv for AnyIndex {
@@ -117,30 +124,35 @@ impl Kv for AnyIndex {
         match self {
             AnyIndex::Tree(t) => Kv::insert(t, k, v).await,
             AnyIndex::Smart(t) => Kv::insert(t, k, v).await,
+            AnyIndex::Dex(t) => Kv::insert(t, k, v).await,
         }
     }
     async fn update(&self, k: &[u8], v: u64) -> Result<bool, String> {
         match self {
             AnyIndex::Tree(t) => Kv::update(t, k, v).await,
             AnyIndex::Smart(t) => Kv::update(t, k, v).await,
+            AnyIndex::Dex(t) => Kv::update(t, k, v).await,
         }
     }
     async fn remove(&self, k: &[u8]) -> Result<bool, String> {
         match self {
             AnyIndex::Tree(t) => Kv::remove(t, k).await,
             AnyIndex::Smart(t) => Kv::remove(t, k).await,
+            AnyIndex::Dex(t) => Kv::remove(t, k).await,
         }
     }
     async fn get(&self, k: &[u8]) -> Result<Option<u64>, String> {
         match self {
             AnyIndex::Tree(t) => Kv::get(t, k).await,
             AnyIndex::Smart(t) => Kv::get(t, k).await,
+            AnyIndex::Dex(t) => Kv::get(t, k).await,
         }
     }
     async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, String> {
         match self {
             AnyIndex::Tree(t) => Kv::scan(t, from, n).await,
             AnyIndex::Smart(t) => Kv::scan(t, from, n).await,
+            AnyIndex::Dex(t) => Kv::scan(t, from, n).await,
         }
     }
 }

@@ -24,6 +24,7 @@ mod verbs_bench;
 mod workload_cmd;
 mod ycsb;
 mod ycsb_bench;
+mod ycsb_dex;
 
 use clap::{Parser, Subcommand};
 

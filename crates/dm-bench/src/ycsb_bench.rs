@@ -22,10 +22,11 @@ use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
 use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
+use crate::ycsb_dex::DEX;
 use anyhow::{anyhow, bail, Result};
 use dm_art::{ArtCache, KeyCodec, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
-use dm_tree::{Design, FgTree, IndexCache, LockTableConfig, NamConfig, TreeConfig};
+use dm_tree::{Design, DexTree, FgTree, IndexCache, LockTableConfig, NamConfig, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::{Caps, Fabric, MsConfig, VerbStats};
@@ -151,6 +152,8 @@ pub struct Args {
     /// default: one partition per MS holding equal shares of the loaded keys.
     #[arg(long, value_delimiter = ',')]
     pub nam_skew: Vec<u32>,
+    #[command(flatten)]
+    pub dex: crate::ycsb_dex::DexArgs,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -224,6 +227,7 @@ async fn coroutine(
     id: usize,
     total: usize,
     pb: ProgressBar,
+    ids: Option<Arc<Vec<usize>>>,
 ) -> Out {
     let mut out = Out::new();
     let n = if phase == Phase::Load {
@@ -231,7 +235,12 @@ async fn coroutine(
     } else {
         plan.run.len()
     };
-    for j in (id..n).step_by(total) {
+    // All operations round-robin, or (DEX, partitioned) this CS's list.
+    let mine: Box<dyn Iterator<Item = usize>> = match &ids {
+        None => Box::new((id..n).step_by(total)),
+        Some(v) => Box::new(v.iter().copied().skip(id).step_by(total)),
+    };
+    for j in mine {
         let t0 = dm_runtime::now_ns();
         let s0 = dm_runtime::task_stats();
         let kind = match phase {
@@ -301,6 +310,9 @@ async fn run_op(tree: &AnyIndex, plan: &Plan, j: usize, out: &mut Out) -> usize 
     }
 }
 
+/// The coroutines of one core: ids `first..first + coros` of `total`, over
+/// every operation or (with `ids`) over the listed ones.
+#[allow(clippy::too_many_arguments)]
 async fn core_phase(
     tree: Rc<AnyIndex>,
     plan: Arc<Plan>,
@@ -309,6 +321,7 @@ async fn core_phase(
     coros: usize,
     total: usize,
     pb: ProgressBar,
+    ids: Option<Arc<Vec<usize>>>,
 ) -> Out {
     let hs: Vec<_> = (0..coros)
         .map(|c| {
@@ -319,6 +332,7 @@ async fn core_phase(
                 first + c,
                 total,
                 pb.clone(),
+                ids.clone(),
             ))
         })
         .collect();
@@ -327,6 +341,19 @@ async fn core_phase(
         out.merge(h.await);
     }
     out
+}
+
+/// The final check of `tree`; for DEX, of the pool itself after every
+/// CS's dirty pages are written back (so the write-backs are checked too).
+async fn verify_view(tree: AnyIndex, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
+    if let AnyIndex::Dex(d) = &tree {
+        if let Err(e) = d.flush().await {
+            return (0, 1, Some(format!("flushing DEX's caches: {e}")));
+        }
+        let t = FgTree::open(d.cluster().tree_config(), 0, 0).expect("checked at creation");
+        return verify(Rc::new(AnyIndex::Tree(t)), plan).await;
+    }
+    verify(Rc::new(tree), plan).await
 }
 
 /// Final check: every key's value, then a full scan. Returns (verified, mismatches, first).
@@ -597,6 +624,10 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.ms_cores == 0 {
         bail!("--ms-cores must be at least 1");
     }
+    let dex = a.index == DEX;
+    if dex && cn > 1 {
+        bail!("--index dex keeps each CS's cache in one process: run it with --client 0/1");
+    }
     if a.load != "insert" && a.load != "bulk" {
         bail!("--load must be insert or bulk, got {:?}", a.load);
     }
@@ -682,18 +713,50 @@ pub fn run(mut a: Args) -> Result<()> {
     } else {
         FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
     }
+    let dexcl = if dex {
+        Some(crate::ycsb_dex::cluster(
+            &a.dex, tcfg, &plan.load, a.cs, a.cache_mb, a.fill, a.seed,
+        )?)
+    } else {
+        None
+    };
+    // DEX: each CS's coroutines run the operations on its own keys.
+    let routes = match &dexcl {
+        Some(cl) if !a.dex.dex_forward => Some(crate::ycsb_dex::routes(cl, &plan.load, &plan.run)),
+        _ => None,
+    };
+    // (first coroutine id, coroutines in the group, the group's list) of core i.
+    let group = |i: usize, (cs, t): (u16, u16), ph: Phase, coros: usize, total: usize| match &routes
+    {
+        None => (i * coros, total, None),
+        Some((l, r)) => (
+            t as usize * coros,
+            a.threads as usize * coros,
+            Some(if ph == Phase::Load { l } else { r }[cs as usize].clone()),
+        ),
+    };
     // Creates the index (from client 0's first core).
-    let create = move || async move {
-        if smart {
-            SmartTree::create(scfg, 0, 0)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        } else {
-            FgTree::create(tcfg, 0, 0)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+    let dexc = dexcl.clone();
+    let create = move || {
+        let dexc = dexc.clone();
+        async move {
+            if let Some(cl) = dexc {
+                return DexTree::create(cl, 0, 0)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+            }
+            if smart {
+                SmartTree::create(scfg, 0, 0)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            } else {
+                FgTree::create(tcfg, 0, 0)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
         }
     };
     let cores: Vec<(u16, u16)> = (0..a.cs)
@@ -730,6 +793,9 @@ pub fn run(mut a: Args) -> Result<()> {
         .collect();
     let open = |cs: u16, t: u16| {
         let id = (ci * a.cs as usize) as u16 + cs;
+        if let Some(cl) = &dexcl {
+            return AnyIndex::Dex(DexTree::open(cl.clone(), id, t).unwrap());
+        }
         if smart {
             let tree = SmartTree::open(scfg, id, t)
                 .unwrap()
@@ -773,14 +839,16 @@ pub fn run(mut a: Args) -> Result<()> {
                 let t0 = std::time::Instant::now();
                 let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
                     let (cs, t) = cores[i];
+                    let (first, all, ids) = group(ci * ncores + i, cores[i], ph, coros, cn * total);
                     core_phase(
                         Rc::new(open(cs, t)),
                         plan.clone(),
                         ph,
-                        (ci * ncores + i) * coros,
+                        first,
                         coros,
-                        cn * total,
+                        all,
                         pb.clone(),
+                        ids,
                     )
                 });
                 let mut o = Out::new();
@@ -795,10 +863,16 @@ pub fn run(mut a: Args) -> Result<()> {
                 if ci == 0 {
                     let sorted = sorted_load(&plan);
                     let fill = a.fill;
+                    let dexc = dexcl.clone();
                     ex.block_on(async move {
-                        FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
-                            .await
-                            .map(|_| ())
+                        match dexc {
+                            Some(cl) => DexTree::bulk_load(cl, 0, 0, &sorted, fill)
+                                .await
+                                .map(|_| ()),
+                            None => FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
+                                .await
+                                .map(|_| ()),
+                        }
                     })
                     .map_err(|e| anyhow!("{e}"))?;
                 }
@@ -813,7 +887,7 @@ pub fn run(mut a: Args) -> Result<()> {
             meet(&mut ex, 2)?;
             let (ro, rns) = phase(Phase::Run, &run_pb);
             meet(&mut ex, 3)?;
-            let v = ex.block_on(verify(Rc::new(open(0, 0)), plan.clone()));
+            let v = ex.block_on(verify_view(open(0, 0), plan.clone()));
             (lo, ro, lns, rns, v)
         }};
     }
@@ -836,6 +910,7 @@ pub fn run(mut a: Args) -> Result<()> {
             };
             let fabric = SimFabric::new(cfg);
             fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+            fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
             let mut rt = SimRuntime::new(fabric.clone());
             let sc: Vec<_> = cores.iter().map(|&(cs, t)| rt.add_core(cs, t)).collect();
             rt.block_on(sc[0], create())
@@ -849,16 +924,18 @@ pub fn run(mut a: Args) -> Result<()> {
                     .iter()
                     .enumerate()
                     .map(|(i, &c)| {
+                        let (first, all, ids) = group(i, cores[i], ph, coros, total);
                         rt.spawn_on(
                             c,
                             core_phase(
                                 trees[i].clone(),
                                 plan.clone(),
                                 ph,
-                                i * coros,
+                                first,
                                 coros,
-                                total,
+                                all,
                                 pb.clone(),
+                                ids,
                             ),
                         )
                     })
@@ -875,10 +952,16 @@ pub fn run(mut a: Args) -> Result<()> {
                 let t0 = rt.fabric().now_ns();
                 let sorted = sorted_load(&plan);
                 let fill = a.fill;
+                let dexc = dexcl.clone();
                 rt.block_on(sc[0], async move {
-                    FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
-                        .await
-                        .map(|_| ())
+                    match dexc {
+                        Some(cl) => DexTree::bulk_load(cl, 0, 0, &sorted, fill)
+                            .await
+                            .map(|_| ()),
+                        None => FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
+                            .await
+                            .map(|_| ()),
+                    }
                 })
                 .unwrap()
                 .map_err(|e| anyhow!("{e}"))?;
@@ -889,7 +972,7 @@ pub fn run(mut a: Args) -> Result<()> {
             };
             let (ro, rns) = phase(&mut rt, Phase::Run, &run_pb);
             let v = rt
-                .block_on(sc[0], verify(trees[0].clone(), plan.clone()))
+                .block_on(sc[0], verify_view(open(0, 0), plan.clone()))
                 .unwrap();
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
             let detail = json!({"trace_hash": format!("{:016x}", fabric.trace_hash()), "tear": format!("{tear:?}"), "net": format!("{:?}", cfg.net)});
@@ -902,6 +985,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 ..Default::default()
             });
             fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+            fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
             let q = fabric.open_queues(0, 0);
             let (lo, ro, lns, rns, v) = real_run!(fabric, q);
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
@@ -996,11 +1080,15 @@ pub fn run(mut a: Args) -> Result<()> {
             .collect();
         json!({"design": format!("{design:?}").to_lowercase(), "partitions": tcfg.nam.parts, "prefix_shares": shares, "ms_node_ns": tcfg.nam.ms_node_ns})
     });
+    let dex_report = dexcl
+        .as_ref()
+        .map(|cl| crate::ycsb_dex::report(cl, a.dex.dex_forward));
     report(
         &a,
         &plan,
         locks,
         nam_json,
+        dex_report,
         load_out,
         out,
         load_ns,
@@ -1052,6 +1140,7 @@ fn report(
     plan: &Plan,
     locks: (String, serde_json::Value),
     nam_json: Option<serde_json::Value>,
+    dex: Option<(String, serde_json::Value)>,
     load: Out,
     mut out: Out,
     load_ns: u64,
@@ -1113,6 +1202,7 @@ fn report(
         "ops_by_kind": counts,
         "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros, "ms_cores": a.ms_cores},
         "nam": nam_json,
+        "dex": dex.as_ref().map(|d| d.1.clone()),
         "theta": a.theta,
         "throughput_mops": mops,
         "load_throughput_mops": load_mops,
@@ -1198,6 +1288,9 @@ fn report(
         total.rtts as f64 / d
     );
     println!("  cache        {}", cache.line);
+    if let Some((line, _)) = &dex {
+        println!("  dex          {line}");
+    }
     println!(
         "  memory       {:.1} MiB allocated on the MSs",
         ms_used as f64 / (1 << 20) as f64

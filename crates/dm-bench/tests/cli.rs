@@ -781,3 +781,60 @@ fn nam_designs_check_and_ycsb() {
     let (ok, text, _) = bench(&["ycsb", "--index", "fg", "--nam-skew", "1,1"]);
     assert!(!ok && text.contains("--nam-skew is for"), "{text}");
 }
+
+/// DEX: `check` is linearizable with torn READs, tiny caches, offloads and
+/// two repartitions per seed (and on loopback); YCSB verifies the pool after
+/// the caches are flushed, routed to owners and forwarded, with offloads
+/// when the cache is tiny and none with a roomy one; bad flags are errors.
+#[test]
+fn dex_check_and_ycsb() {
+    let (ok, text, v) = bench(&["check", "--index", "dex", "--seeds", "150"]);
+    assert!(ok && v["linearizable"] == true, "{text}");
+    let (ok, text, v) = bench(&["check", "--index", "dex", "--seeds", "15", "--keys", "2000"]);
+    assert!(ok && v["linearizable"] == true, "{text}");
+    let args = [
+        "check", "--index", "dex", "--fabric", "loopback", "--seeds", "3",
+    ];
+    let (ok, text, v) = bench(&args);
+    assert!(ok && v["linearizable"] == true, "{text}");
+    let base = [
+        "ycsb",
+        "--index",
+        "dex",
+        "--keys",
+        "20000",
+        "--ops",
+        "20000",
+        "--cs",
+        "2",
+        "--threads",
+        "2",
+        "--ms",
+        "2",
+        "--load",
+        "bulk",
+    ];
+    for (extra, offloads) in [
+        (
+            &["--workload", "a", "--cache-mb", "0", "--dex-forward"][..],
+            true,
+        ),
+        (&["--workload", "e", "--cache-mb", "8"][..], false),
+        (
+            &["--workload", "a", "--fabric", "loopback", "--cache-mb", "1"][..],
+            false,
+        ),
+    ] {
+        let (ok, text, v) = bench(&[&base[..], extra].concat());
+        assert!(ok && v["mismatches"] == 0, "{extra:?}: {text}");
+        let d = &v["dex"];
+        assert_eq!(d["partitions"], 2, "{text}");
+        assert_eq!(
+            d["offloads"].as_u64().unwrap() > 0,
+            offloads,
+            "{extra:?}: {text}"
+        );
+    }
+    let (ok, text, _) = bench(&["ycsb", "--index", "dex", "--dex-leaf-admission", "2"]);
+    assert!(!ok && text.contains("probabilities"), "{text}");
+}

@@ -21,6 +21,8 @@
 //!
 //! - [`cache`]: the CS index cache (Sherman §4.1): leaf parents within a byte
 //!   budget, plus the highest two levels; safe when stale.
+//! - [`dex`]: DEX (Lu et al. 2024): partitions, the CS cache, offloading
+//!   and its MS handler, placement, bulk load, repartitioning.
 //! - [`nam`]: Ziegler et al.'s coarse-grained (one RPC per operation) and
 //!   hybrid (upper levels by RPC, leaves one-sided) designs as
 //!   [`TreeConfig::design`] switches: partitioning ([`NamConfig`]), the CS
@@ -63,7 +65,9 @@
 //! [`Techniques`] switches (`Techniques::SHERMAN` has them all); the index
 //! cache with both of Sherman's node types and parallel scan READs serve every
 //! rung. The NAM designs (issue 7) are [`Design::Coarse`] and
-//! [`Design::Hybrid`]; DEX is still to come.
+//! [`Design::Hybrid`]. DEX (issue 7) is [`dex`]: logical partitioning, the
+//! path-aware cache of inner and leaf nodes and cost-aware offloading over
+//! the same remote B-link tree ([`DexTree`], [`DexCluster`]).
 
 mod bulk;
 pub mod cache;

@@ -95,6 +95,7 @@ fn run(a: Args) -> anyhow::Result<()> {
     let mut registry = RpcRegistry::with_builtins();
     // Ziegler et al.'s coarse-grained and hybrid B+trees (dm_tree::nam).
     registry.register(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+    registry.register(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
     let mut s = MemServer::bind(cfg, registry, &a.listen)?;
     tracing::info!(listen = %s.local_addr()?, "{}", s.describe());
     // A line scripts can wait for.

@@ -186,11 +186,47 @@ pub(crate) struct DexCs {
     forwarded: AtomicU64,
     repartitions: AtomicU64,
     repartition_ns: AtomicU64,
+    /// The latest core clock (ns) at which the cache was touched; see
+    /// [`DexCs::locked`].
+    last_ns: AtomicU64,
 }
 
 impl DexCs {
+    /// The cache, for synchronous clean-up (guards' drops); stamps the clock.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Cache> {
+        let g = self.st.lock().unwrap_or_else(|e| e.into_inner());
+        self.last_ns.fetch_max(dm_runtime::now_ns(), SeqCst);
+        g
+    }
+
+    /// The cache, once this core's clock has caught up with the latest
+    /// clock that touched it. On `sim` each core has its own virtual clock
+    /// and a core may run ahead of another within one tick; state shared
+    /// through CS memory (this cache) must not let a core observe a change
+    /// stamped later than its own clock, or an operation would see an
+    /// effect from its future (a Lamport clock for in-CS sharing). With
+    /// wall clocks (loopback, rdma) it never waits.
+    pub(crate) async fn locked(&self) -> MutexGuard<'_, Cache> {
+        let g = self.peek().await;
+        self.stamp();
+        g
+    }
+
+    /// [`DexCs::locked`] without stamping the clock, for an access whose
+    /// outcome may turn out not to matter (a traversal that only finds it
+    /// must wait); the caller stamps if it does ([`DexCs::stamp`]).
+    /// Waiting accesses that stamped would push the clock ahead of the
+    /// core they wait for, which then never catches up.
+    pub(crate) async fn peek(&self) -> MutexGuard<'_, Cache> {
+        while dm_runtime::now_ns() < self.last_ns.load(SeqCst) {
+            yield_now().await;
+        }
         self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that the cache was touched at this core's clock.
+    pub(crate) fn stamp(&self) {
+        self.last_ns.fetch_max(dm_runtime::now_ns(), SeqCst);
     }
 }
 
@@ -243,6 +279,7 @@ impl DexCluster {
                 forwarded: AtomicU64::new(0),
                 repartitions: AtomicU64::new(0),
                 repartition_ns: AtomicU64::new(0),
+                last_ns: AtomicU64::new(0),
             })
             .collect();
         Ok(Arc::new(DexCluster {
@@ -272,6 +309,11 @@ impl DexCluster {
         self.css.len() as u16
     }
 
+    /// The DEX configuration (bounds as created; see [`DexCluster::bounds`]).
+    pub fn config(&self) -> &DexConfig {
+        &self.cfg
+    }
+
     /// The tree configuration every handle uses.
     pub fn tree_config(&self) -> TreeConfig {
         self.tcfg
@@ -283,7 +325,12 @@ impl DexCluster {
         let (avg_read_ns, avg_offload_ns) =
             c.cost.lock().unwrap_or_else(|e| e.into_inner()).averages();
         DexStats {
-            cache: c.lock().counters.clone(),
+            cache: c
+                .st
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .counters
+                .clone(),
             offloads: c.offloads.load(SeqCst),
             offload_fallbacks: c.fallbacks.load(SeqCst),
             fetches: c.fetches.load(SeqCst),
@@ -297,7 +344,10 @@ impl DexCluster {
 
     /// Cache frames in use and dirty frames of CS `cs`.
     pub fn cache_frames(&self, cs: u16) -> (usize, usize) {
-        let st = self.css[cs as usize].lock();
+        let st = self.css[cs as usize]
+            .st
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         (
             st.frames.len(),
             st.frames.iter().filter(|(_, f)| f.dirty).count(),
@@ -441,7 +491,7 @@ impl DexTree {
         }
         for c in pair {
             self.flush_cs(c).await?;
-            c.lock().clear();
+            c.locked().await.clear();
         }
         self.cut_leaf_at(&key).await?;
         self.cl.bounds.write().unwrap_or_else(|e| e.into_inner())[i] = key;

@@ -259,7 +259,13 @@ impl DexTree {
         let cap = self.t.leaf_capacity();
         let mut offload_ok = self.cl.cfg.offload;
         for _ in 0..MAX_ROUNDS {
-            let step = traverse(&mut c.lock(), key, &op, cap, &part);
+            let step = {
+                let mut st = c.peek().await;
+                traverse(&mut st, key, &op, cap, &part)
+            };
+            if !matches!(step, Step::Wait) {
+                c.stamp();
+            }
             match step {
                 Step::Done(r) => return Ok(r),
                 Step::Wait => yield_now().await,
@@ -284,7 +290,7 @@ impl DexTree {
         if a.is_null() {
             let rp = self.t.read_root().await?;
             let node = self.t.read_node(rp).await?;
-            let mut st = c.lock();
+            let mut st = c.locked().await;
             match st.map.get(&rp.to_u64()).copied() {
                 Some(Slot::At(x)) => {
                     if x != st.root {
@@ -308,7 +314,7 @@ impl DexTree {
             }
         } else {
             let node = self.t.read_node(a).await?;
-            let mut st = c.lock();
+            let mut st = c.locked().await;
             if let Some(Slot::At(x)) = st.map.get(&a.to_u64()).copied() {
                 st.refresh(x, node);
             }
@@ -334,7 +340,7 @@ impl DexTree {
         };
         let cfg = &self.cl.cfg;
         if m.level == 0 {
-            let admit = c.lock().unit() < cfg.leaf_admission;
+            let admit = c.locked().await.unit() < cfg.leaf_admission;
             if admit {
                 self.make_room(c).await?;
             }
@@ -343,13 +349,13 @@ impl DexTree {
                 return Ok(MissOut::Refresh(m.parent_addr));
             }
             if admit {
-                let mut st = c.lock();
+                let mut st = c.locked().await;
                 st.map.remove(&m.child.to_u64());
                 st.admit(m.child, n, m.parent);
                 return Ok(MissOut::Retry);
             }
             // Not admitted: a scratch copy, written back at once if changed.
-            c.lock().counters.scratch_leaves += 1;
+            c.locked().await.counters.scratch_leaves += 1;
             return match apply(&mut n, self.t.leaf_capacity(), key, op) {
                 Some((r, changed)) => {
                     if changed {
@@ -367,7 +373,7 @@ impl DexTree {
             && !matches!(op, Op::Scan { .. })
             && m.level <= cfg.offload_level
             && within(&m.low, &m.high, part)
-            && !c.lock().orphan_in(&m.low, &m.high)
+            && !c.locked().await.orphan_in(&m.low, &m.high)
             && c.cost
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -380,7 +386,7 @@ impl DexTree {
         if n.level != m.level || n.low != m.low || fcmp(&n.high, &m.high) == Ordering::Greater {
             return Ok(MissOut::Refresh(m.parent_addr));
         }
-        let mut st = c.lock();
+        let mut st = c.locked().await;
         st.map.remove(&m.child.to_u64());
         st.admit(m.child, n, m.parent);
         Ok(MissOut::Retry)
@@ -441,7 +447,7 @@ impl DexTree {
             c.fallbacks.fetch_add(1, SeqCst);
             return Ok(MissOut::NoOffload);
         }
-        if !c.lock().invalidate(leaf) {
+        if !c.locked().await.invalidate(leaf) {
             tracing::error!(?leaf, "offload changed a leaf this CS holds hot");
         }
         Ok(MissOut::Done(match op {
@@ -457,7 +463,7 @@ impl DexTree {
         let b = n.encode(&self.t.g);
         let len = b.len() as u64;
         write(a, b).await?;
-        let mut st = c.lock();
+        let mut st = c.locked().await;
         st.counters.write_backs += 1;
         st.counters.write_back_bytes += len;
         Ok(())
@@ -469,7 +475,7 @@ impl DexTree {
     async fn make_room(&self, c: &DexCs) -> Result<(), TreeError> {
         for _ in 0..16 {
             let job = {
-                let mut st = c.lock();
+                let mut st = c.locked().await;
                 if st.frames.len() < st.budget || st.evict_one() {
                     if st.frames.len() < st.budget {
                         return Ok(());
@@ -487,7 +493,7 @@ impl DexTree {
             };
             let (v, a, n, gen) = job;
             let r = self.write_page(c, a, &n).await;
-            let mut st = c.lock();
+            let mut st = c.locked().await;
             let f = &mut st.frames[v as usize];
             f.flushing = false;
             r?;
@@ -504,7 +510,7 @@ impl DexTree {
     /// Writes back every dirty page of CS `c` (they stay cached, clean).
     pub(crate) async fn flush_cs(&self, c: &DexCs) -> Result<u64, TreeError> {
         let jobs: Vec<(u32, GlobalAddr, Node, u64)> = {
-            let mut st = c.lock();
+            let mut st = c.locked().await;
             st.frames
                 .iter_mut()
                 .filter(|(_, f)| f.dirty && !f.flushing)
@@ -518,7 +524,7 @@ impl DexTree {
         for chunk in jobs.chunks(64) {
             let w = chunk.iter().map(|(_, a, n, _)| self.write_page(c, *a, n));
             for (r, (v, _, _, gen)) in futures::future::join_all(w).await.into_iter().zip(chunk) {
-                let mut st = c.lock();
+                let mut st = c.locked().await;
                 let f = &mut st.frames[*v as usize];
                 f.flushing = false;
                 match r {
@@ -535,7 +541,7 @@ impl DexTree {
     async fn split_cached(&self, c: &DexCs, lf: u32) -> Result<(), TreeError> {
         let _busy = BusyGuard(c, lf);
         let (a, n) = {
-            let st = c.lock();
+            let st = c.locked().await;
             let f = &st.frames[lf as usize];
             (f.addr, f.node.clone())
         };
@@ -562,7 +568,7 @@ impl DexTree {
         write(ra, right.encode(&self.t.g)).await?;
         let parent = match frame {
             Some(lf) => {
-                let mut st = c.lock();
+                let mut st = c.locked().await;
                 let f = &mut st.frames[lf as usize];
                 f.node = n;
                 f.dirty = true;

@@ -1,0 +1,119 @@
+//! `dm-bench check --index dex`: two CSs, each owning half of the keys,
+//! with forwarding on (the clients issue any key; an operation runs at the
+//! owner's cache), tiny caches (`--cache-nodes`, at least 4 frames: cooling
+//! and eviction all the time), leaf admission 0.5, offloading below level 2
+//! with the cost model's windows of 2 and 20% exploration, so that
+//! offloaded and one-sided operations on the same sub-tree interleave. On
+//! sim, a mover task repartitions twice in the middle of each seed's run
+//! (bound from keys/2 to keys/3, then to 2keys/3, at seed-dependent times).
+
+use super::{client, finish_seed, key, Args, CoreClients, Event};
+use anyhow::{anyhow, bail, Result};
+use dm_runtime::{SimCore, SimRuntime};
+use dm_tree::{DexCluster, DexConfig, DexTree, TreeConfig};
+use dm_verbs::Fabric;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+fn cluster(a: &Args, tcfg: TreeConfig, seed: u64) -> Result<Arc<DexCluster>> {
+    let cfg = DexConfig {
+        bounds: vec![key(a.keys / 2)],
+        cache_bytes: a.cache_nodes.max(4) * a.node_bytes() as u64,
+        offload_level: 2,
+        window: 2,
+        explore: 0.2,
+        forward: true,
+        leaf_admission: 0.5,
+        seed,
+        ..Default::default()
+    };
+    DexCluster::new(tcfg, cfg, 2).map_err(|e| anyhow!("{e}"))
+}
+
+/// One sim seed (the caller made the runtime, its cores and the tree
+/// configuration, and registered the handlers).
+pub(super) fn run_seed(
+    a: &Rc<Args>,
+    seed: u64,
+    mut rt: SimRuntime,
+    cores: &[SimCore],
+    tcfg: TreeConfig,
+) -> Result<Vec<Event>> {
+    let cl = cluster(a, tcfg, seed)?;
+    rt.block_on(cores[0], DexTree::create(cl.clone(), 0, 0))
+        .unwrap()
+        .map_err(|e| anyhow!("{e}"))?;
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let trees: Vec<Rc<DexTree>> = (0..cores.len())
+        .map(|i| Rc::new(DexTree::open(cl.clone(), (i % 2) as u16, (i / 2) as u16).unwrap()))
+        .collect();
+    let hs: Vec<_> = (0..a.clients)
+        .map(|c| {
+            let i = c as usize % cores.len();
+            let f = client(
+                trees[i].clone(),
+                c,
+                seed,
+                a.clone(),
+                log.clone(),
+                dm_runtime::now_ns,
+            );
+            rt.spawn_on(cores[i], f)
+        })
+        .collect();
+    let t = trees[cores.len() - 1].clone();
+    let keys = a.keys;
+    let mover = rt.spawn_on(cores[cores.len() - 1], async move {
+        let t1 = 40_000 + (seed % 5) * 25_000;
+        for (at, to) in [(t1, keys / 3), (t1 + 150_000, 2 * keys / 3)] {
+            while dm_runtime::now_ns() < at {
+                dm_runtime::yield_now().await;
+            }
+            t.repartition(0, key(to)).await.map_err(|e| e.to_string())?;
+        }
+        Ok::<(), String>(())
+    });
+    rt.run();
+    match mover.try_take() {
+        Some(Ok(())) => {}
+        Some(Err(e)) => bail!("seed {seed}: repartitioning failed: {e}"),
+        None => bail!("seed {seed}: the repartition never finished"),
+    }
+    if cl.bounds() != vec![key(2 * keys / 3)] {
+        bail!(
+            "seed {seed}: bounds {:?} after the repartitions",
+            cl.bounds()
+        );
+    }
+    finish_seed(seed, &hs, &log)
+}
+
+/// One seed on a real fabric: one process (DEX's CS state is in-process),
+/// the clients on `a.cores` threads over two CSs; no repartition.
+pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
+    fabric: &F,
+    ex: &mut dm_runtime::Executor<F::Queues>,
+    a: &Args,
+    seed: u64,
+    tcfg: TreeConfig,
+) -> Result<Vec<Event>> {
+    let cl = cluster(a, tcfg, seed)?;
+    let c = cl.clone();
+    ex.block_on(async move { DexTree::create(c, 0, 0).await.map(|_| ()) })
+        .map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
+    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (i % 2, i / 2)).collect();
+    let ncores = cores.len();
+    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
+        let (cs, core) = cores[i];
+        let t = DexTree::open(cl.clone(), cs, core).expect("checked above");
+        let a = Rc::new(a.clone());
+        let f: CoreClients = Box::pin(super::core_clients(Rc::new(t), a, i, ncores, 0, seed));
+        f
+    });
+    let mut events = Vec::new();
+    for o in outs {
+        events.extend(o.map_err(|e| anyhow!("seed {seed}: a client failed: {e}"))?);
+    }
+    Ok(events)
+}

@@ -1,0 +1,151 @@
+//! `dm-bench ycsb --index dex`: DEX's cluster (partition bounds, offload
+//! level, cache), the routing of each request to the CS owning its key
+//! (DEX §7: each CS's clients issue keys of its own partition), and the
+//! report's `dex` section.
+
+use crate::ycsb::Op;
+use anyhow::{anyhow, Result};
+use dm_tree::{DexCluster, DexConfig, DexStats, TreeConfig};
+use serde_json::json;
+use std::sync::Arc;
+
+/// The `--index` name of DEX.
+pub(crate) const DEX: &str = "dex";
+
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct DexArgs {
+    /// dex: offload level M (DEX §4, §6): sub-trees rooted at level M live
+    /// on one MS, and only misses at or below M may be offloaded. Default:
+    /// the highest level up to 3 (the paper's code) that has at least 4
+    /// nodes per MS at the loaded key count, so sub-trees spread over the MSs.
+    #[arg(long)]
+    pub dex_offload_level: Option<u8>,
+    /// dex: switch cost-aware offloading off (every miss fetches).
+    #[arg(long)]
+    pub dex_no_offload: bool,
+    /// dex: probability that a missed leaf is admitted to the cache (§5.3).
+    #[arg(long, default_value_t = 0.1)]
+    pub dex_leaf_admission: f64,
+    /// dex: spread requests round-robin over all CSs (each runs at the
+    /// owner's cache, forwarded in-process) instead of routing each to a
+    /// core of the CS that owns its key.
+    #[arg(long)]
+    pub dex_forward: bool,
+    /// dex: simulated MS CPU ns per node an offloaded operation visits.
+    #[arg(long, default_value_t = 300)]
+    pub dex_node_ns: u32,
+}
+
+/// The default offload level (see `--dex-offload-level`).
+fn auto_level(keys: u64, tcfg: &TreeConfig, fill: f64) -> u8 {
+    let cap = dm_tree::node::Geometry::new(tcfg.node_bytes, tcfg.key_bytes).capacity();
+    let per = (cap as f64 * fill).floor().max(2.0);
+    let mut nodes = keys as f64 / per;
+    let mut level = 0;
+    for l in 1..=3u8 {
+        nodes /= per;
+        if nodes >= 4.0 * tcfg.num_ms as f64 {
+            level = l;
+        }
+    }
+    level
+}
+
+/// The DEX cluster of a ycsb run: equal shares of the loaded keys per CS
+/// (§7), `--cache-mb` per CS.
+pub(crate) fn cluster(
+    d: &DexArgs,
+    tcfg: TreeConfig,
+    load: &[Vec<u8>],
+    num_cs: u16,
+    cache_mb: u64,
+    fill: f64,
+    seed: u64,
+) -> Result<Arc<DexCluster>> {
+    let mut sorted: Vec<&[u8]> = load.iter().map(|k| k.as_slice()).collect();
+    sorted.sort_unstable();
+    let cfg = DexConfig {
+        bounds: DexConfig::even_bounds(&sorted, num_cs),
+        cache_bytes: cache_mb << 20,
+        offload_level: d
+            .dex_offload_level
+            .unwrap_or_else(|| auto_level(load.len() as u64, &tcfg, fill)),
+        offload: !d.dex_no_offload,
+        leaf_admission: d.dex_leaf_admission,
+        forward: true,
+        ms_node_ns: d.dex_node_ns,
+        seed,
+        ..Default::default()
+    };
+    DexCluster::new(tcfg, cfg, num_cs).map_err(|e| anyhow!("{e}"))
+}
+
+fn op_key(o: &Op) -> &[u8] {
+    match o {
+        Op::Read(k)
+        | Op::Insert(k)
+        | Op::Update(k)
+        | Op::Remove(k)
+        | Op::Scan(k, _)
+        | Op::ReadModifyWrite(k) => k,
+    }
+}
+
+/// Per CS, the indices of the load and run operations whose keys it owns.
+pub(crate) type Routes = (Vec<Arc<Vec<usize>>>, Vec<Arc<Vec<usize>>>);
+
+pub(crate) fn routes(cl: &DexCluster, load: &[Vec<u8>], run: &[Op]) -> Routes {
+    let n = cl.num_cs() as usize;
+    let split = |keys: &mut dyn Iterator<Item = &[u8]>| {
+        let mut v = vec![Vec::new(); n];
+        for (j, k) in keys.enumerate() {
+            v[cl.owner(k) as usize].push(j);
+        }
+        v.into_iter().map(Arc::new).collect()
+    };
+    (
+        split(&mut load.iter().map(|k| k.as_slice())),
+        split(&mut run.iter().map(op_key)),
+    )
+}
+
+/// The report's `dex` line and JSON: totals over the CSs.
+pub(crate) fn report(cl: &DexCluster, forward: bool) -> (String, serde_json::Value) {
+    let per: Vec<DexStats> = (0..cl.num_cs()).map(|c| cl.stats(c)).collect();
+    let sum = |f: &dyn Fn(&DexStats) -> u64| per.iter().map(f).sum::<u64>();
+    let (hits, misses) = (sum(&|s| s.cache.hits), sum(&|s| s.cache.misses));
+    let frames: usize = (0..cl.num_cs()).map(|c| cl.cache_frames(c).0).sum();
+    let cfg = cl.config();
+    let line = format!(
+        "{} partitions, offload level {}, {} traversals hit the cache, {} missed ({:.1}% hit); {} offloads ({} sent back), {} node fetches, {} scratch leaves, {} pages written back, {} forwarded; {} frames cached",
+        cl.num_cs(),
+        cfg.offload_level,
+        hits,
+        misses,
+        100.0 * hits as f64 / (hits + misses).max(1) as f64,
+        sum(&|s| s.offloads),
+        sum(&|s| s.offload_fallbacks),
+        sum(&|s| s.fetches),
+        sum(&|s| s.cache.scratch_leaves),
+        sum(&|s| s.cache.write_backs),
+        sum(&|s| s.forwarded),
+        frames
+    );
+    let v = json!({
+        "partitions": cl.num_cs(), "offload_level": cfg.offload_level,
+        "offload": cfg.offload, "leaf_admission": cfg.leaf_admission,
+        "routing": if forward { "round-robin, forwarded" } else { "to the owner CS" },
+        "hits": hits, "misses": misses,
+        "hit_ratio": hits as f64 / (hits + misses).max(1) as f64,
+        "admitted": sum(&|s| s.cache.admitted), "cooled": sum(&|s| s.cache.cooled),
+        "evicted": sum(&|s| s.cache.evicted), "second_chances": sum(&|s| s.cache.second_chances),
+        "refreshes": sum(&|s| s.cache.refreshes), "scratch_leaves": sum(&|s| s.cache.scratch_leaves),
+        "write_backs": sum(&|s| s.cache.write_backs), "write_back_bytes": sum(&|s| s.cache.write_back_bytes),
+        "offloads": sum(&|s| s.offloads), "offload_fallbacks": sum(&|s| s.offload_fallbacks),
+        "fetches": sum(&|s| s.fetches), "forwarded": sum(&|s| s.forwarded),
+        "avg_read_ns": per.iter().map(|s| s.avg_read_ns).collect::<Vec<_>>(),
+        "avg_offload_ns": per.iter().map(|s| s.avg_offload_ns).collect::<Vec<_>>(),
+        "cache_frames": frames,
+    });
+    (line, v)
+}

@@ -322,20 +322,7 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         let trees: Vec<_> = (0..cores.len())
             .map(|i| Rc::new(per_cs.open(scfg, (i % 2) as u16, (i / 2) as u16, i % 2)))
             .collect();
-        let hs: Vec<_> = (0..a.clients)
-            .map(|c| {
-                let i = c as usize % cores.len();
-                let f = client(
-                    trees[i].clone(),
-                    c,
-                    seed,
-                    a.clone(),
-                    log.clone(),
-                    dm_runtime::now_ns,
-                );
-                rt.spawn_on(cores[i], f)
-            })
-            .collect();
+        let hs = spawn_sim_clients(&mut rt, &cores, &trees, a, seed, &log);
         rt.run();
         return finish_seed(seed, &hs, &log);
     }
@@ -366,24 +353,35 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
             Rc::new(t)
         })
         .collect();
-    let hs: Vec<_> = (0..a.clients)
-        .map(|c| {
-            let i = c as usize % cores.len();
-            rt.spawn_on(
-                cores[i],
-                client(
-                    trees[i].clone(),
-                    c,
-                    seed,
-                    a.clone(),
-                    log.clone(),
-                    dm_runtime::now_ns,
-                ),
-            )
-        })
-        .collect();
+    let hs = spawn_sim_clients(&mut rt, &cores, &trees, a, seed, &log);
     rt.run();
     finish_seed(seed, &hs, &log)
+}
+
+/// The `--clients` clients of a sim seed, client `c` on core `c % cores`
+/// with that core's tree handle, logging on the core's virtual clock.
+fn spawn_sim_clients<T: Kv + 'static>(
+    rt: &mut SimRuntime,
+    cores: &[dm_runtime::SimCore],
+    trees: &[Rc<T>],
+    a: &Rc<Args>,
+    seed: u64,
+    log: &Rc<RefCell<Vec<Event>>>,
+) -> Vec<dm_runtime::JoinHandle<Result<(), String>>> {
+    (0..a.clients)
+        .map(|c| {
+            let i = c as usize % cores.len();
+            let f = client(
+                trees[i].clone(),
+                c,
+                seed,
+                a.clone(),
+                log.clone(),
+                dm_runtime::now_ns,
+            );
+            rt.spawn_on(cores[i], f)
+        })
+        .collect()
 }
 
 /// SMART's per-CS state for the two CSs of a check (sim and real fabrics

@@ -343,6 +343,24 @@ async fn core_phase(
     out
 }
 
+/// Bulk-loads the B+tree `tcfg`, or DEX's tree when `dex` is given
+/// (`--load bulk`, from client 0's first core).
+async fn bulk_load(
+    dex: Option<Arc<dm_tree::DexCluster>>,
+    tcfg: TreeConfig,
+    sorted: Vec<(Vec<u8>, u64)>,
+    fill: f64,
+) -> Result<(), dm_tree::TreeError> {
+    match dex {
+        Some(cl) => DexTree::bulk_load(cl, 0, 0, &sorted, fill)
+            .await
+            .map(|_| ()),
+        None => FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
+            .await
+            .map(|_| ()),
+    }
+}
+
 /// The final check of `tree`; for DEX, of the pool itself after every
 /// CS's dirty pages are written back (so the write-backs are checked too).
 async fn verify_view(tree: AnyIndex, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
@@ -863,18 +881,8 @@ pub fn run(mut a: Args) -> Result<()> {
                 if ci == 0 {
                     let sorted = sorted_load(&plan);
                     let fill = a.fill;
-                    let dexc = dexcl.clone();
-                    ex.block_on(async move {
-                        match dexc {
-                            Some(cl) => DexTree::bulk_load(cl, 0, 0, &sorted, fill)
-                                .await
-                                .map(|_| ()),
-                            None => FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
-                                .await
-                                .map(|_| ()),
-                        }
-                    })
-                    .map_err(|e| anyhow!("{e}"))?;
+                    ex.block_on(bulk_load(dexcl.clone(), tcfg, sorted, fill))
+                        .map_err(|e| anyhow!("{e}"))?;
                 }
                 meet(&mut ex, 1)?;
                 load_pb.finish_and_clear();
@@ -952,19 +960,9 @@ pub fn run(mut a: Args) -> Result<()> {
                 let t0 = rt.fabric().now_ns();
                 let sorted = sorted_load(&plan);
                 let fill = a.fill;
-                let dexc = dexcl.clone();
-                rt.block_on(sc[0], async move {
-                    match dexc {
-                        Some(cl) => DexTree::bulk_load(cl, 0, 0, &sorted, fill)
-                            .await
-                            .map(|_| ()),
-                        None => FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
-                            .await
-                            .map(|_| ()),
-                    }
-                })
-                .unwrap()
-                .map_err(|e| anyhow!("{e}"))?;
+                rt.block_on(sc[0], bulk_load(dexcl.clone(), tcfg, sorted, fill))
+                    .unwrap()
+                    .map_err(|e| anyhow!("{e}"))?;
                 load_pb.finish_and_clear();
                 (bulk_out(&plan), rt.fabric().now_ns() - t0)
             } else {

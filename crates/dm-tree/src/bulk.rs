@@ -31,22 +31,8 @@ impl FgTree {
                 "bulk_load builds the fine-grained design only".into(),
             ));
         }
-        if !(fill > 0.0 && fill <= 1.0) {
-            return Err(TreeError::BadConfig(format!("fill {fill} not in (0, 1]")));
-        }
+        let (per_leaf, per) = t.bulk_shape(entries, fill)?;
         t.create_lock_tables().await?;
-        for (k, _) in entries {
-            t.check_key(k)?;
-        }
-        if let Some(i) = entries.windows(2).position(|w| w[0].0 >= w[1].0) {
-            return Err(TreeError::BadConfig(format!(
-                "bulk_load input not strictly sorted at entry {}",
-                i + 1
-            )));
-        }
-        let fill_of = |cap: usize| ((cap as f64 * fill).floor() as usize).clamp(2, cap);
-        let per_leaf = fill_of(t.leaf_capacity());
-        let per = fill_of(t.node_capacity());
         // Level 0.
         let groups: Vec<Vec<(Vec<u8>, u64)>> = if entries.is_empty() {
             vec![Vec::new()]
@@ -101,6 +87,30 @@ impl FgTree {
             nodes = next_nodes;
             lows = next_lows;
         }
+    }
+
+    /// Checks bulk-load input (`fill` in (0, 1], keys of the tree's length,
+    /// strictly increasing) and returns the entries per leaf and per
+    /// internal node at that fill. Shared by FG's and DEX's bulk loads.
+    pub(crate) fn bulk_shape(
+        &self,
+        entries: &[(Vec<u8>, u64)],
+        fill: f64,
+    ) -> Result<(usize, usize), TreeError> {
+        if !(fill > 0.0 && fill <= 1.0) {
+            return Err(TreeError::BadConfig(format!("fill {fill} not in (0, 1]")));
+        }
+        for (k, _) in entries {
+            self.check_key(k)?;
+        }
+        if let Some(i) = entries.windows(2).position(|w| w[0].0 >= w[1].0) {
+            return Err(TreeError::BadConfig(format!(
+                "bulk_load input not strictly sorted at entry {}",
+                i + 1
+            )));
+        }
+        let fill_of = |cap: usize| ((cap as f64 * fill).floor() as usize).clamp(2, cap);
+        Ok((fill_of(self.leaf_capacity()), fill_of(self.node_capacity())))
     }
 
     /// Allocates and writes one level left to right, linking sibling pointers.

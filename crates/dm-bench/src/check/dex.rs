@@ -7,7 +7,7 @@
 //! sim, a mover task repartitions twice in the middle of each seed's run
 //! (bound from keys/2 to keys/3, then to 2keys/3, at seed-dependent times).
 
-use super::{client, finish_seed, key, Args, CoreClients, Event};
+use super::{finish_seed, key, Args, CoreClients, Event};
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::{SimCore, SimRuntime};
 use dm_tree::{DexCluster, DexConfig, DexTree, TreeConfig};
@@ -48,20 +48,7 @@ pub(super) fn run_seed(
     let trees: Vec<Rc<DexTree>> = (0..cores.len())
         .map(|i| Rc::new(DexTree::open(cl.clone(), (i % 2) as u16, (i / 2) as u16).unwrap()))
         .collect();
-    let hs: Vec<_> = (0..a.clients)
-        .map(|c| {
-            let i = c as usize % cores.len();
-            let f = client(
-                trees[i].clone(),
-                c,
-                seed,
-                a.clone(),
-                log.clone(),
-                dm_runtime::now_ns,
-            );
-            rt.spawn_on(cores[i], f)
-        })
-        .collect();
+    let hs = super::spawn_sim_clients(&mut rt, cores, &trees, a, seed, &log);
     let t = trees[cores.len() - 1].clone();
     let keys = a.keys;
     let mover = rt.spawn_on(cores[cores.len() - 1], async move {

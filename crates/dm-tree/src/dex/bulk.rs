@@ -31,21 +31,8 @@ impl DexTree {
     ) -> Result<Self, TreeError> {
         let d = DexTree::open(cl, cs, core)?;
         let t = &d.t;
-        if !(fill > 0.0 && fill <= 1.0) {
-            return Err(TreeError::BadConfig(format!("fill {fill} not in (0, 1]")));
-        }
-        for (k, _) in entries {
-            t.check_key(k)?;
-        }
-        if let Some(i) = entries.windows(2).position(|w| w[0].0 >= w[1].0) {
-            return Err(TreeError::BadConfig(format!(
-                "bulk_load input not strictly sorted at entry {}",
-                i + 1
-            )));
-        }
+        let (per_leaf, per) = t.bulk_shape(entries, fill)?;
         t.create_lock_tables().await?;
-        let fill_of = |cap: usize| ((cap as f64 * fill).floor() as usize).clamp(2, cap);
-        let (per_leaf, per) = (fill_of(t.leaf_capacity()), fill_of(t.node_capacity()));
         let bounds = d.cl.bounds();
         // Leaves: (low fence, entries), cut when full and at every bound.
         let mut leaves: Vec<(Fence, Entries)> = vec![(Fence::NegInf, Vec::new())];

@@ -271,8 +271,8 @@ impl Cache {
         match self.map.get(&a.to_u64()) {
             Some(Slot::At(c)) if self.frames[*c as usize].cooling => {
                 let c = *c;
-                self.take_cooling(c);
-                self.frames[c as usize].cooling = true;
+                let b = self.bucket_of(self.frames[c as usize].addr);
+                self.cooling[b].retain(|&x| x != c);
                 self.evict(c);
                 true
             }

@@ -130,6 +130,12 @@ pub struct Args {
     pub history_out: Option<PathBuf>,
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Head nodes (Ziegler et al. §4-5) on sim: a maintainer task on the
+    /// last core runs passes with groups of N, then 2, then N+1 leaves, over
+    /// and over until the clients are done, so heads are installed, refreshed
+    /// and unlinked while scans cross them (fg, sherman*, nam-hybrid; 0: none).
+    #[arg(long, default_value_t = 0)]
+    pub head_nodes: usize,
     /// Set from `--index`.
     #[arg(skip = dm_tree::Techniques::FG_PLUS)]
     pub techniques: Techniques,
@@ -354,9 +360,40 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         })
         .collect();
     let hs = spawn_sim_clients(&mut rt, &cores, &trees, a, seed, &log);
+    let maint = (a.head_nodes > 0).then(|| {
+        let t = trees[cores.len() - 1].clone();
+        let (n, log, total) = (a.head_nodes, log.clone(), (a.clients * a.ops) as usize);
+        rt.spawn_on(cores[cores.len() - 1], async move {
+            let mut changes = 0;
+            for g in [n, 2, n + 1].into_iter().cycle() {
+                if log.borrow().len() >= total {
+                    break;
+                }
+                let p = t.maintain_head_nodes(g).await.map_err(|e| e.to_string())?;
+                changes += p.installed + p.refreshed + p.removed;
+                let until = dm_runtime::now_ns() + 2_000;
+                while dm_runtime::now_ns() < until {
+                    dm_runtime::yield_now().await;
+                }
+            }
+            Ok::<u64, String>(changes)
+        })
+    });
     rt.run();
+    if let Some(m) = maint {
+        match m.try_take() {
+            Some(Ok(n)) => {
+                HEAD_CHANGES.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            }
+            Some(Err(e)) => bail!("seed {seed}: head-node maintenance failed: {e}"),
+            None => bail!("seed {seed}: head-node maintenance never finished"),
+        }
+    }
     finish_seed(seed, &hs, &log)
 }
+
+/// Head nodes installed, refreshed or unlinked by `--head-nodes` maintainers.
+static HEAD_CHANGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The `--clients` clients of a sim seed, client `c` on core `c % cores`
 /// with that core's tree handle, logging on the core's virtual clock.
@@ -833,6 +870,14 @@ pub fn run(a: Args) -> Result<()> {
             format!("{:?}", a.fabric).to_lowercase()
         );
     }
+    if a.head_nodes > 0
+        && (a.fabric != FabricArg::Sim
+            || radix(&a.index).is_some()
+            || a.index == crate::ycsb_dex::DEX
+            || d == Design::Coarse)
+    {
+        bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
+    }
     let n_ms = a.ms_spec.count();
     if n_ms == 0 || a.cores == 0 || a.clients == 0 {
         bail!("--ms, --cores and --clients must be at least 1");
@@ -951,8 +996,9 @@ fn report(
     } else {
         String::new()
     };
+    let heads = HEAD_CHANGES.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "dm-bench check: index {}, {source}, {seeds} seeds, {shape}{} keys, faults {faults}: {ops} operations, {}{}",
+        "dm-bench check: index {}, {source}, {seeds} seeds, {shape}{} keys, faults {faults}: {ops} operations, {}{}{}",
         a.index,
         a.keys,
         if failed.is_some() { "NOT linearizable" } else { "linearizable" },
@@ -960,11 +1006,16 @@ fn report(
             format!("; {} locks taken over (own-tag ledger)", dm_tree::lock_takeovers())
         } else {
             String::new()
+        },
+        if a.head_nodes > 0 {
+            format!("; {heads} head nodes installed, refreshed or unlinked")
+        } else {
+            String::new()
         }
     );
     write_json(
         a.json.as_deref(),
-        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": failed.is_none(), "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.clone()), "lock_takeovers": dm_tree::lock_takeovers()}),
+        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": failed.is_none(), "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.clone()), "lock_takeovers": dm_tree::lock_takeovers(), "head_node_changes": heads}),
     )?;
     if let Some((seed, why)) = failed {
         bail!("seed {seed}: {why}");

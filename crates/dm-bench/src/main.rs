@@ -25,6 +25,7 @@ mod workload_cmd;
 mod ycsb;
 mod ycsb_bench;
 mod ycsb_dex;
+mod ycsb_head;
 
 use clap::{Parser, Subcommand};
 

@@ -154,6 +154,8 @@ pub struct Args {
     pub nam_skew: Vec<u32>,
     #[command(flatten)]
     pub dex: crate::ycsb_dex::DexArgs,
+    #[command(flatten)]
+    pub head: crate::ycsb_head::HeadArgs,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -169,6 +171,10 @@ struct Plan {
     allowed: HashMap<Vec<u8>, Vec<u64>>,
     /// Where the keys come from, for the report.
     keys_info: serde_json::Value,
+    /// DEX: the mid-run repartitioning (`--dex-repartition-at`).
+    repartition: Option<Arc<crate::ycsb_dex::Repartition>>,
+    /// Head-node maintenance passes (`--head-nodes`).
+    heads: Option<Arc<crate::ycsb_head::HeadMaint>>,
 }
 
 fn load_value(i: usize) -> u64 {
@@ -186,6 +192,9 @@ struct Out {
     counts: [u64; 6],
     mismatches: u64,
     first_mismatch: Option<String>,
+    /// Leaves scans READ ahead from head lists, and used (one per core:
+    /// [`FgTree::head_prefetch_stats`] of the core's handle).
+    head_prefetch: (u64, u64),
 }
 
 impl Out {
@@ -208,6 +217,8 @@ impl Out {
             self.counts[i] += o.counts[i];
         }
         self.mismatches += o.mismatches;
+        self.head_prefetch.0 += o.head_prefetch.0;
+        self.head_prefetch.1 += o.head_prefetch.1;
         if self.first_mismatch.is_none() {
             self.first_mismatch = o.first_mismatch;
         }
@@ -260,6 +271,12 @@ async fn coroutine(
             .record((dm_runtime::now_ns() - t0).max(1))
             .unwrap();
         pb.inc(1);
+        if let (Phase::Run, Some(r), AnyIndex::Dex(d)) = (phase, &plan.repartition, &*tree) {
+            r.tick(d).await;
+        }
+        if let (Phase::Run, Some(h)) = (phase, &plan.heads) {
+            h.tick(&tree).await;
+        }
     }
     out
 }
@@ -339,6 +356,9 @@ async fn core_phase(
     let mut out = Out::new();
     for h in hs {
         out.merge(h.await);
+    }
+    if let AnyIndex::Tree(t) = &*tree {
+        out.head_prefetch = t.head_prefetch_stats();
     }
     out
 }
@@ -531,6 +551,8 @@ fn build_plan(a: &Args) -> Result<Plan> {
         run,
         allowed,
         keys_info,
+        repartition: None,
+        heads: None,
     })
 }
 
@@ -652,7 +674,7 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.ms == 0 || a.cs == 0 || a.threads == 0 || a.coros == 0 {
         bail!("--ms, --cs, --threads and --coros must be at least 1");
     }
-    let plan = Arc::new(build_plan(&a)?);
+    let mut plan = build_plan(&a)?;
     #[allow(unused_mut)]
     let mut chunk = 8u64 << 20;
     #[cfg(feature = "rdma")]
@@ -738,6 +760,15 @@ pub fn run(mut a: Args) -> Result<()> {
     } else {
         None
     };
+    if let Some(cl) = &dexcl {
+        plan.repartition =
+            crate::ycsb_dex::repartition_plan(&a.dex, cl, &plan.load, plan.run.len())?;
+    } else if a.dex.dex_repartition_at != 0.0 {
+        bail!("--dex-repartition-at is for --index dex");
+    }
+    let one_sided_btree = !smart && !dex && design != Design::Coarse;
+    plan.heads = crate::ycsb_head::HeadMaint::plan(&a.head, one_sided_btree)?;
+    let plan = Arc::new(plan);
     // DEX: each CS's coroutines run the operations on its own keys.
     let routes = match &dexcl {
         Some(cl) if !a.dex.dex_forward => Some(crate::ycsb_dex::routes(cl, &plan.load, &plan.run)),
@@ -892,6 +923,10 @@ pub fn run(mut a: Args) -> Result<()> {
                 meet(&mut ex, 1)?;
                 phase(Phase::Load, &load_pb)
             };
+            if let (0, Some(h)) = (ci, plan.heads.clone()) {
+                let t = open(0, 0);
+                ex.block_on(async move { h.pass(&t).await });
+            }
             meet(&mut ex, 2)?;
             let (ro, rns) = phase(Phase::Run, &run_pb);
             meet(&mut ex, 3)?;
@@ -968,6 +1003,10 @@ pub fn run(mut a: Args) -> Result<()> {
             } else {
                 phase(&mut rt, Phase::Load, &load_pb)
             };
+            if let Some(h) = plan.heads.clone() {
+                let t = open(0, 0);
+                rt.block_on(sc[0], async move { h.pass(&t).await });
+            }
             let (ro, rns) = phase(&mut rt, Phase::Run, &run_pb);
             let v = rt
                 .block_on(sc[0], verify_view(open(0, 0), plan.clone()))
@@ -1078,15 +1117,21 @@ pub fn run(mut a: Args) -> Result<()> {
             .collect();
         json!({"design": format!("{design:?}").to_lowercase(), "partitions": tcfg.nam.parts, "prefix_shares": shares, "ms_node_ns": tcfg.nam.ms_node_ns})
     });
-    let dex_report = dexcl
-        .as_ref()
-        .map(|cl| crate::ycsb_dex::report(cl, a.dex.dex_forward));
+    let mut sections = Vec::new();
+    if let Some(cl) = &dexcl {
+        let (l, v) = crate::ycsb_dex::report(cl, a.dex.dex_forward, plan.repartition.as_deref());
+        sections.push(("dex", l, v));
+    }
+    if let Some(h) = &plan.heads {
+        let (l, v) = h.report(out.head_prefetch);
+        sections.push(("head nodes", l, v));
+    }
     report(
         &a,
         &plan,
         locks,
         nam_json,
-        dex_report,
+        sections,
         load_out,
         out,
         load_ns,
@@ -1138,7 +1183,7 @@ fn report(
     plan: &Plan,
     locks: (String, serde_json::Value),
     nam_json: Option<serde_json::Value>,
-    dex: Option<(String, serde_json::Value)>,
+    sections: Vec<(&'static str, String, serde_json::Value)>,
     load: Out,
     mut out: Out,
     load_ns: u64,
@@ -1200,7 +1245,8 @@ fn report(
         "ops_by_kind": counts,
         "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros, "ms_cores": a.ms_cores},
         "nam": nam_json,
-        "dex": dex.as_ref().map(|d| d.1.clone()),
+        "dex": sections.iter().find(|s| s.0 == "dex").map(|s| s.2.clone()),
+        "head_nodes": sections.iter().find(|s| s.0 == "head nodes").map(|s| s.2.clone()),
         "theta": a.theta,
         "throughput_mops": mops,
         "load_throughput_mops": load_mops,
@@ -1286,8 +1332,8 @@ fn report(
         total.rtts as f64 / d
     );
     println!("  cache        {}", cache.line);
-    if let Some((line, _)) = &dex {
-        println!("  dex          {line}");
+    for (name, line, _) in &sections {
+        println!("  {name:<12} {line}");
     }
     println!(
         "  memory       {:.1} MiB allocated on the MSs",

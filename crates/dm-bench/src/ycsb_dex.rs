@@ -5,9 +5,10 @@
 
 use crate::ycsb::Op;
 use anyhow::{anyhow, Result};
-use dm_tree::{DexCluster, DexConfig, DexStats, TreeConfig};
+use dm_tree::{DexCluster, DexConfig, DexStats, DexTree, TreeConfig};
 use serde_json::json;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 
 /// The `--index` name of DEX.
 pub(crate) const DEX: &str = "dex";
@@ -34,6 +35,13 @@ pub struct DexArgs {
     /// dex: simulated MS CPU ns per node an offloaded operation visits.
     #[arg(long, default_value_t = 300)]
     pub dex_node_ns: u32,
+    /// dex: logical repartitioning in the middle of the run (DEX \u{a7}4,
+    /// Fig. 10): once this fraction of the run's operations has completed,
+    /// CS 0 hands the upper half of its key range to CS 1 (both flush their
+    /// dirty pages and drop their caches; their operations wait meanwhile).
+    /// The report gives the duration. 0 (default): no repartitioning.
+    #[arg(long, default_value_t = 0.0)]
+    pub dex_repartition_at: f64,
 }
 
 /// The default offload level (see `--dex-offload-level`).
@@ -80,6 +88,103 @@ pub(crate) fn cluster(
     DexCluster::new(tcfg, cfg, num_cs).map_err(|e| anyhow!("{e}"))
 }
 
+/// A repartitioning planned for the middle of a run (`--dex-repartition-at`):
+/// the coroutine that completes run operation number `at` moves bound 0 to
+/// `key` and waits for it, as the paper's single flush thread does.
+pub(crate) struct Repartition {
+    at: usize,
+    key: Vec<u8>,
+    done: AtomicUsize,
+    outcome: Mutex<Option<Outcome>>,
+}
+
+/// What a mid-run repartitioning did.
+struct Outcome {
+    /// Virtual (sim) or wall ns from the call to the new bound in force.
+    ns: u64,
+    /// Dirty pages written back by its flushes.
+    write_backs: u64,
+    /// The error, if it failed (the run goes on with the old bounds).
+    error: Option<String>,
+}
+
+/// The mid-run repartitioning of `--dex-repartition-at F`: after F of the
+/// `run_ops`, bound 0 moves to the middle loaded key of CS 0's range.
+pub(crate) fn repartition_plan(
+    d: &DexArgs,
+    cl: &DexCluster,
+    load: &[Vec<u8>],
+    run_ops: usize,
+) -> Result<Option<Arc<Repartition>>> {
+    let f = d.dex_repartition_at;
+    if f == 0.0 {
+        return Ok(None);
+    }
+    if !(f > 0.0 && f < 1.0) {
+        return Err(anyhow!("--dex-repartition-at must lie in (0, 1), not {f}"));
+    }
+    if cl.num_cs() < 2 {
+        return Err(anyhow!("--dex-repartition-at needs --cs 2 or more"));
+    }
+    let b0 = &cl.bounds()[0];
+    let mut own: Vec<&Vec<u8>> = load.iter().filter(|k| *k < b0).collect();
+    own.sort_unstable();
+    own.dedup();
+    if own.len() < 2 {
+        return Err(anyhow!(
+            "--dex-repartition-at: CS 0 owns fewer than 2 loaded keys"
+        ));
+    }
+    Ok(Some(Arc::new(Repartition {
+        at: ((run_ops as f64 * f) as usize).max(1),
+        key: own[own.len() / 2].clone(),
+        done: AtomicUsize::new(0),
+        outcome: Mutex::new(None),
+    })))
+}
+
+impl Repartition {
+    /// Counts one completed run operation; the one that reaches `at`
+    /// repartitions through `tree` (CS 0 and CS 1 wait for it).
+    pub(crate) async fn tick(&self, tree: &DexTree) {
+        if self.done.fetch_add(1, SeqCst) + 1 != self.at {
+            return;
+        }
+        let cl = tree.cluster();
+        let wb = |cl: &DexCluster| (0..2).map(|c| cl.stats(c).cache.write_backs).sum::<u64>();
+        let (w0, t0) = (wb(cl), dm_runtime::now_ns());
+        let r = tree.repartition(0, self.key.clone()).await;
+        *self.outcome.lock().unwrap() = Some(Outcome {
+            ns: dm_runtime::now_ns() - t0,
+            write_backs: wb(cl) - w0,
+            error: r.err().map(|e| e.to_string()),
+        });
+    }
+
+    /// The report's words and JSON for it.
+    fn report(&self) -> (String, serde_json::Value) {
+        let o = self.outcome.lock().unwrap();
+        let Some(o) = o.as_ref() else {
+            return (
+                format!("repartitioning planned after {} ops did not run", self.at),
+                json!({"after_ops": self.at, "ran": false}),
+            );
+        };
+        let what = match &o.error {
+            None => format!(
+                "CS 0 handed the upper half of its range to CS 1 after {} ops in {:.1} us ({} dirty pages written back)",
+                self.at,
+                o.ns as f64 / 1e3,
+                o.write_backs
+            ),
+            Some(e) => format!("repartitioning after {} ops failed: {e}", self.at),
+        };
+        let v = json!({"after_ops": self.at, "ran": o.error.is_none(), "ns": o.ns,
+            "write_backs": o.write_backs, "error": o.error});
+        (what, v)
+    }
+}
+
 fn op_key(o: &Op) -> &[u8] {
     match o {
         Op::Read(k)
@@ -110,7 +215,11 @@ pub(crate) fn routes(cl: &DexCluster, load: &[Vec<u8>], run: &[Op]) -> Routes {
 }
 
 /// The report's `dex` line and JSON: totals over the CSs.
-pub(crate) fn report(cl: &DexCluster, forward: bool) -> (String, serde_json::Value) {
+pub(crate) fn report(
+    cl: &DexCluster,
+    forward: bool,
+    rp: Option<&Repartition>,
+) -> (String, serde_json::Value) {
     let per: Vec<DexStats> = (0..cl.num_cs()).map(|c| cl.stats(c)).collect();
     let sum = |f: &dyn Fn(&DexStats) -> u64| per.iter().map(f).sum::<u64>();
     let (hits, misses) = (sum(&|s| s.cache.hits), sum(&|s| s.cache.misses));
@@ -147,5 +256,11 @@ pub(crate) fn report(cl: &DexCluster, forward: bool) -> (String, serde_json::Val
         "avg_offload_ns": per.iter().map(|s| s.avg_offload_ns).collect::<Vec<_>>(),
         "cache_frames": frames,
     });
+    let (mut line, mut v) = (line, v);
+    if let Some(r) = rp {
+        let (l, j) = r.report();
+        line = format!("{line}; {l}");
+        v["repartition"] = j;
+    }
     (line, v)
 }

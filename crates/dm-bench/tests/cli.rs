@@ -835,6 +835,98 @@ fn dex_check_and_ycsb() {
             "{extra:?}: {text}"
         );
     }
+    // A repartitioning half-way through a write-heavy run (DEX Fig. 10):
+    // CS 0's moved keys are forwarded to CS 1 afterwards, nothing is lost.
+    let extra = [
+        "--workload",
+        "a",
+        "--cache-mb",
+        "1",
+        "--dex-repartition-at",
+        "0.5",
+    ];
+    let (ok, text, v) = bench(&[&base[..], &extra[..]].concat());
+    assert!(ok && v["mismatches"] == 0, "{text}");
+    let r = &v["dex"]["repartition"];
+    assert!(r["ran"] == true && r["ns"].as_u64().unwrap() > 0, "{text}");
+    assert_eq!(r["after_ops"], 10000, "{text}");
+    assert!(v["dex"]["forwarded"].as_u64().unwrap() > 0, "{text}");
+    assert!(
+        text.contains("handed the upper half of its range"),
+        "{text}"
+    );
     let (ok, text, _) = bench(&["ycsb", "--index", "dex", "--dex-leaf-admission", "2"]);
     assert!(!ok && text.contains("probabilities"), "{text}");
+    let (ok, text, _) = bench(&["ycsb", "--index", "dex", "--dex-repartition-at", "1.5"]);
+    assert!(!ok && text.contains("must lie in (0, 1)"), "{text}");
+    let (ok, text, _) = bench(&["ycsb", "--index", "fg", "--dex-repartition-at", "0.5"]);
+    assert!(!ok && text.contains("is for --index dex"), "{text}");
+}
+
+/// Head nodes (Ziegler et al. §4-5): checks with a maintainer racing the
+/// clients on every one-sided B+tree design, and a low-load ycsb scan run
+/// that takes fewer round trips and less time per scan with them.
+#[test]
+fn head_nodes_check_and_ycsb() {
+    for index in ["fg", "sherman", "nam-hybrid"] {
+        let args = [
+            "check",
+            "--index",
+            index,
+            "--head-nodes",
+            "2",
+            "--seeds",
+            "60",
+        ];
+        let (ok, text, v) = bench(&args);
+        assert!(ok && v["linearizable"] == true, "{index}: {text}");
+        assert!(
+            v["head_node_changes"].as_u64().unwrap() > 0,
+            "{index}: {text}"
+        );
+    }
+    let scan = [
+        "ycsb",
+        "--index",
+        "fg",
+        "--workload",
+        "range-only",
+        "--keys",
+        "20000",
+        "--ops",
+        "200",
+        "--cs",
+        "1",
+        "--threads",
+        "1",
+        "--coros",
+        "1",
+        "--cache-mb",
+        "0",
+        "--scan-len",
+        "1000",
+    ];
+    let (ok, text, plain) = bench(&scan);
+    assert!(ok && plain["mismatches"] == 0, "{text}");
+    let (ok, text, heads) = bench(&[&scan[..], &["--head-nodes", "8"][..]].concat());
+    assert!(ok && heads["mismatches"] == 0, "{text}");
+    let h = &heads["head_nodes"];
+    assert!(h["installed"].as_u64().unwrap() > 0, "{text}");
+    assert!(h["prefetched_used"].as_u64().unwrap() > 0, "{text}");
+    let rtts = |v: &serde_json::Value| v["per_op"]["rtts"].as_f64().unwrap();
+    let p50 = |v: &serde_json::Value| v["latency_us"]["p50"].as_f64().unwrap();
+    assert!(rtts(&heads) * 1.5 < rtts(&plain), "{text}");
+    assert!(p50(&heads) < p50(&plain), "{text}");
+    let (ok, text, _) = bench(&["ycsb", "--index", "smart", "--head-nodes", "4"]);
+    assert!(!ok && text.contains("one-sided B+trees"), "{text}");
+    let (ok, text, _) = bench(&[
+        "check",
+        "--index",
+        "fg",
+        "--fabric",
+        "loopback",
+        "--head-nodes",
+        "2",
+    ]);
+    assert!(!ok && text.contains("--fabric sim"), "{text}");
 }

@@ -82,6 +82,14 @@ pub fn now_ns() -> u64 {
     core::with_current(|c| c.clock.now_ns())
 }
 
+/// Charges `ns` of local CPU work to the current core: an index's traversal
+/// of its CS-side cache, which posts no verb and so costs nothing on `sim`
+/// unless charged. Advances the core's virtual clock on sim (later events of
+/// this core, and `now_ns`, move by `ns`); no-op on wall-clock fabrics.
+pub fn charge_cpu(ns: u64) {
+    core::with_current(|c| c.clock.charge(ns))
+}
+
 /// Verb counters of the running task so far (take a difference around an
 /// operation to get its per-operation cost).
 pub fn task_stats() -> VerbStats {

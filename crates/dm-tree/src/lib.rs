@@ -18,6 +18,8 @@
 //! - `scan`: ordered range scan across leaves via sibling pointers, the
 //!   leaves READ in parallel when the cached leaf parent names them (Sherman §4.2).
 //! - `bulk`: `bulk_load` from sorted input at a fill factor (default 80%).
+//! - [`head`]: head nodes on the leaf level for scan prefetching (Ziegler et
+//!   al. §4-5) and their maintenance pass.
 //!
 //! - [`cache`]: the CS index cache (Sherman §4.1): leaf parents within a byte
 //!   budget, plus the highest two levels; safe when stale.
@@ -72,6 +74,7 @@
 mod bulk;
 pub mod cache;
 pub mod dex;
+pub mod head;
 mod insert;
 pub mod lock;
 pub mod nam;
@@ -84,6 +87,7 @@ pub mod two_level;
 
 pub use cache::{CacheStats, IndexCache};
 pub use dex::{DexCluster, DexConfig, DexStats, DexTree};
+pub use head::HeadPass;
 pub use lock::{lock_takeovers, LockTableConfig, NodeLocks, Techniques};
 pub use nam::{Design, NamConfig};
 pub use tree::{FgTree, TreeConfig, TreeError};

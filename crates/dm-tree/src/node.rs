@@ -9,7 +9,7 @@
 //! | 0 | 8 | lock word: 0 free, else the holder's tag (CAS to take, WRITE 0 to release) |
 //! | 8 | 8 | checksum of bytes `[16, node_bytes)` ([`checksum`]) |
 //! | 16 | 1 | level: 0 = leaf |
-//! | 17 | 1 | flags: bit 0 low fence is -inf, bit 1 high fence is +inf |
+//! | 17 | 1 | flags: bit 0 low fence is -inf, bit 1 high fence is +inf, bit 2 unsorted leaf, bit 3 head node |
 //! | 18 | 2 | count: entries in use |
 //! | 20 | 4 | node version: bumped by every whole-node write of a node that was read (Sherman §4.4; see [`crate::two_level`]) |
 //! | 24 | 8 | sibling pointer ([`GlobalAddr`] raw; NULL = rightmost) |
@@ -20,6 +20,10 @@
 //! Leaves of a tree with Sherman's two-level versions use the unsorted layout
 //! of [`crate::two_level`] instead (flag bit 2): header checksum plus a check
 //! word per entry slot, so one entry can be written back alone.
+//!
+//! A **head node** ([`crate::head`], Ziegler et al. §4) is a leaf-level node
+//! with flag bit 3, an empty key range (low fence = high fence) and, as its
+//! sorted entries, the low fence and address of each leaf it lists.
 //!
 //! An internal node's first entry key equals its low fence: entry *i*'s child
 //! covers `[key_i, key_{i+1})` and the last one `[key_last, high fence)`.
@@ -51,6 +55,7 @@ const OFF_FENCES: usize = 32;
 const FLAG_LOW_INF: u8 = 1;
 const FLAG_HIGH_INF: u8 = 2;
 const FLAG_UNSORTED: u8 = 4;
+const FLAG_HEAD: u8 = 8;
 
 /// Checksum of `bytes` (a multiple of 8 long), see the module docs.
 pub fn checksum(bytes: &[u8]) -> u64 {
@@ -137,6 +142,9 @@ pub struct Node {
     pub version: u32,
     /// An unsorted leaf with entry check words ([`crate::two_level`]).
     pub unsorted: bool,
+    /// A head node ([`crate::head`]): no keys of its own; its entries are
+    /// (low fence, address) of the leaves that follow it.
+    pub head: bool,
     /// For a decoded unsorted leaf: the slot of each entry, parallel to
     /// `entries` (empty otherwise). Whole-node writes ignore it: they lay the
     /// entries out sorted from slot 0 (§4.4: entries are sorted on split).
@@ -154,6 +162,7 @@ impl Node {
             entries: Vec::new(),
             version: 0,
             unsorted: false,
+            head: false,
             slots: Vec::new(),
         }
     }
@@ -255,6 +264,9 @@ impl Node {
         if self.unsorted {
             flags |= FLAG_UNSORTED;
         }
+        if self.head {
+            flags |= FLAG_HEAD;
+        }
         b[OFF_FLAGS] = flags;
         if !self.unsorted {
             b[OFF_COUNT..OFF_COUNT + 2].copy_from_slice(&(self.entries.len() as u16).to_le_bytes());
@@ -334,8 +346,12 @@ impl Node {
             entries,
             version,
             unsorted,
+            head: flags & FLAG_HEAD != 0,
             slots: Vec::new(),
         };
+        if n.head && (unsorted || n.level != 0 || n.low != n.high) {
+            return None;
+        }
         if unsorted {
             return crate::two_level::decode_slots(g, b, n);
         }
@@ -344,6 +360,9 @@ impl Node {
 
     /// Bytes of MS memory holding live entries (for memory accounting).
     pub fn live_bytes(&self, g: &Geometry) -> usize {
+        if self.head {
+            return 0;
+        }
         let per = if self.unsorted {
             g.slot_bytes()
         } else {

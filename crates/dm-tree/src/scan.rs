@@ -16,6 +16,11 @@
 //! parent covering that fence, and a leaf it does not contain is read alone,
 //! exactly as without a cache.
 //!
+//! **Head nodes** ([`crate::head`], Ziegler et al. §4): a head node on the
+//! chain holds no keys; its list names the leaves after it, which the scan
+//! READs in parallel (as many as the remaining count needs) and then uses in
+//! chain order under the same rule.
+//!
 //! **Why images of different moments compose.** A leaf's low fence never
 //! changes and its high fence only drops (splits move keys right). An image of
 //! leaf X with low fence `h` shows every key of `[h, X.high)` at the moment
@@ -48,8 +53,16 @@ impl FgTree {
         // Prefetched leaf images by address.
         let mut pre: HashMap<GlobalAddr, Node> = HashMap::new();
         let mut n = self.find_leaf(from).await?.1;
+        // Entries in the last leaf read (estimates how many leaves remain).
+        let mut per_leaf = n.entries.len();
+        // `pre` holds leaves a head node listed.
+        let mut from_head = false;
         loop {
-            for (k, v) in &n.entries {
+            let keys: &[(Vec<u8>, u64)] = if n.head { &[] } else { &n.entries };
+            if !n.head {
+                per_leaf = n.entries.len();
+            }
+            for (k, v) in keys {
                 let after_last = out.last().is_none_or(|(l, _)| k > l);
                 if k.as_slice() >= from && after_last {
                     out.push((k.clone(), *v));
@@ -65,16 +78,28 @@ impl FgTree {
                 return Ok(out);
             }
             let next = n.sibling;
+            let per_leaf = per_leaf.max(self.leaf_capacity() / 4).max(1);
+            let leaves = (count - out.len()).div_ceil(per_leaf);
+            if n.head && !pre.contains_key(&next) {
+                pre.clear();
+                self.prefetch_listed(&n, leaves, &mut pre).await?;
+                from_head = true;
+            }
             let fits = |m: &Node| m.level == 0 && m.low == n.high;
             n = match pre.remove(&next).filter(fits) {
-                Some(m) => m,
+                Some(m) => {
+                    if from_head {
+                        let (r, u) = self.head_reads.get();
+                        self.head_reads.set((r, u + 1));
+                    }
+                    m
+                }
                 None => {
+                    from_head = false;
                     // Not prefetched (or changed since): fetch a new batch from
                     // the parent covering `high`, else read the sibling alone.
                     pre.clear();
                     let high = high.clone();
-                    let per_leaf = n.entries.len().max(self.leaf_capacity() / 4).max(1);
-                    let leaves = (count - out.len()).div_ceil(per_leaf);
                     self.prefetch(&high, leaves, &mut pre).await?;
                     match pre.remove(&next).filter(fits) {
                         Some(m) => m,
@@ -83,6 +108,30 @@ impl FgTree {
                 }
             };
         }
+    }
+
+    /// READs in parallel the first `leaves` leaves the head node `h` lists
+    /// (at most [`MAX_PARALLEL_LEAVES`]) into `pre`; a leaf used from there
+    /// counts in [`FgTree::head_prefetch_stats`].
+    async fn prefetch_listed(
+        &self,
+        h: &Node,
+        leaves: usize,
+        pre: &mut HashMap<GlobalAddr, Node>,
+    ) -> Result<(), TreeError> {
+        let addrs: Vec<GlobalAddr> = h
+            .entries
+            .iter()
+            .take(leaves.clamp(1, MAX_PARALLEL_LEAVES))
+            .map(|&(_, a)| GlobalAddr::from_u64(a))
+            .collect();
+        let (r, u) = self.head_reads.get();
+        self.head_reads.set((r + addrs.len() as u64, u));
+        let images = join_all(addrs.iter().map(|&a| self.read_node(a))).await;
+        for (a, img) in addrs.into_iter().zip(images) {
+            pre.insert(a, img?);
+        }
+        Ok(())
     }
 
     /// READs in parallel up to `leaves` leaves that the cached leaf parent of

@@ -115,6 +115,9 @@ pub struct FgTree {
     near: Vec<ChunkAlloc>,
     /// Node images this handle rejected because their checksum did not match.
     rejected: std::cell::Cell<u64>,
+    /// Scans through head nodes: (leaves READ from a head's list, of those
+    /// used in the chain) ([`FgTree::head_prefetch_stats`]).
+    pub(crate) head_reads: std::cell::Cell<(u64, u64)>,
     /// The CS's index cache, if any.
     pub(crate) cache: Option<std::sync::Arc<crate::IndexCache>>,
     /// Node locks: in-node words or the global lock table, HOCL's local table.
@@ -160,6 +163,7 @@ impl FgTree {
                 .map(|ms| ChunkAlloc::on_ms(ms, cfg.chunk_bytes))
                 .collect(),
             rejected: std::cell::Cell::new(0),
+            head_reads: std::cell::Cell::new((0, 0)),
             cache: None,
             locks: NodeLocks::new(
                 cfg.techniques,
@@ -224,6 +228,12 @@ impl FgTree {
     pub fn with_cache(mut self, cache: std::sync::Arc<crate::IndexCache>) -> Self {
         self.cache = Some(cache);
         self
+    }
+
+    /// Leaves this handle's scans READ ahead from head nodes' lists, and how
+    /// many of them the scans used (the rest were stale: [`crate::head`]).
+    pub fn head_prefetch_stats(&self) -> (u64, u64) {
+        self.head_reads.get()
     }
 
     /// Node images this handle rejected (torn or mid-write) and read again.

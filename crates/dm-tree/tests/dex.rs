@@ -4,10 +4,7 @@
 //! repartition in the middle, verb counts per path, and errors.
 
 use dm_runtime::{SimCore, SimRuntime};
-use dm_tree::dex::{ms, RPC_DEX};
 use dm_tree::{DexCluster, DexConfig, DexTree, TreeConfig, TreeError};
-use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
-use dm_verbs::{Fabric, MsConfig};
 mod model;
 
 use model::{k, matches_btreemap, Op};
@@ -16,33 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 fn sim(num_ms: u16, seed: u64) -> (SimRuntime, TreeConfig) {
-    let chunk = 64 << 10;
-    let cfg = SimConfig {
-        num_ms,
-        ms: MsConfig {
-            region_bytes: 8 << 20,
-            chunk_bytes: chunk,
-            device_bytes: 0,
-            cores: 2,
-        },
-        faults: Faults {
-            tear: TearGranularity::Word,
-            tear_window_ns: 500,
-            delay_prob: 0.2,
-            delay_max_ns: 3000,
-        },
-        seed,
-        ..Default::default()
-    };
-    let f = SimFabric::new(cfg);
-    f.register_rpc(RPC_DEX, ms::handler());
-    let tcfg = TreeConfig {
-        node_bytes: 128,
-        chunk_bytes: chunk,
-        num_ms,
-        ..Default::default()
-    };
-    (SimRuntime::new(f), tcfg)
+    model::sim_cluster(num_ms, 8 << 20, seed)
 }
 
 /// A DEX config with a cache of `frames` nodes of 128 bytes, offloading

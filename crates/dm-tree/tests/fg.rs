@@ -1,43 +1,14 @@
 //! FG+ B-link tree on the sim fabric with strict (8-byte) torn READs.
 
-use dm_runtime::{SimCore, SimRuntime};
+use dm_runtime::SimCore;
 use dm_tree::{FgTree, TreeConfig, TreeError};
-use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
-use dm_verbs::{MsConfig, VerbError};
+use dm_verbs::VerbError;
 mod model;
 
-use model::{k, matches_btreemap, op};
+use model::{k, matches_btreemap, op, sim_cluster as cluster};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-
-fn cluster(num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConfig) {
-    let chunk = 64 << 10;
-    let cfg = SimConfig {
-        num_ms,
-        ms: MsConfig {
-            region_bytes: region,
-            chunk_bytes: chunk,
-            device_bytes: 0,
-            cores: 1,
-        },
-        faults: Faults {
-            tear: TearGranularity::Word,
-            tear_window_ns: 500,
-            delay_prob: 0.2,
-            delay_max_ns: 3000,
-        },
-        seed,
-        ..Default::default()
-    };
-    let tcfg = TreeConfig {
-        node_bytes: 128,
-        chunk_bytes: chunk,
-        num_ms,
-        ..Default::default()
-    };
-    (SimRuntime::new(SimFabric::new(cfg)), tcfg)
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]

@@ -3,10 +3,10 @@
 //! verb counts per operation, partitioning, and errors.
 
 use dm_runtime::{SimCore, SimRuntime};
-use dm_tree::nam::{ms, RPC_NAM};
+use dm_tree::nam::RPC_NAM;
 use dm_tree::{Design, FgTree, NamConfig, TreeConfig, TreeError};
-use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
-use dm_verbs::{Fabric, MsConfig, VerbError};
+use dm_verbs::sim::{SimConfig, SimFabric};
+use dm_verbs::VerbError;
 mod model;
 
 use model::{k, matches_btreemap, Op};
@@ -14,34 +14,8 @@ use proptest::prelude::*;
 use std::rc::Rc;
 
 fn cluster(design: Design, num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConfig) {
-    let chunk = 64 << 10;
-    let cfg = SimConfig {
-        num_ms,
-        ms: MsConfig {
-            region_bytes: region,
-            chunk_bytes: chunk,
-            device_bytes: 0,
-            cores: 2,
-        },
-        faults: Faults {
-            tear: TearGranularity::Word,
-            tear_window_ns: 500,
-            delay_prob: 0.2,
-            delay_max_ns: 3000,
-        },
-        seed,
-        ..Default::default()
-    };
-    let f = SimFabric::new(cfg);
-    f.register_rpc(RPC_NAM, ms::handler());
-    let tcfg = TreeConfig {
-        node_bytes: 128,
-        chunk_bytes: chunk,
-        num_ms,
-        design,
-        ..Default::default()
-    };
-    (SimRuntime::new(f), tcfg)
+    let (rt, tcfg) = model::sim_cluster(num_ms, region, seed);
+    (rt, TreeConfig { design, ..tcfg })
 }
 
 /// Keys spread over the whole u64 space (so every partition gets some).

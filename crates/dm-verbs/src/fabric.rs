@@ -28,6 +28,15 @@ impl Clock {
             Clock::Virtual(c) => c.get(),
         }
     }
+
+    /// Charges `ns` of CPU work that the fabric cannot see (an index's local
+    /// traversal of cached nodes): advances a virtual clock by `ns`; nothing
+    /// on a wall clock, where doing the work takes the time.
+    pub fn charge(&self, ns: u64) {
+        if let Clock::Virtual(c) = self {
+            c.set(c.get() + ns);
+        }
+    }
 }
 
 /// Optional capabilities; an index must work without any of them.

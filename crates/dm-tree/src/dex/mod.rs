@@ -103,6 +103,8 @@ pub struct DexConfig {
     /// inner nodes are always admitted).
     pub leaf_admission: f64,
     /// Cost model (§6.1): local search time of one node, ns (code: 40).
+    /// Also the CPU time charged on `sim` per cached node a traversal
+    /// visits ([`dm_runtime::charge_cpu`]), so that a cache hit is not free.
     pub search_ns: u64,
     /// Cost model: factor for cache overheads (code: 1.2).
     pub alpha: f64,

@@ -131,12 +131,20 @@ enum Step {
 }
 
 /// The cached part of one operation (§5.2), under the CS's mutex.
-fn traverse(st: &mut Cache, key: &[u8], op: &Op, cap: usize, part: &(Fence, Fence)) -> Step {
+fn traverse(
+    st: &mut Cache,
+    key: &[u8],
+    op: &Op,
+    cap: usize,
+    part: &(Fence, Fence),
+    visited: &mut u64,
+) -> Step {
     let mut cur = st.root;
     if cur == NONE {
         return Step::Refresh(GlobalAddr::NULL);
     }
     loop {
+        *visited += 1;
         let f = &st.frames[cur as usize];
         if f.busy {
             return Step::Wait;
@@ -259,13 +267,17 @@ impl DexTree {
         let cap = self.t.leaf_capacity();
         let mut offload_ok = self.cl.cfg.offload;
         for _ in 0..MAX_ROUNDS {
+            let mut visited = 0;
             let step = {
                 let mut st = c.peek().await;
-                traverse(&mut st, key, &op, cap, &part)
+                traverse(&mut st, key, &op, cap, &part, &mut visited)
             };
             if !matches!(step, Step::Wait) {
                 c.stamp();
             }
+            // The local search of each cached node (§6.1's T_search), which
+            // posts no verb: without it a cache hit costs nothing on sim.
+            dm_runtime::charge_cpu(visited * self.cl.cfg.search_ns);
             match step {
                 Step::Done(r) => return Ok(r),
                 Step::Wait => yield_now().await,

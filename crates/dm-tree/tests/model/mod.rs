@@ -1,9 +1,48 @@
 //! A sequential model check shared by the B+tree tests: random operations
 //! on an `FgTree` (any design) against a `BTreeMap`, every answer compared.
+#![allow(dead_code)]
 
-use dm_tree::{DexTree, FgTree, TreeError};
+use dm_runtime::SimRuntime;
+use dm_tree::{DexTree, FgTree, TreeConfig, TreeError};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::{Fabric, MsConfig};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+
+/// A sim cluster of `num_ms` MSs (`region` bytes each, 64 KiB chunks, 2 RPC
+/// cores serving the NAM and DEX handlers) with
+/// strict (8-byte) torn READs and delayed completions, and a tree of
+/// 128-byte nodes (a few entries each: splits all the time) over it.
+pub fn sim_cluster(num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConfig) {
+    let chunk = 64 << 10;
+    let cfg = SimConfig {
+        num_ms,
+        ms: MsConfig {
+            region_bytes: region,
+            chunk_bytes: chunk,
+            device_bytes: 0,
+            cores: 2,
+        },
+        faults: Faults {
+            tear: TearGranularity::Word,
+            tear_window_ns: 500,
+            delay_prob: 0.2,
+            delay_max_ns: 3000,
+        },
+        seed,
+        ..Default::default()
+    };
+    let tcfg = TreeConfig {
+        node_bytes: 128,
+        chunk_bytes: chunk,
+        num_ms,
+        ..Default::default()
+    };
+    let f = SimFabric::new(cfg);
+    f.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+    f.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
+    (SimRuntime::new(f), tcfg)
+}
 
 /// One operation on u64 keys (8-byte big-endian in the tree).
 #[derive(Clone, Debug)]

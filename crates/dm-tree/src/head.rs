@@ -85,8 +85,9 @@ impl FgTree {
         let real: Vec<usize> = (0..chain.len()).filter(|&i| !chain[i].node.head).collect();
         pass.leaves = real.len() as u64;
         pass.heads_seen = (chain.len() - real.len()) as u64;
-        // Position in `real` of the leaf before each chain node.
+        // Boundaries (rank in `real` of the leaf before) that kept a head.
         let mut boundary_done = vec![false; real.len()];
+        // Rank in `real` of the last leaf before chain node `i`.
         let mut before = None;
         let mut rank = 0;
         for i in 0..chain.len() {
@@ -168,14 +169,7 @@ impl FgTree {
             return Ok(false);
         };
         let ha = self.alloc_node_near(0, at.addr).await?;
-        let held = self.lock(at.addr).await?;
-        let mut leaf = match self.read_node(at.addr).await {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = self.release(held, Vec::new()).await;
-                return Err(e);
-            }
-        };
+        let (held, mut leaf) = self.lock_read(at.addr).await?;
         if leaf.head
             || leaf.level != 0
             || leaf.high != at.node.high
@@ -208,18 +202,14 @@ impl FgTree {
         ha: GlobalAddr,
         list: Vec<(Vec<u8>, u64)>,
     ) -> Result<bool, TreeError> {
-        let held = self.lock(ha).await?;
-        match self.read_node(ha).await {
-            Ok(mut h) if h.head => {
-                h.entries = list;
-                self.write_back_unlock(held, ha, h).await?;
-                Ok(true)
-            }
-            r => {
-                let _ = self.release(held, Vec::new()).await;
-                r.map(|_| false)
-            }
+        let (held, mut h) = self.lock_read(ha).await?;
+        if !h.head {
+            self.release(held, Vec::new()).await?;
+            return Ok(false);
         }
+        h.entries = list;
+        self.write_back_unlock(held, ha, h).await?;
+        Ok(true)
     }
 
     /// Unlinks the head at `ha` from `pred` under `pred`'s lock; `false` if
@@ -229,25 +219,24 @@ impl FgTree {
     /// such a change relinks that head, which is still a valid chain (the
     /// next pass unlinks it again).
     async fn unlink_head(&self, pred: GlobalAddr, ha: GlobalAddr) -> Result<bool, TreeError> {
-        let held = self.lock(pred).await?;
-        let read = async {
-            let p = self.read_node(pred).await?;
-            if p.level != 0 || p.sibling != ha {
-                return Ok(None);
+        let (held, mut p) = self.lock_read(pred).await?;
+        let h = if p.level == 0 && p.sibling == ha {
+            match self.read_node(ha).await {
+                Ok(h) => Some(h).filter(|h| h.head),
+                Err(e) => {
+                    let _ = self.release(held, Vec::new()).await;
+                    return Err(e);
+                }
             }
-            let h = self.read_node(ha).await?;
-            Ok::<_, TreeError>(h.head.then_some((p, h)))
+        } else {
+            None
         };
-        match read.await {
-            Ok(Some((mut p, h))) => {
-                p.sibling = h.sibling;
-                self.write_back_unlock(held, pred, p).await?;
-                Ok(true)
-            }
-            r => {
-                let _ = self.release(held, Vec::new()).await;
-                r.map(|_| false)
-            }
-        }
+        let Some(h) = h else {
+            self.release(held, Vec::new()).await?;
+            return Ok(false);
+        };
+        p.sibling = h.sibling;
+        self.write_back_unlock(held, pred, p).await?;
+        Ok(true)
     }
 }

@@ -127,11 +127,7 @@ impl FgTree {
             .collect();
         let (r, u) = self.head_reads.get();
         self.head_reads.set((r + addrs.len() as u64, u));
-        let images = join_all(addrs.iter().map(|&a| self.read_node(a))).await;
-        for (a, img) in addrs.into_iter().zip(images) {
-            pre.insert(a, img?);
-        }
-        Ok(())
+        self.read_into(addrs, pre).await
     }
 
     /// READs in parallel up to `leaves` leaves that the cached leaf parent of
@@ -148,6 +144,16 @@ impl FgTree {
         let Some(addrs) = c.leaves_from(key, leaves.clamp(1, MAX_PARALLEL_LEAVES)) else {
             return Ok(());
         };
+        self.read_into(addrs, pre).await
+    }
+
+    /// READs the leaves at `addrs` in parallel and keeps their images in
+    /// `pre` by address.
+    async fn read_into(
+        &self,
+        addrs: Vec<GlobalAddr>,
+        pre: &mut HashMap<GlobalAddr, Node>,
+    ) -> Result<(), TreeError> {
         let images = join_all(addrs.iter().map(|&a| self.read_node(a))).await;
         for (a, img) in addrs.into_iter().zip(images) {
             pre.insert(a, img?);

@@ -362,6 +362,20 @@ impl FgTree {
         self.release(held, vec![(at, b)]).await
     }
 
+    /// Locks the node at `a` and READs it under the lock. On a READ error
+    /// the lock is released, so the node is not left locked for everyone
+    /// else (best effort: with a broken QP the unlock fails too).
+    pub(crate) async fn lock_read(&self, a: GlobalAddr) -> Result<(Held<'_>, Node), TreeError> {
+        let held = self.lock(a).await?;
+        match self.read_node(a).await {
+            Ok(n) => Ok((held, n)),
+            Err(e) => {
+                let _ = self.release(held, Vec::new()).await;
+                Err(e)
+            }
+        }
+    }
+
     /// Locks the node covering `key` at `level` starting from `a` (moving right
     /// along sibling pointers under B-link rules) and returns it with a fresh image.
     /// `None`: the node at `a` no longer covers `key` from the left; restart from the root.
@@ -372,16 +386,7 @@ impl FgTree {
         level: u8,
     ) -> Result<Option<(GlobalAddr, Node, Held<'_>)>, TreeError> {
         loop {
-            let held = self.lock(a).await?;
-            let n = match self.read_node(a).await {
-                Ok(n) => n,
-                Err(e) => {
-                    // Do not leave the node locked for everyone else (best
-                    // effort: with a broken QP the unlock fails too).
-                    let _ = self.release(held, Vec::new()).await;
-                    return Err(e);
-                }
-            };
+            let (held, n) = self.lock_read(a).await?;
             if n.level != level || n.below_low(key) {
                 self.release(held, Vec::new()).await?;
                 return Ok(None);

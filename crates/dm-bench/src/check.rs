@@ -371,10 +371,7 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
                 }
                 let p = t.maintain_head_nodes(g).await.map_err(|e| e.to_string())?;
                 changes += p.installed + p.refreshed + p.removed;
-                let until = dm_runtime::now_ns() + 2_000;
-                while dm_runtime::now_ns() < until {
-                    dm_runtime::yield_now().await;
-                }
+                dm_runtime::yield_until(dm_runtime::now_ns() + 2_000).await;
             }
             Ok::<u64, String>(changes)
         })

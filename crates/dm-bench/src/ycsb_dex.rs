@@ -225,7 +225,7 @@ pub(crate) fn report(
     let (hits, misses) = (sum(&|s| s.cache.hits), sum(&|s| s.cache.misses));
     let frames: usize = (0..cl.num_cs()).map(|c| cl.cache_frames(c).0).sum();
     let cfg = cl.config();
-    let line = format!(
+    let mut line = format!(
         "{} partitions, offload level {}, {} traversals hit the cache, {} missed ({:.1}% hit); {} offloads ({} sent back), {} node fetches, {} scratch leaves, {} pages written back, {} forwarded; {} frames cached",
         cl.num_cs(),
         cfg.offload_level,
@@ -240,7 +240,7 @@ pub(crate) fn report(
         sum(&|s| s.forwarded),
         frames
     );
-    let v = json!({
+    let mut v = json!({
         "partitions": cl.num_cs(), "offload_level": cfg.offload_level,
         "offload": cfg.offload, "leaf_admission": cfg.leaf_admission,
         "routing": if forward { "round-robin, forwarded" } else { "to the owner CS" },
@@ -256,7 +256,6 @@ pub(crate) fn report(
         "avg_offload_ns": per.iter().map(|s| s.avg_offload_ns).collect::<Vec<_>>(),
         "cache_frames": frames,
     });
-    let (mut line, mut v) = (line, v);
     if let Some(r) = rp {
         let (l, j) = r.report();
         line = format!("{line}; {l}");

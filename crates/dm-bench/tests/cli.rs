@@ -31,6 +31,12 @@ fn bench(args: &[&str]) -> (bool, String, serde_json::Value) {
     (out.status.success(), text, v)
 }
 
+/// Runs dm-bench with `args` and asserts that it fails with `why` in its output.
+fn rejects(args: &[&str], why: &str) {
+    let (ok, text, _) = bench(args);
+    assert!(!ok && text.contains(why), "{args:?}: {text}");
+}
+
 #[test]
 fn verbs_on_sim_verifies_and_is_deterministic() {
     let args = [
@@ -134,8 +140,7 @@ fn workload_stats_from_generator_and_trace_sample() {
     let (ok, text, v) = bench(&["workload", "--workload", "e", "--trace-dir", dir]);
     assert!(ok, "{text}");
     assert_eq!(v["ops"], 2000);
-    let (ok, text, _) = bench(&["workload", "--workload", "nope"]);
-    assert!(!ok && text.contains("unknown workload"), "{text}");
+    rejects(&["workload", "--workload", "nope"], "unknown workload");
 }
 
 #[test]
@@ -216,8 +221,7 @@ fn ycsb_fg_on_trace_sample_and_loopback() {
     assert!(ok, "{text}");
     assert_eq!(v["mismatches"], 0, "{text}");
     assert_eq!(v["clock"], "wall");
-    let (ok, text, _) = bench(&["ycsb", "--index", "nope"]);
-    assert!(!ok && text.contains("unknown --index"), "{text}");
+    rejects(&["ycsb", "--index", "nope"], "unknown --index");
 }
 
 #[test]
@@ -258,8 +262,7 @@ fn check_smart_is_linearizable_over_300_seeds_with_faults() {
     ];
     let (ok, text, v) = bench(&args);
     assert!(ok && v["linearizable"] == true, "{text}");
-    let (ok, text, _) = bench(&["check", "--index", "btree"]);
-    assert!(!ok && text.contains("smart"), "{text}");
+    rejects(&["check", "--index", "btree"], "smart");
 }
 
 /// The ladder below SMART (SMART §5.3.1; `dm_art::baseline`) on the same
@@ -375,8 +378,7 @@ fn check_writes_its_history() {
         }
         assert!(l["call"].as_u64() <= l["ret"].as_u64());
     }
-    let (ok, text, _) = bench(&["check", "--faults", "gremlins"]);
-    assert!(!ok && text.contains("unknown fault"), "{text}");
+    rejects(&["check", "--faults", "gremlins"], "unknown fault");
 }
 
 /// `check` on real threads (loopback), and `--histories`: the union of
@@ -438,8 +440,7 @@ fn check_on_loopback_and_merged_histories() {
     assert_eq!(v["operations"], 6 * 60);
     // The same file twice is refused; a get of a value never written fails.
     let twice = format!("{},{}", p0.display(), p0.display());
-    let (ok, text, _) = bench(&["check", "--histories", &twice]);
-    assert!(!ok && text.contains("appears in"), "{text}");
+    rejects(&["check", "--histories", &twice], "appears in");
     // (Which client issues which operation is fixed by the seed, so there is a get.)
     let mut forged_one = false;
     let forged: String = f1
@@ -459,10 +460,14 @@ fn check_on_loopback_and_merged_histories() {
     assert!(!ok, "{text}");
     assert_eq!(v["linearizable"], false);
     // Real fabrics inject no faults; several processes are rdma only.
-    let (ok, text, _) = bench(&["check", "--fabric", "loopback", "--faults", "torn"]);
-    assert!(!ok && text.contains("simulator"), "{text}");
-    let (ok, text, _) = bench(&["check", "--fabric", "loopback", "--client", "0/2"]);
-    assert!(!ok && text.contains("rdma"), "{text}");
+    rejects(
+        &["check", "--fabric", "loopback", "--faults", "torn"],
+        "simulator",
+    );
+    rejects(
+        &["check", "--fabric", "loopback", "--client", "0/2"],
+        "rdma",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -497,10 +502,11 @@ fn rdma_efficiency_is_verbs_per_second_over_perftest_read_rate() {
     let (ok, text, v) = bench(&["verbs", "--fabric", "loopback", "--ops", "100"]);
     assert!(ok, "{text}");
     assert!(v["rdma_efficiency"].is_null());
-    let (ok, text, _) = bench(&["verbs", "--perftest-read-mops", "2"]);
-    assert!(!ok && text.contains("wall-clock"), "{text}");
-    let (ok, text, _) = bench(&["ycsb", "--fabric", "loopback", "--perftest-read-mops", "0"]);
-    assert!(!ok && text.contains("positive"), "{text}");
+    rejects(&["verbs", "--perftest-read-mops", "2"], "wall-clock");
+    rejects(
+        &["ycsb", "--fabric", "loopback", "--perftest-read-mops", "0"],
+        "positive",
+    );
 }
 
 #[test]
@@ -543,8 +549,7 @@ fn ycsb_fg_bulk_load() {
         v["load"]["per_op"]["cas"].as_f64().unwrap() >= 1.0,
         "{text}"
     );
-    let (ok, text, _) = bench(&["ycsb", "--load", "sideways"]);
-    assert!(!ok && text.contains("--load"), "{text}");
+    rejects(&["ycsb", "--load", "sideways"], "--load");
 }
 
 /// String keys from a gzip'd file: padded to --key-bytes, long keys skipped
@@ -591,20 +596,24 @@ fn ycsb_fg_on_string_keys_from_a_key_file() {
     assert_eq!(v["key_source"]["usable"], 2970);
     assert!(v["verified"].as_u64().unwrap() >= 2000, "{text}");
     // 2000 records plus up to 2000 inserts need more keys than the file has.
-    let (ok, text, _) = bench(&[
-        "ycsb",
-        "--workload",
-        "d",
-        "--keys",
-        "2900",
-        "--ops",
-        "2000",
-        "--key-file",
-        p,
-    ]);
-    assert!(!ok && text.contains("usable keys"), "{text}");
-    let (ok, text, _) = bench(&["ycsb", "--key-file", "/nonexistent/keys.gz"]);
-    assert!(!ok && text.contains("cannot open"), "{text}");
+    rejects(
+        &[
+            "ycsb",
+            "--workload",
+            "d",
+            "--keys",
+            "2900",
+            "--ops",
+            "2000",
+            "--key-file",
+            p,
+        ],
+        "usable keys",
+    );
+    rejects(
+        &["ycsb", "--key-file", "/nonexistent/keys.gz"],
+        "cannot open",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -622,8 +631,10 @@ fn check_sherman_ladder_is_linearizable() {
         assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
         assert_eq!(v["linearizable"], true, "{index}");
     }
-    let (ok, text, _) = bench(&["check", "--index", "sherman-magic", "--seeds", "1"]);
-    assert!(!ok && text.contains("sherman-hier"), "{text}");
+    rejects(
+        &["check", "--index", "sherman-magic", "--seeds", "1"],
+        "sherman-hier",
+    );
 }
 
 #[test]
@@ -776,10 +787,14 @@ fn nam_designs_check_and_ycsb() {
             "{text}"
         );
     }
-    let (ok, text, _) = bench(&["ycsb", "--index", "nam-coarse", "--load", "bulk"]);
-    assert!(!ok && text.contains("fine-grained design only"), "{text}");
-    let (ok, text, _) = bench(&["ycsb", "--index", "fg", "--nam-skew", "1,1"]);
-    assert!(!ok && text.contains("--nam-skew is for"), "{text}");
+    rejects(
+        &["ycsb", "--index", "nam-coarse", "--load", "bulk"],
+        "fine-grained design only",
+    );
+    rejects(
+        &["ycsb", "--index", "fg", "--nam-skew", "1,1"],
+        "--nam-skew is for",
+    );
 }
 
 /// DEX: `check` is linearizable with torn READs, tiny caches, offloads and
@@ -855,12 +870,18 @@ fn dex_check_and_ycsb() {
         text.contains("handed the upper half of its range"),
         "{text}"
     );
-    let (ok, text, _) = bench(&["ycsb", "--index", "dex", "--dex-leaf-admission", "2"]);
-    assert!(!ok && text.contains("probabilities"), "{text}");
-    let (ok, text, _) = bench(&["ycsb", "--index", "dex", "--dex-repartition-at", "1.5"]);
-    assert!(!ok && text.contains("must lie in (0, 1)"), "{text}");
-    let (ok, text, _) = bench(&["ycsb", "--index", "fg", "--dex-repartition-at", "0.5"]);
-    assert!(!ok && text.contains("is for --index dex"), "{text}");
+    rejects(
+        &["ycsb", "--index", "dex", "--dex-leaf-admission", "2"],
+        "probabilities",
+    );
+    rejects(
+        &["ycsb", "--index", "dex", "--dex-repartition-at", "1.5"],
+        "must lie in (0, 1)",
+    );
+    rejects(
+        &["ycsb", "--index", "fg", "--dex-repartition-at", "0.5"],
+        "is for --index dex",
+    );
 }
 
 /// Head nodes (Ziegler et al. §4-5): checks with a maintainer racing the
@@ -917,16 +938,20 @@ fn head_nodes_check_and_ycsb() {
     let p50 = |v: &serde_json::Value| v["latency_us"]["p50"].as_f64().unwrap();
     assert!(rtts(&heads) * 1.5 < rtts(&plain), "{text}");
     assert!(p50(&heads) < p50(&plain), "{text}");
-    let (ok, text, _) = bench(&["ycsb", "--index", "smart", "--head-nodes", "4"]);
-    assert!(!ok && text.contains("one-sided B+trees"), "{text}");
-    let (ok, text, _) = bench(&[
-        "check",
-        "--index",
-        "fg",
-        "--fabric",
-        "loopback",
-        "--head-nodes",
-        "2",
-    ]);
-    assert!(!ok && text.contains("--fabric sim"), "{text}");
+    rejects(
+        &["ycsb", "--index", "smart", "--head-nodes", "4"],
+        "one-sided B+trees",
+    );
+    rejects(
+        &[
+            "check",
+            "--index",
+            "fg",
+            "--fabric",
+            "loopback",
+            "--head-nodes",
+            "2",
+        ],
+        "--fabric sim",
+    );
 }

@@ -64,7 +64,7 @@ pub mod verbs;
 
 pub use executor::{ExecConfig, Executor};
 pub use sim_driver::{SimCore, SimRuntime};
-pub use sync::yield_now;
+pub use sync::{yield_now, yield_until};
 pub use task::JoinHandle;
 pub use threads::run_threads;
 pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture};

@@ -25,6 +25,15 @@ pub fn yield_now() -> YieldNow {
     YieldNow(false)
 }
 
+/// Yields until the current core's clock reaches `ns` (virtual ns on sim,
+/// where other tasks and cores run meanwhile; on wall-clock fabrics a busy
+/// wait that lets the core's other tasks run). Returns at once if it has.
+pub async fn yield_until(ns: u64) {
+    while crate::now_ns() < ns {
+        yield_now().await;
+    }
+}
+
 /// Future of [`yield_now`].
 pub struct YieldNow(bool);
 

@@ -95,9 +95,7 @@ fn concurrent_clients_and_a_repartition() {
         }
         let t = trees[1].clone();
         let mover = rt.spawn_on(cores[1], async move {
-            while dm_runtime::now_ns() < 150_000 {
-                dm_runtime::yield_now().await;
-            }
+            dm_runtime::yield_until(150_000).await;
             t.repartition(0, k(333)).await.unwrap()
         });
         rt.run();

@@ -54,9 +54,7 @@ pub(super) fn run_seed(
     let mover = rt.spawn_on(cores[cores.len() - 1], async move {
         let t1 = 40_000 + (seed % 5) * 25_000;
         for (at, to) in [(t1, keys / 3), (t1 + 150_000, 2 * keys / 3)] {
-            while dm_runtime::now_ns() < at {
-                dm_runtime::yield_now().await;
-            }
+            dm_runtime::yield_until(at).await;
             t.repartition(0, key(to)).await.map_err(|e| e.to_string())?;
         }
         Ok::<(), String>(())

@@ -5,7 +5,7 @@
 
 use dm_art::{ArtCache, ArtError, KeyCodec, Rdwc, SmartConfig, SmartTree, Techniques};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
-use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric};
 use dm_verbs::MsConfig;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -22,12 +22,7 @@ fn cluster(keys: KeyCodec, seed: u64) -> (SimRuntime, SmartConfig) {
             device_bytes: 0,
             cores: 1,
         },
-        faults: Faults {
-            tear: TearGranularity::Word,
-            tear_window_ns: 500,
-            delay_prob: 0.2,
-            delay_max_ns: 3000,
-        },
+        faults: Faults::torn_and_delayed(),
         seed,
         ..Default::default()
     };

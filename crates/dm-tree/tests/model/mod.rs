@@ -4,7 +4,7 @@
 
 use dm_runtime::SimRuntime;
 use dm_tree::{DexTree, FgTree, TreeConfig, TreeError};
-use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric};
 use dm_verbs::{Fabric, MsConfig};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -23,12 +23,7 @@ pub fn sim_cluster(num_ms: u16, region: u64, seed: u64) -> (SimRuntime, TreeConf
             device_bytes: 0,
             cores: 2,
         },
-        faults: Faults {
-            tear: TearGranularity::Word,
-            tear_window_ns: 500,
-            delay_prob: 0.2,
-            delay_max_ns: 3000,
-        },
+        faults: Faults::torn_and_delayed(),
         seed,
         ..Default::default()
     };

@@ -133,6 +133,20 @@ impl Default for Faults {
     }
 }
 
+impl Faults {
+    /// The fault mix the index crates' tests run: 8-byte torn READs with
+    /// a READ window 500 ns longer than its transfer, and 20% of
+    /// completions delayed by up to 3 µs (reordered across QPs).
+    pub fn torn_and_delayed() -> Self {
+        Faults {
+            tear: TearGranularity::Word,
+            tear_window_ns: 500,
+            delay_prob: 0.2,
+            delay_max_ns: 3000,
+        }
+    }
+}
+
 /// Everything a simulated cluster is built from.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimConfig {

@@ -538,7 +538,7 @@ impl SmartTree {
     /// new node `na`, then the old node's header trimmed to start at depth
     /// `target` and its reverse pointer set, in one round. `Some(word)` if
     /// the CAS lost (nothing changed).
-    async fn publish_header_split(
+    pub(crate) async fn publish_header_split(
         &self,
         c: Cursor,
         na: GlobalAddr,
@@ -586,7 +586,7 @@ impl SmartTree {
     /// parent slot's type bits too (one attempt), both in one round. The
     /// insert returns only when the header says so, so a reader after it
     /// READs the new slot.
-    async fn type_switch(
+    pub(crate) async fn type_switch(
         &self,
         node: GlobalAddr,
         i: usize,
@@ -625,7 +625,7 @@ impl SmartTree {
 }
 
 /// The slot word naming internal node `a` of type `ty`.
-fn internal_word(partial: u8, ty: u8, a: GlobalAddr) -> Result<u64, ArtError> {
+pub(crate) fn internal_word(partial: u8, ty: u8, a: GlobalAddr) -> Result<u64, ArtError> {
     Slot::Internal {
         partial,
         ty,
@@ -638,7 +638,7 @@ fn internal_word(partial: u8, ty: u8, a: GlobalAddr) -> Result<u64, ArtError> {
 /// The first `16 + 8 x 4` bytes of a new type-1 node: reverse pointer,
 /// header, slots (the rest of the reserve is zero: fresh chunk memory, and
 /// reused spare nodes were never published).
-fn node_image(rev: GlobalAddr, h: &Header, slots: &[u64]) -> Vec<u8> {
+pub(crate) fn node_image(rev: GlobalAddr, h: &Header, slots: &[u64]) -> Vec<u8> {
     let mut b = Vec::with_capacity(16 + 8 * capacity(1));
     b.extend_from_slice(&rev.to_u64().to_le_bytes());
     b.extend_from_slice(&h.encode().to_le_bytes());

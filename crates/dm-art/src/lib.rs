@@ -5,8 +5,8 @@
 //! in-place leaves, checksum-validated READs), its ART cache with the
 //! (sound) reverse check, read delegation with write combining (sound
 //! versions), and the DM-ported ART baseline with SMART's technique ladder as
-//! switches ([`Techniques`], SMART §5.1.3, §5.3.1) run on every fabric.
-//! Still to come: Dolphin (issue 8). What lives (and will live) here:
+//! switches ([`Techniques`], SMART §5.1.3, §5.3.1) run on every fabric;
+//! Dolphin ([`DolphinTree`]) over the same internal nodes. What lives here:
 //!
 //! - [`layout`]: 8-byte slots (partial key, leaf bit, node type or leaf size,
 //!   48-bit address) changed by one CAS; adaptive internal nodes with reverse
@@ -33,14 +33,17 @@
 //!   off, the DM-ported ART baseline (SMART §5.1.3): ROWEX node locks in
 //!   Sherman's hierarchical lock table ([`baseline::HOCL`]) and RCU leaf
 //!   updates; why the baseline keeps SMART's homogeneous node layout.
-//! - `dolphin`: ART internal nodes over B+tree-style leaves, FAA-based leaf lock
-//!   (Dolphin §III).
+//! - [`dolphin`]: [`DolphinTree`], ART internal nodes over B+tree-style
+//!   leaves of one 7-byte prefix each, special nodes, the FAA-only Spear
+//!   lock, 2-round-trip updates (Dolphin §III), and where soundness under
+//!   torn READs departs from the paper (its module docs).
 //!
 //! Every tree implements the workspace's one async index API over any
 //! [`dm_verbs::Fabric`].
 
 pub mod baseline;
 pub mod cache;
+pub mod dolphin;
 mod insert;
 pub mod keys;
 pub mod layout;
@@ -51,6 +54,7 @@ pub mod tree;
 
 pub use baseline::Techniques;
 pub use cache::{ArtCache, CacheStats};
+pub use dolphin::{DolphinCache, DolphinConfig, DolphinTree};
 pub use keys::{KeyCodec, KeyLengthError};
 pub use rdwc::{Rdwc, RdwcStats};
 pub use tree::{ArtError, SmartConfig, SmartTree};

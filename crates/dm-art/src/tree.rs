@@ -280,6 +280,11 @@ impl SmartTree {
         Ok(self.alloc.alloc(INTERNAL_RESERVE as u64, ALIGN).await?)
     }
 
+    /// `size` bytes aligned to `align` from this handle's chunk carver.
+    pub(crate) async fn alloc_bytes(&self, size: u64, align: u64) -> Result<GlobalAddr, ArtError> {
+        Ok(self.alloc.alloc(size, align).await?)
+    }
+
     pub(crate) async fn alloc_leaf(&self) -> Result<GlobalAddr, ArtError> {
         Ok(self.alloc.alloc(self.leaf.bytes() as u64, ALIGN).await?)
     }

@@ -50,6 +50,7 @@
 //! fresh (the barrier word starts at 0).
 
 mod dex;
+mod dolphin;
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::Kv;
@@ -318,6 +319,9 @@ fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     if a.index == crate::ycsb_dex::DEX {
         return dex::run_seed(a, seed, rt, &cores, tcfg);
     }
+    if a.index == crate::kv::DOLPHIN {
+        return dolphin::run_seed(a, seed, rt, &cores, chunk, num_ms);
+    }
     let log = Rc::new(RefCell::new(Vec::new()));
     if let Some(t) = radix(&a.index) {
         let scfg = smart_config(chunk, num_ms, t, tcfg.lock_table);
@@ -529,6 +533,12 @@ fn run_seed_real<F: Fabric + Send + Sync>(
             bail!("--index dex keeps each CS's cache in one process: check it with --client 0/1");
         }
         return dex::run_seed_real(fabric, ex, a, seed, tcfg);
+    }
+    if a.index == crate::kv::DOLPHIN {
+        if cn > 1 {
+            bail!("--index dolphin is checked in one process: use --client 0/1");
+        }
+        return dolphin::run_seed_real(fabric, ex, a, seed);
     }
     let rung = radix(&a.index);
     let smart = rung.is_some();

@@ -3,12 +3,15 @@
 //! (`dm_art::SmartTree`: SMART, the DM-ported ART and the ladder between).
 //! Errors become their display text (the checker only reports them).
 
-use dm_art::SmartTree;
+use dm_art::{DolphinTree, SmartTree};
 use dm_tree::{DexTree, FgTree};
 
 /// The `--index` name of SMART (`check` and `ycsb`); the B+tree family's
 /// names are `dm_tree::Techniques::NAMES`.
 pub(crate) const SMART: &str = "smart";
+
+/// The `--index` name of Dolphin (dm_art::dolphin).
+pub(crate) const DOLPHIN: &str = "dolphin";
 
 /// The radix family's `--index` names in ladder order (SMART §5.3.1,
 /// Fig. 18; `dm_art::baseline`): the DM-ported ART (ROWEX, RCU leaves,
@@ -54,7 +57,7 @@ pub(crate) fn parse_index(
     Option<dm_art::Techniques>,
 )> {
     let rung = radix(name);
-    if name == crate::ycsb_dex::DEX {
+    if name == crate::ycsb_dex::DEX || name == DOLPHIN {
         return Ok((dm_tree::Techniques::FG_PLUS, dm_tree::Design::Fine, None));
     }
     match (btree(name), rung) {
@@ -70,6 +73,7 @@ fn index_names() -> String {
     v.extend(dm_tree::Design::NAMES.iter().map(|d| d.0));
     v.extend(RADIX.iter().map(|r| r.0));
     v.push(crate::ycsb_dex::DEX);
+    v.push(DOLPHIN);
     v.join(", ")
 }
 
@@ -107,6 +111,7 @@ macro_rules! impl_kv {
 impl_kv!(FgTree);
 impl_kv!(SmartTree);
 impl_kv!(DexTree);
+impl_kv!(DolphinTree);
 
 /// One index handle of either family, for the benches that pick the index at
 /// run time (`ycsb --index`).
@@ -117,6 +122,8 @@ pub(crate) enum AnyIndex {
     Smart(SmartTree),
     /// DEX (dm_tree::dex).
     Dex(DexTree),
+    /// Dolphin (dm_art::dolphin).
+    Dolphin(DolphinTree),
 }
 
 impl Kv for AnyIndex {
@@ -125,6 +132,7 @@ impl Kv for AnyIndex {
             AnyIndex::Tree(t) => Kv::insert(t, k, v).await,
             AnyIndex::Smart(t) => Kv::insert(t, k, v).await,
             AnyIndex::Dex(t) => Kv::insert(t, k, v).await,
+            AnyIndex::Dolphin(t) => Kv::insert(t, k, v).await,
         }
     }
     async fn update(&self, k: &[u8], v: u64) -> Result<bool, String> {
@@ -132,6 +140,7 @@ impl Kv for AnyIndex {
             AnyIndex::Tree(t) => Kv::update(t, k, v).await,
             AnyIndex::Smart(t) => Kv::update(t, k, v).await,
             AnyIndex::Dex(t) => Kv::update(t, k, v).await,
+            AnyIndex::Dolphin(t) => Kv::update(t, k, v).await,
         }
     }
     async fn remove(&self, k: &[u8]) -> Result<bool, String> {
@@ -139,6 +148,7 @@ impl Kv for AnyIndex {
             AnyIndex::Tree(t) => Kv::remove(t, k).await,
             AnyIndex::Smart(t) => Kv::remove(t, k).await,
             AnyIndex::Dex(t) => Kv::remove(t, k).await,
+            AnyIndex::Dolphin(t) => Kv::remove(t, k).await,
         }
     }
     async fn get(&self, k: &[u8]) -> Result<Option<u64>, String> {
@@ -146,6 +156,7 @@ impl Kv for AnyIndex {
             AnyIndex::Tree(t) => Kv::get(t, k).await,
             AnyIndex::Smart(t) => Kv::get(t, k).await,
             AnyIndex::Dex(t) => Kv::get(t, k).await,
+            AnyIndex::Dolphin(t) => Kv::get(t, k).await,
         }
     }
     async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, String> {
@@ -153,6 +164,7 @@ impl Kv for AnyIndex {
             AnyIndex::Tree(t) => Kv::scan(t, from, n).await,
             AnyIndex::Smart(t) => Kv::scan(t, from, n).await,
             AnyIndex::Dex(t) => Kv::scan(t, from, n).await,
+            AnyIndex::Dolphin(t) => Kv::scan(t, from, n).await,
         }
     }
 }

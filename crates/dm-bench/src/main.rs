@@ -43,7 +43,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// The main job: load, then run a YCSB/Sherman workload against an index, then verify.
-    Ycsb(ycsb_bench::Args),
+    Ycsb(Box<ycsb_bench::Args>),
     /// Concurrent random operations on sim with faults, checked for linearizability.
     Check(check::Args),
     /// Verb micro-benchmark over the fabric and runtime (sim or loopback).
@@ -79,7 +79,7 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Ycsb(a) => ycsb_bench::run(a),
+        Cmd::Ycsb(a) => ycsb_bench::run(*a),
         Cmd::Check(a) => check::run(a),
         Cmd::Verbs(a) => verbs_bench::run(a),
         Cmd::Runtime(a) => runtime_bench::run(a),

@@ -24,7 +24,9 @@ use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use crate::ycsb_dex::DEX;
 use anyhow::{anyhow, bail, Result};
-use dm_art::{ArtCache, KeyCodec, Rdwc, SmartConfig, SmartTree};
+use dm_art::{
+    ArtCache, DolphinCache, DolphinConfig, DolphinTree, KeyCodec, Rdwc, SmartConfig, SmartTree,
+};
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_tree::{Design, DexTree, FgTree, IndexCache, LockTableConfig, NamConfig, TreeConfig};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
@@ -111,6 +113,11 @@ pub struct Args {
     /// a fixed shuffle; keys longer than --key-bytes are skipped and counted.
     #[arg(long)]
     pub key_file: Option<PathBuf>,
+    /// Generated integer keys: `hashed` (YCSB's default `insertorder`: key
+    /// number n becomes FNV(n), sparse) or `ordered` (key n is n: dense, 256
+    /// keys to each 7-byte prefix, as Dolphin's evaluation loads its tree).
+    #[arg(long, default_value = "hashed")]
+    pub key_order: String,
     /// Load phase: `insert` (YCSB's load: one insert per record, all coroutines)
     /// or `bulk` (sorted bulk load at --fill, as Sherman loads its trees).
     #[arg(long, default_value = "insert")]
@@ -508,7 +515,14 @@ fn build_plan(a: &Args) -> Result<Plan> {
                 None if key_bytes(a) != 8 => {
                     bail!("generated integer keys are 8 bytes; --key-bytes applies to string keys")
                 }
+                None if a.key_order == "ordered" => {
+                    keys_info = json!({"kind": "integer (YCSB ordered key numbers: dense)", "key_bytes": 8});
+                    s = s.with_ordered_keys();
+                }
                 None => {}
+            }
+            if a.key_order != "hashed" && (a.key_order != "ordered" || a.key_file.is_some()) {
+                bail!("--key-order takes hashed or ordered, for generated integer keys only");
             }
             let load = (0..a.keys).map(|n| s.key(n)).collect();
             let run = (0..a.ops).map(|_| s.next_op()).collect();
@@ -665,6 +679,13 @@ pub fn run(mut a: Args) -> Result<()> {
         bail!("--ms-cores must be at least 1");
     }
     let dex = a.index == DEX;
+    let dolphin = a.index == crate::kv::DOLPHIN;
+    if dolphin && a.load == "bulk" {
+        bail!("--load bulk is for the B+tree family; --index dolphin loads by insert");
+    }
+    if dolphin && key_bytes(&a) != 8 {
+        bail!("--index dolphin takes 8-byte integer keys (Dolphin \u{a7}III-A)");
+    }
     if dex && cn > 1 {
         bail!("--index dex keeps each CS's cache in one process: run it with --client 0/1");
     }
@@ -703,6 +724,15 @@ pub fn run(mut a: Args) -> Result<()> {
             smart_bytes += plan.run.len() as u64 * 320 / a.ms as u64;
         }
         region = region.max((4096 + smart_bytes).next_multiple_of(chunk) + 4096);
+    }
+    if dolphin {
+        // Dolphin: a leaf per 7-byte prefix, about half full with dense
+        // keys, but one per key with sparse ones (digest B2.3).
+        let per_leaf = if a.key_order == "ordered" { 16 } else { 1 };
+        let cores = (a.cs as u64) * (a.threads as u64);
+        let leaves = plan.allowed.len() as u64 / per_leaf + 64;
+        let bytes = leaves * (a.node_bytes as u64 + 512) * 2 / a.ms as u64 + (cores + 4) * chunk;
+        region = region.max((4096 + bytes).next_multiple_of(chunk) + 4096);
     }
     let ms_cfg = MsConfig {
         region_bytes: region,
@@ -748,8 +778,16 @@ pub fn run(mut a: Args) -> Result<()> {
         lock_table: tcfg.lock_table,
         ..Default::default()
     };
+    let dcfg = DolphinConfig {
+        chunk_bytes: chunk,
+        num_ms: a.ms,
+        leaf_bytes: a.node_bytes,
+        ..Default::default()
+    };
     if smart {
         SmartTree::open(scfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
+    } else if dolphin {
+        DolphinTree::open(dcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
     } else {
         FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
     }
@@ -766,7 +804,7 @@ pub fn run(mut a: Args) -> Result<()> {
     } else if a.dex.dex_repartition_at != 0.0 {
         bail!("--dex-repartition-at is for --index dex");
     }
-    let one_sided_btree = !smart && !dex && design != Design::Coarse;
+    let one_sided_btree = !smart && !dex && !dolphin && design != Design::Coarse;
     plan.heads = crate::ycsb_head::HeadMaint::plan(&a.head, one_sided_btree)?;
     let plan = Arc::new(plan);
     // DEX: each CS's coroutines run the operations on its own keys.
@@ -795,6 +833,12 @@ pub fn run(mut a: Args) -> Result<()> {
                     .map(|_| ())
                     .map_err(|e| e.to_string());
             }
+            if dolphin {
+                return DolphinTree::create(dcfg, 0, 0)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+            }
             if smart {
                 SmartTree::create(scfg, 0, 0)
                     .await
@@ -818,6 +862,9 @@ pub fn run(mut a: Args) -> Result<()> {
         .collect();
     let art_caches: Vec<Arc<ArtCache>> = (0..a.cs)
         .map(|_| Arc::new(ArtCache::new((a.cache_mb << 20) as usize)))
+        .collect();
+    let dolphin_caches: Vec<Arc<DolphinCache>> = (0..a.cs)
+        .map(|_| Arc::new(DolphinCache::new((a.cache_mb << 20) as usize)))
         .collect();
     let off = |t: &str| a.smart_off.iter().any(|x| x == t);
     // Without combining, same-key writers of a CS still queue in the local
@@ -844,6 +891,14 @@ pub fn run(mut a: Args) -> Result<()> {
         let id = (ci * a.cs as usize) as u16 + cs;
         if let Some(cl) = &dexcl {
             return AnyIndex::Dex(DexTree::open(cl.clone(), id, t).unwrap());
+        }
+        if dolphin {
+            let tree = DolphinTree::open(dcfg, id, t).unwrap();
+            return AnyIndex::Dolphin(if a.cache_mb > 0 {
+                tree.with_cache(dolphin_caches[cs as usize].clone())
+            } else {
+                tree
+            });
         }
         if smart {
             let tree = SmartTree::open(scfg, id, t)
@@ -1040,13 +1095,26 @@ pub fn run(mut a: Args) -> Result<()> {
         #[cfg(not(feature = "rdma"))]
         FabricArg::Rdma => unreachable!("rejected above"),
     };
-    let cache = if smart {
+    let cache = if dolphin {
+        CacheReport::dolphin(&dolphin_caches, a.cs)
+    } else if smart {
         CacheReport::art(&art_caches, a.cs)
     } else {
         CacheReport::tree(&caches, a.cs)
     };
     let wall_s = wall.elapsed().as_secs_f64();
-    let locks = if smart {
+    let locks = if dolphin {
+        let d = dm_art::dolphin::totals();
+        (
+            format!(
+                "Spear leaf locks (FAA only, Dolphin \u{a7}III-C): {} lock waits, {} same-key update CASes lost and rerun, {} backtracks through special nodes, {} torn images READ again",
+                d.lock_waits, d.lost_update_cas, d.backtracks, d.rejected_images
+            ),
+            json!({"global_lock_table": false, "spear": {"lock_waits": d.lock_waits,
+                "lost_update_cas": d.lost_update_cas, "backtracks": d.backtracks,
+                "rejected_images": d.rejected_images}}),
+        )
+    } else if smart {
         let mut r = dm_art::RdwcStats::default();
         for t in &rdwcs {
             let s = t.stats();
@@ -1226,6 +1294,12 @@ fn report(
         .map(|(i, k)| (k.to_string(), json!(out.counts[i])))
         .collect();
     let (ver, ver_bad, first_bad) = verified;
+    // Memory (Dolphin's comparison, issue 8): what this process's chunk
+    // carvers handed out (MS-side RPC handlers allocate inside their own
+    // chunks, counted in `ms_used` only), against the bytes the verified
+    // items themselves take (key and 8-byte value).
+    let carved = dm_runtime::alloc::bytes_carved();
+    let live = ver * (key_bytes(a) as u64 + 8);
     let mismatches = out.mismatches + load.mismatches + ver_bad;
     let first = out.first_mismatch.or(first_bad);
     let source = a
@@ -1254,7 +1328,9 @@ fn report(
         "per_op": per_op(&total, ops),
         "per_op_by_kind": by_kind,
         "cache": cache.json,
-        "memory": {"ms_bytes_used": ms_used, "cs_cache_bytes": cache.bytes},
+        "memory": {"ms_bytes_used": ms_used, "ms_bytes_allocated": carved,
+            "ms_bytes_live_items": live, "cs_cache_bytes": cache.bytes,
+            "cs_cache_items": cache.json["items"], "cs_cache_hit_ratio": cache.json["hit_ratio"]},
         "verified": ver,
         "mismatches": mismatches,
         "first_mismatch": first,
@@ -1335,9 +1411,15 @@ fn report(
     for (name, line, _) in &sections {
         println!("  {name:<12} {line}");
     }
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(
-        "  memory       {:.1} MiB allocated on the MSs",
-        ms_used as f64 / (1 << 20) as f64
+        "  memory       {:.1} MiB of chunks on the MSs, {:.1} MiB allocated in them ({:.2}x the {:.1} MiB of live items); CS caches {:.1} MiB in {} items",
+        mib(ms_used),
+        mib(carved),
+        carved as f64 / live.max(1) as f64,
+        mib(live),
+        mib(cache.bytes),
+        cache.json["items"]
     );
     println!("  verified     {ver} keys, {mismatches} mismatches");
     println!("  wall time    {wall_s:.2} s");
@@ -1378,6 +1460,38 @@ impl CacheReport {
                 c.bytes as f64 / (1 << 20) as f64,
             ),
             json: json!({"hit_ratio": c.hit_ratio(), "bytes": c.bytes, "items": c.nodes, "top_items": c.top_nodes, "hits": c.hits, "misses": c.misses}),
+            bytes: c.bytes,
+        }
+    }
+
+    fn dolphin(caches: &[Arc<DolphinCache>], cs: u16) -> Self {
+        let mut c = dm_art::dolphin::DolphinCacheStats::default();
+        for k in caches {
+            let s = k.stats();
+            c.art.hits += s.art.hits;
+            c.art.misses += s.art.misses;
+            c.art.entries += s.art.entries;
+            c.art.invalidations += s.art.invalidations;
+            c.specials += s.specials;
+            c.special_hits += s.special_hits;
+            c.special_misses += s.special_misses;
+            c.bytes += s.bytes;
+        }
+        let ratio = |h: u64, m: u64| h as f64 / (h + m).max(1) as f64;
+        let (ra, rs) = (
+            ratio(c.art.hits, c.art.misses),
+            ratio(c.special_hits, c.special_misses),
+        );
+        let items = c.art.entries + c.specials;
+        CacheReport {
+            line: format!(
+                "Dolphin cache: ART hit ratio {ra:.3}, special-node hit ratio {rs:.3}; {} node snapshots + {} special nodes, {:.1} MiB over {cs} CS, {} stale entries dropped",
+                c.art.entries,
+                c.specials,
+                c.bytes as f64 / (1 << 20) as f64,
+                c.art.invalidations,
+            ),
+            json: json!({"hit_ratio": ra, "special_hit_ratio": rs, "bytes": c.bytes, "items": items, "art_items": c.art.entries, "special_items": c.specials, "hits": c.art.hits, "misses": c.art.misses, "invalidations": c.art.invalidations}),
             bytes: c.bytes,
         }
     }

@@ -955,3 +955,51 @@ fn head_nodes_check_and_ycsb() {
         "--fabric sim",
     );
 }
+
+/// Dolphin (dm_art::dolphin): linearizable with torn READs over dense keys
+/// that split leaves (48 keys: one prefix; 600: three prefixes and ART path
+/// splits), with tiny and no caches, and on loopback threads; `ycsb` on
+/// ordered (dense) and hashed keys verifies every key; bad options fail.
+#[test]
+fn dolphin_check_and_ycsb() {
+    for extra in [
+        &["--seeds", "150"][..],
+        &["--seeds", "40", "--keys", "600", "--ops", "300"],
+        &["--seeds", "30", "--keys", "300", "--cache-nodes", "0"],
+        &["--seeds", "5", "--fabric", "loopback", "--keys", "300"],
+    ] {
+        let mut args = vec!["check", "--index", "dolphin"];
+        args.extend_from_slice(extra);
+        let (ok, text, v) = bench(&args);
+        assert!(ok && v["linearizable"] == true, "{args:?}: {text}");
+    }
+    for order in ["ordered", "hashed"] {
+        let args = [
+            "ycsb",
+            "--index",
+            "dolphin",
+            "--keys",
+            "20000",
+            "--ops",
+            "20000",
+            "--workload",
+            "a",
+            "--key-order",
+            order,
+        ];
+        let (ok, text, v) = bench(&args);
+        assert!(ok, "{text}");
+        assert_eq!(v["mismatches"], 0, "{text}");
+        assert_eq!(v["verified"], 20000, "{text}");
+        assert!(v["cache"]["hit_ratio"].as_f64().unwrap() > 0.9, "{text}");
+    }
+    rejects(
+        &["ycsb", "--index", "dolphin", "--load", "bulk"],
+        "loads by insert",
+    );
+    rejects(
+        &["ycsb", "--index", "dolphin", "--key-bytes", "16"],
+        "8-byte integer keys",
+    );
+    rejects(&["ycsb", "--key-order", "random"], "--key-order takes");
+}

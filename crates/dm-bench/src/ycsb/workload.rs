@@ -134,6 +134,8 @@ pub struct Stream {
     latest: Option<SkewedLatest>,
     /// Key number -> key: YCSB's hashed integer keys, or a key file's keys.
     key_list: Option<Arc<Vec<Vec<u8>>>>,
+    /// Key number n is the key n (YCSB's `insertorder=ordered`), not hashed.
+    ordered: bool,
 }
 
 impl Stream {
@@ -162,6 +164,7 @@ impl Stream {
             zipf,
             latest,
             key_list: None,
+            ordered: false,
         }
     }
 
@@ -170,6 +173,14 @@ impl Stream {
     /// [`Stream::key_numbers_used`] exceed its length; check it after generating.
     pub fn with_key_list(mut self, keys: Arc<Vec<Vec<u8>>>) -> Self {
         self.key_list = Some(keys);
+        self
+    }
+
+    /// Key number `n` becomes the 8-byte big-endian key `n` (YCSB's
+    /// `insertorder=ordered`): dense keys, 256 to a 7-byte prefix, the key
+    /// space Dolphin's leaves are built for (Dolphin §III-A; digest B2.3).
+    pub fn with_ordered_keys(mut self) -> Self {
+        self.ordered = true;
         self
     }
 
@@ -183,6 +194,7 @@ impl Stream {
     pub fn key(&self, n: u64) -> Vec<u8> {
         match &self.key_list {
             Some(l) => l.get(n as usize).cloned().unwrap_or_default(),
+            None if self.ordered => n.to_be_bytes().to_vec(),
             None => int_key(n),
         }
     }

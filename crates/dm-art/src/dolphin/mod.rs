@@ -1,0 +1,357 @@
+//! # Dolphin: ART internal nodes over B+tree-style leaves (An et al., MSST'24)
+//!
+//! The upper levels are SMART's lock-free ART internal nodes
+//! ([`crate::layout`], reused as they are, with the ART cache
+//! [`crate::ArtCache`]), indexing the first 7 bytes of 8-byte keys; each slot
+//! at the bottom names a Dolphin leaf holding every key of one 7-byte prefix
+//! (range `[P·00, P·FF]`), or, once that leaf has split, a *special node*
+//! whose entries partition the last byte among several leaves (Dolphin
+//! §III-A/B, Fig. 2 and 4; byte layouts in [`layout`]). One cached ART node
+//! or special node therefore maps to the tens of items of each leaf it names
+//! (the 1 : N mapping behind the paper's memory claim). What lives where:
+//!
+//! - [`layout`]: leaf, key word, special node, byte by byte;
+//! - `walk`: pathfinding (§III-B): cached ART descent, exact match on the
+//!   first 7 bytes, floor match in the special node, backtracking when a
+//!   leaf's range no longer covers the key;
+//! - `ops`: `get`, `insert` (upsert), `update`, `remove` and the Spear lock;
+//! - `smo`: hanging new leaves into the ART and leaf splits (Fig. 4b, d, e);
+//! - `scan`: ordered, count-bounded range scans.
+//!
+//! ## Concurrency: what we keep from the paper and what soundness changes
+//!
+//! The paper's *MS-RNIC write synchronisation* (§III-C) relies on two NIC
+//! behaviours RDMA does not promise: 64-byte WRITE atomicity and WRITEs
+//! placed in increasing address order; its insert also publishes a key (CAS)
+//! before its value (WRITE), so a reader can see a key with a stale value
+//! (digest B5 #5), two inserts of one key can both succeed into different
+//! slots (#6), and an update racing a delete can leave a value behind (#7).
+//! Here a one-sided READ may return every 8-byte word from a different moment
+//! (`dm_verbs::sim` torn reads), so:
+//!
+//! 1. **Spear, FAA only** (§III-C). The leaf's lock word counts IDU shares
+//!    (+1) and an exclusive holder adds `-EXCLUSIVE`; nothing but FAA
+//!    changes it and no leaf WRITE covers it. A share is taken by an FAA
+//!    posted in the same doorbell as the leaf READ (in-order execution on
+//!    the QP: the READ sees the leaf after the FAA). Whoever sees a negative
+//!    old value undoes its add and waits until the word is non-negative.
+//!    An exclusive taker that sees positive shares waits until they drain
+//!    (the word reads `-EXCLUSIVE`) and READs the leaf again.
+//! 2. **Update: 2 round trips, as the paper**, with a sound item. An item
+//!    is a key word and two value buffers; the key word carries a sequence
+//!    number naming the current buffer and a digest binding that buffer's
+//!    value (and the leaf version) to it. Under a share, an update posts in
+//!    one doorbell: WRITE of the *other* buffer, CAS of the key word to the
+//!    next sequence number and the new digest, FAA -1. A torn READ that sees
+//!    the new key word before the new value fails the digest and is READ
+//!    again. Two concurrent updates of one key: one CAS wins; the loser's
+//!    WRITE may land on the winner's buffer after it, leaving a mismatched
+//!    item that readers retry on, and the loser, whose CAS failed, runs again
+//!    and installs its own value, repairing it (it linearizes after the
+//!    winner). The paper's update-update resolution "inside the RNIC"
+//!    becomes a CAS; same-key conflicts cost the loser a second attempt.
+//! 3. **Insert and remove take the leaf exclusively** (the paper's insert
+//!    CASes a key slot under a share: the source of #5, #6, #7). Under the
+//!    exclusive hold no update is in flight, so an insert WRITEs its whole
+//!    item (key word, value, digest) and a remove clears the key word,
+//!    each in one doorbell with the releasing FAA: 2 round trips past the
+//!    cache, one fewer than the paper's insert (3) and the same as its
+//!    delete, but inserts into one leaf no longer run in parallel (as in
+//!    Sherman, which the paper's LOAD results match anyway).
+//! 4. **Leaf versions.** Whole-leaf WRITEs (splits) bump a 32-bit version
+//!    carried by the header (checksummed) and by every key word; a READ torn
+//!    across a split fails one of the checks. Within a version items do not
+//!    move, so an accepted image is a set of per-item snapshots.
+//! 5. **Splits** (§III-B, Fig. 4d/e) run under the exclusive hold and
+//!    split evenly (the paper's text; the code's 3/4 split would break the
+//!    bound on leaves per prefix). The new leaf is born exclusively held and
+//!    released only after the old leaf's rewrite, so no value changes while
+//!    a key is reachable in both; readers that reach the shrunk leaf for a
+//!    key past its range backtrack through the special node.
+//!
+//! Read delegation and write combining (the authors' code borrows them from
+//! SMART, digest B5 #12) are not part of Dolphin's design and not used here.
+//! Keys must be 8 bytes (the authors' code stores 8-byte keys only; B5 #4).
+//! Memory is never reclaimed: removed items leave free slots that later
+//! inserts reuse, leaves never merge.
+
+pub mod layout;
+mod ops;
+mod scan;
+mod smo;
+mod walk;
+
+use crate::cache::ArtCache;
+use crate::tree::{ArtError, SmartConfig, SmartTree};
+use dm_verbs::GlobalAddr;
+use layout::{LeafGeometry, SPECIAL_BYTES};
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+/// Where the tree lives and its leaf size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DolphinConfig {
+    /// Address of the 8-byte root slot (default: MS 0, superblock offset 8).
+    pub root_slot: GlobalAddr,
+    /// Chunk size the MSs hand out (must match the fabric's `MsConfig::chunk_bytes`).
+    pub chunk_bytes: u64,
+    /// Number of memory servers nodes and leaves are spread over.
+    pub num_ms: u16,
+    /// Leaf size in bytes (default 1,024: the paper's evaluation, §IV-A);
+    /// a multiple of 64 holding at least 32 items (808 bytes).
+    pub leaf_bytes: usize,
+}
+
+impl Default for DolphinConfig {
+    fn default() -> Self {
+        DolphinConfig {
+            root_slot: GlobalAddr::new(0, 8),
+            chunk_bytes: 8 << 20,
+            num_ms: 1,
+            leaf_bytes: 1024,
+        }
+    }
+}
+
+/// What an exclusive holder adds to a Spear lock word (the authors' code
+/// uses -1,000,000; any value above the number of concurrent shares works).
+pub(crate) const EXCLUSIVE: i64 = 1 << 40;
+
+/// One compute server's Dolphin cache, shared by its cores: the ART cache of
+/// internal nodes (SMART §4.3) and the special nodes' entries by prefix
+/// (Dolphin caches internal nodes down to the special node, §III-A; the
+/// authors' code, digest B3.9). Both count against one byte budget; special
+/// nodes are evicted first in, first out.
+pub struct DolphinCache {
+    art: Arc<ArtCache>,
+    budget: usize,
+    specials: Mutex<Specials>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Default)]
+struct Specials {
+    map: HashMap<u64, (GlobalAddr, Vec<u64>)>,
+    fifo: VecDeque<u64>,
+}
+
+/// Bytes one cached special node is charged: its entries, address and
+/// prefix, and the map and queue overhead.
+const SPECIAL_ENTRY_BYTES: usize = SPECIAL_BYTES + 48;
+
+/// Dolphin cache occupancy and counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DolphinCacheStats {
+    /// The ART part ([`crate::CacheStats`]).
+    pub art: crate::CacheStats,
+    /// Special nodes cached, and lookups of them that hit or missed.
+    pub specials: u64,
+    pub special_hits: u64,
+    pub special_misses: u64,
+    /// Bytes of the whole cache (ART entries and special nodes).
+    pub bytes: u64,
+}
+
+impl DolphinCache {
+    /// An empty cache of `budget_bytes`.
+    pub fn new(budget_bytes: usize) -> Self {
+        DolphinCache {
+            art: Arc::new(ArtCache::new(budget_bytes)),
+            budget: budget_bytes,
+            specials: Mutex::new(Specials::default()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    pub fn stats(&self) -> DolphinCacheStats {
+        let art = self.art.stats();
+        let n = self.specials.lock().unwrap().map.len() as u64;
+        DolphinCacheStats {
+            art,
+            specials: n,
+            special_hits: self.hits.load(Relaxed),
+            special_misses: self.misses.load(Relaxed),
+            bytes: art.bytes + n * SPECIAL_ENTRY_BYTES as u64,
+        }
+    }
+
+    fn special(&self, prefix: u64, d: GlobalAddr) -> Option<Vec<u64>> {
+        let g = self.specials.lock().unwrap();
+        match g.map.get(&prefix) {
+            Some((a, e)) if *a == d => {
+                self.hits.fetch_add(1, Relaxed);
+                Some(e.clone())
+            }
+            _ => {
+                self.misses.fetch_add(1, Relaxed);
+                None
+            }
+        }
+    }
+
+    fn put_special(&self, prefix: u64, d: GlobalAddr, entries: Vec<u64>) {
+        let art = self.art.stats().bytes as usize;
+        let mut g = self.specials.lock().unwrap();
+        if g.map.insert(prefix, (d, entries)).is_none() {
+            g.fifo.push_back(prefix);
+        }
+        while art + g.map.len() * SPECIAL_ENTRY_BYTES > self.budget {
+            let Some(p) = g.fifo.pop_front() else { break };
+            g.map.remove(&p);
+        }
+    }
+
+    fn drop_special(&self, prefix: u64) {
+        self.specials.lock().unwrap().map.remove(&prefix);
+    }
+}
+
+/// Process-wide totals of every handle's counters ([`totals`]).
+static TOTALS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// A handle counter (index into [`TOTALS`]).
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy)]
+pub(crate) enum Counter {
+    rejected,
+    lost_cas,
+    lock_waits,
+    backtracks,
+}
+
+/// The counters of every handle of this process, summed (for reports).
+pub fn totals() -> DolphinStats {
+    let t = |c: Counter| TOTALS[c as usize].load(Relaxed);
+    DolphinStats {
+        rejected_images: t(Counter::rejected),
+        lost_update_cas: t(Counter::lost_cas),
+        lock_waits: t(Counter::lock_waits),
+        backtracks: t(Counter::backtracks),
+    }
+}
+
+/// One core's handle on a global Dolphin tree. Create the tree once with
+/// [`DolphinTree::create`], then [`DolphinTree::open`] it on every other core.
+pub struct DolphinTree {
+    pub(crate) g: LeafGeometry,
+    /// SMART's internal-node machinery (READs, splits, type switches, the
+    /// ART cache) over the same root slot; its own leaves are never used.
+    pub(crate) art: SmartTree,
+    pub(crate) cache: Option<Arc<DolphinCache>>,
+    /// Leaf images rejected (torn or mid-update) and READ again.
+    pub(crate) rejected: Cell<u64>,
+    /// Same-key update CASes lost (the loser runs again).
+    pub(crate) lost_cas: Cell<u64>,
+    /// Spear waits: shares or exclusive takers that found the word held.
+    pub(crate) lock_waits: Cell<u64>,
+    /// Backtracks through a special node (§III-B).
+    pub(crate) backtracks: Cell<u64>,
+    /// A new leaf WRITTEN for a publication that lost its CAS, reused by
+    /// the next one (so a lost race allocates nothing).
+    pub(crate) spare: Cell<Option<GlobalAddr>>,
+}
+
+/// Counters of one handle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DolphinStats {
+    pub rejected_images: u64,
+    pub lost_update_cas: u64,
+    pub lock_waits: u64,
+    pub backtracks: u64,
+}
+
+impl DolphinTree {
+    /// A handle for core `core` of compute server `cs` (no verbs). Errors:
+    /// [`ArtError::BadConfig`] for a leaf size that is not a multiple of 64
+    /// or holds fewer than 32 items.
+    pub fn open(cfg: DolphinConfig, cs: u16, core: u16) -> Result<Self, ArtError> {
+        let g = LeafGeometry::new(cfg.leaf_bytes).ok_or_else(|| {
+            ArtError::BadConfig(format!(
+                "leaf of {} bytes: a multiple of 64 holding at least {} items ({} bytes) needed",
+                cfg.leaf_bytes,
+                layout::MIN_ITEMS,
+                layout::ITEMS_OFF + 8 + layout::ITEM_BYTES * layout::MIN_ITEMS
+            ))
+        })?;
+        if cfg.leaf_bytes as u64 > cfg.chunk_bytes {
+            return Err(ArtError::BadConfig("leaf larger than a chunk".into()));
+        }
+        let art = SmartTree::open(
+            SmartConfig {
+                root_slot: cfg.root_slot,
+                chunk_bytes: cfg.chunk_bytes,
+                num_ms: cfg.num_ms,
+                ..SmartConfig::default()
+            },
+            cs,
+            core,
+        )?;
+        Ok(DolphinTree {
+            g,
+            art,
+            cache: None,
+            rejected: Cell::new(0),
+            lost_cas: Cell::new(0),
+            lock_waits: Cell::new(0),
+            backtracks: Cell::new(0),
+            spare: Cell::new(None),
+        })
+    }
+
+    /// Creates an empty tree (root slot empty) and returns this core's handle.
+    pub async fn create(cfg: DolphinConfig, cs: u16, core: u16) -> Result<Self, ArtError> {
+        let t = Self::open(cfg, cs, core)?;
+        dm_runtime::write(cfg.root_slot, vec![0; 8]).await?;
+        Ok(t)
+    }
+
+    /// Uses `cache`, the Dolphin cache of this handle's compute server (one
+    /// per CS, shared by its cores).
+    pub fn with_cache(mut self, cache: Arc<DolphinCache>) -> Self {
+        self.art = self.art.with_cache(cache.art.clone());
+        self.cache = Some(cache);
+        self
+    }
+
+    /// This handle's cache, if any.
+    pub fn cache(&self) -> Option<&Arc<DolphinCache>> {
+        self.cache.as_ref()
+    }
+
+    /// Items per leaf.
+    pub fn leaf_items(&self) -> usize {
+        self.g.items
+    }
+
+    /// Counts one event on this handle and in the process totals.
+    pub(crate) fn bump(&self, cell: &Cell<u64>, c: Counter) {
+        cell.set(cell.get() + 1);
+        TOTALS[c as usize].fetch_add(1, Relaxed);
+    }
+
+    /// This handle's counters.
+    pub fn stats(&self) -> DolphinStats {
+        DolphinStats {
+            rejected_images: self.rejected.get(),
+            lost_update_cas: self.lost_cas.get(),
+            lock_waits: self.lock_waits.get(),
+            backtracks: self.backtracks.get(),
+        }
+    }
+}
+
+/// The key as an integer (8 bytes, big-endian). Errors: [`ArtError::KeyLength`].
+pub(crate) fn key_u64(key: &[u8]) -> Result<u64, ArtError> {
+    let b: [u8; 8] = key.try_into().map_err(|_| {
+        ArtError::KeyLength(crate::KeyLengthError {
+            got: key.len(),
+            max: 8,
+            variable: false,
+        })
+    })?;
+    Ok(u64::from_be_bytes(b))
+}

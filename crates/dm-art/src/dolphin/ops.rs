@@ -1,0 +1,363 @@
+//! `get`, `update`, `insert`, `remove` and the Spear lock (Dolphin §III-B,
+//! §III-C; the sound protocol is in the [`crate::dolphin`] docs).
+
+use super::layout::{Found, Item, KeyWord, LeafGeometry, LeafImage};
+use super::walk::{fit, Fit, Place, Target};
+use super::Counter;
+use super::{key_u64, DolphinTree, EXCLUSIVE};
+use crate::search::Cursor;
+use crate::tree::{ArtError, MAX_RETRIES};
+use dm_runtime::{cas, faa, read, write, yield_now};
+use dm_verbs::GlobalAddr;
+
+/// Where the next attempt of an operation starts.
+enum Next {
+    /// The cache or the root.
+    Top,
+    /// A fresh ART cursor.
+    From(Cursor),
+    /// A leaf found by backtracking.
+    Leaf(Target),
+}
+
+/// The 24 bytes of an item.
+pub(crate) fn item_bytes(it: &Item) -> Vec<u8> {
+    let mut b = Vec::with_capacity(24);
+    b.extend_from_slice(&it.key.encode().to_le_bytes());
+    b.extend_from_slice(&it.bufs[0].to_le_bytes());
+    b.extend_from_slice(&it.bufs[1].to_le_bytes());
+    b
+}
+
+impl DolphinTree {
+    pub(crate) fn lock_addr(&self, leaf: GlobalAddr) -> GlobalAddr {
+        leaf.add(self.g.lock_off() as u64)
+    }
+
+    /// The next attempt's leaf: walks unless backtracking gave one.
+    async fn reach(&self, path: &[u8; 8], next: Next) -> Result<Place, ArtError> {
+        match next {
+            Next::Top => self.locate(path, None).await,
+            Next::From(c) => self.locate(path, Some(c)).await,
+            Next::Leaf(t) => Ok(Place::Leaf(t)),
+        }
+    }
+
+    /// The value of `key`, if present. Verbs with the ART nodes and the
+    /// special node cached: one READ of the leaf (1 round trip, §III-B);
+    /// +1 READ per uncached level; +2 (special node and leaf) per
+    /// backtrack; a negative answer through a cached slot of another prefix
+    /// READs that slot (8 B) to confirm it.
+    ///
+    /// Linearizable: items do not move within a leaf version, so the
+    /// validated image holds the key iff it was present when its item was
+    /// READ, with the value its digest binds.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, ArtError> {
+        let k = key_u64(key)?;
+        let path = k.to_be_bytes();
+        let mut next = Next::Top;
+        for _ in 0..MAX_RETRIES {
+            let t = match self.reach(&path, next).await? {
+                Place::Absent(a, hit) => match self.confirm_absent(a, hit, &path).await? {
+                    None => return Ok(None),
+                    Some(c) => {
+                        next = Next::From(c);
+                        continue;
+                    }
+                },
+                Place::Leaf(t) => t,
+            };
+            let img = self.read_leaf(t.leaf).await?;
+            self.leaf_reverse_check(&t, &img, &path);
+            next = match fit(&img, k) {
+                Fit::Covers => match img.find(k as u8) {
+                    Found::Item(_, v) => return Ok(Some(v)),
+                    Found::Absent => return Ok(None),
+                    Found::Torn => {
+                        self.bump(&self.rejected, Counter::rejected);
+                        yield_now().await;
+                        Next::Leaf(t)
+                    }
+                },
+                Fit::Beyond => Next::Leaf(self.backtrack(&t, &img, &path).await?),
+                Fit::OtherPrefix(_) => match self.confirm(t.c, t.hit, &path).await? {
+                    None => return Ok(None),
+                    Some(c) => Next::From(c),
+                },
+            };
+        }
+        Err(ArtError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// Overwrites the value of `key` if present (`false`, nothing written,
+    /// if absent). Verbs past the cache: [FAA +1, READ leaf] in one
+    /// doorbell, then [WRITE value buffer (8 B), CAS key word, FAA -1] in one
+    /// doorbell: 2 round trips (§III-C, Fig. 5a). A lost CAS (a concurrent
+    /// update of the same key) runs the update again.
+    pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, ArtError> {
+        let k = key_u64(key)?;
+        let path = k.to_be_bytes();
+        let mut next = Next::Top;
+        for _ in 0..MAX_RETRIES {
+            let t = match self.reach(&path, next).await? {
+                Place::Absent(a, hit) => match self.confirm_absent(a, hit, &path).await? {
+                    None => return Ok(false),
+                    Some(c) => {
+                        next = Next::From(c);
+                        continue;
+                    }
+                },
+                Place::Leaf(t) => t,
+            };
+            let lock = self.lock_addr(t.leaf);
+            let (old, b) = futures::join!(faa(lock, 1), read(t.leaf, self.g.bytes as u32));
+            let (old, b) = (old? as i64, b?);
+            if old < 0 {
+                faa(lock, (-1i64) as u64).await?;
+                self.wait_free(lock).await?;
+                next = Next::Leaf(t);
+                continue;
+            }
+            // Under a share no whole-leaf WRITE is in flight: the image
+            // validates unless the memory is not a leaf.
+            let Some(img) = LeafImage::decode(&self.g, &b) else {
+                faa(lock, (-1i64) as u64).await?;
+                self.bump(&self.rejected, Counter::rejected);
+                next = Next::Leaf(t);
+                continue;
+            };
+            self.leaf_reverse_check(&t, &img, &path);
+            match fit(&img, k) {
+                Fit::Covers => {}
+                Fit::Beyond => {
+                    faa(lock, (-1i64) as u64).await?;
+                    next = Next::Leaf(self.backtrack(&t, &img, &path).await?);
+                    continue;
+                }
+                Fit::OtherPrefix(_) => {
+                    faa(lock, (-1i64) as u64).await?;
+                    match self.confirm(t.c, t.hit, &path).await? {
+                        None => return Ok(false),
+                        Some(c) => next = Next::From(c),
+                    }
+                    continue;
+                }
+            }
+            let last = k as u8;
+            let Some(i) = img
+                .items
+                .iter()
+                .position(|it| it.key.valid && it.key.last == last)
+            else {
+                faa(lock, (-1i64) as u64).await?;
+                return Ok(false);
+            };
+            let kw = img.items[i].key;
+            let seq = kw.seq.wrapping_add(1) & 0x7f;
+            let nk = KeyWord::valid(img.version, i, last, seq, value);
+            let ka = t.leaf.add(LeafGeometry::item_off(i) as u64);
+            let va = ka.add(8 + 8 * (seq & 1) as u64);
+            let (w, got, f) = futures::join!(
+                write(va, value.to_le_bytes().to_vec()),
+                cas(ka, kw.encode(), nk.encode()),
+                faa(lock, (-1i64) as u64)
+            );
+            w?;
+            f?;
+            if got? == kw.encode() {
+                return Ok(true);
+            }
+            self.bump(&self.lost_cas, Counter::lost_cas);
+            next = Next::Leaf(t);
+        }
+        Err(ArtError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// Inserts `key` with `value`, or overwrites its value (upsert). Verbs
+    /// past the cache, into a leaf with a free item: [FAA -EXCLUSIVE, READ
+    /// leaf], then [WRITE item (24 B), FAA +EXCLUSIVE]: 2 round trips (the
+    /// paper's insert takes 3 under a share; see the module docs for why
+    /// inserts are exclusive here). A new prefix hangs a new leaf into the
+    /// ART (WRITE leaf, CAS slot; Fig. 4b); a full leaf splits (`smo`).
+    pub async fn insert(&self, key: &[u8], value: u64) -> Result<(), ArtError> {
+        let k = key_u64(key)?;
+        let path = k.to_be_bytes();
+        let mut next = Next::Top;
+        for _ in 0..MAX_RETRIES {
+            let t = match self.reach(&path, next).await? {
+                Place::Absent(a, _) => {
+                    if self.hang(a, k, value).await? {
+                        return Ok(());
+                    }
+                    next = Next::Top;
+                    continue;
+                }
+                Place::Leaf(t) => t,
+            };
+            let Some(img) = self.lock_exclusive(t.leaf).await? else {
+                next = Next::Leaf(t);
+                continue;
+            };
+            self.leaf_reverse_check(&t, &img, &path);
+            match fit(&img, k) {
+                Fit::Covers => {}
+                Fit::Beyond => {
+                    self.unlock_exclusive(t.leaf).await?;
+                    next = Next::Leaf(self.backtrack(&t, &img, &path).await?);
+                    continue;
+                }
+                Fit::OtherPrefix(prefix) => {
+                    self.unlock_exclusive(t.leaf).await?;
+                    let a = super::walk::Absent::Other { c: t.c, prefix };
+                    if self.hang(a, k, value).await? {
+                        return Ok(());
+                    }
+                    next = Next::Top;
+                    continue;
+                }
+            }
+            let last = k as u8;
+            let at = img
+                .items
+                .iter()
+                .position(|it| it.key.valid && it.key.last == last);
+            let (i, seq, mut bufs) = match at {
+                Some(i) => {
+                    let it = img.items[i];
+                    (i, it.key.seq.wrapping_add(1) & 0x7f, it.bufs)
+                }
+                None => match img.items.iter().position(|it| !it.key.valid) {
+                    Some(j) => (j, 0, [0, 0]),
+                    None => {
+                        if self.split(&t, img, k, value).await? {
+                            return Ok(());
+                        }
+                        next = Next::Top;
+                        continue;
+                    }
+                },
+            };
+            bufs[(seq & 1) as usize] = value;
+            let it = Item {
+                key: KeyWord::valid(img.version, i, last, seq, value),
+                bufs,
+            };
+            let ia = t.leaf.add(LeafGeometry::item_off(i) as u64);
+            let (w, f) = futures::join!(write(ia, item_bytes(&it)), self.unlock_exclusive(t.leaf));
+            w?;
+            f?;
+            return Ok(());
+        }
+        Err(ArtError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// Removes `key`; `false` if it was absent. Verbs past the cache: [FAA
+    /// -EXCLUSIVE, READ leaf], then [WRITE key word (8 B), FAA +EXCLUSIVE]:
+    /// 2 round trips, as the paper's delete. The item's slot is reused by
+    /// later inserts; leaves never merge.
+    pub async fn remove(&self, key: &[u8]) -> Result<bool, ArtError> {
+        let k = key_u64(key)?;
+        let path = k.to_be_bytes();
+        let mut next = Next::Top;
+        for _ in 0..MAX_RETRIES {
+            let t = match self.reach(&path, next).await? {
+                Place::Absent(a, hit) => match self.confirm_absent(a, hit, &path).await? {
+                    None => return Ok(false),
+                    Some(c) => {
+                        next = Next::From(c);
+                        continue;
+                    }
+                },
+                Place::Leaf(t) => t,
+            };
+            let Some(img) = self.lock_exclusive(t.leaf).await? else {
+                next = Next::Leaf(t);
+                continue;
+            };
+            self.leaf_reverse_check(&t, &img, &path);
+            match fit(&img, k) {
+                Fit::Covers => {}
+                Fit::Beyond => {
+                    self.unlock_exclusive(t.leaf).await?;
+                    next = Next::Leaf(self.backtrack(&t, &img, &path).await?);
+                    continue;
+                }
+                Fit::OtherPrefix(_) => {
+                    self.unlock_exclusive(t.leaf).await?;
+                    match self.confirm(t.c, t.hit, &path).await? {
+                        None => return Ok(false),
+                        Some(c) => next = Next::From(c),
+                    }
+                    continue;
+                }
+            }
+            let last = k as u8;
+            let Some(i) = img
+                .items
+                .iter()
+                .position(|it| it.key.valid && it.key.last == last)
+            else {
+                self.unlock_exclusive(t.leaf).await?;
+                return Ok(false);
+            };
+            let ka = t.leaf.add(LeafGeometry::item_off(i) as u64);
+            let empty = KeyWord::empty(img.version).encode().to_le_bytes().to_vec();
+            let (w, f) = futures::join!(write(ka, empty), self.unlock_exclusive(t.leaf));
+            w?;
+            f?;
+            return Ok(true);
+        }
+        Err(ArtError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// Takes the leaf at `a` exclusively (Spear's SMO side): FAA
+    /// -EXCLUSIVE and the leaf READ in one doorbell. `Some(image)` once held,
+    /// the image READ after every share drained (a consistent leaf); `None`
+    /// if another exclusive holder was there (the add is undone and this
+    /// waits until the word is free: the caller tries again).
+    pub(crate) async fn lock_exclusive(
+        &self,
+        a: GlobalAddr,
+    ) -> Result<Option<LeafImage>, ArtError> {
+        let lock = self.lock_addr(a);
+        let (old, b) = futures::join!(faa(lock, (-EXCLUSIVE) as u64), read(a, self.g.bytes as u32));
+        let (old, b) = (old? as i64, b?);
+        if old < 0 {
+            faa(lock, EXCLUSIVE as u64).await?;
+            self.wait_free(lock).await?;
+            return Ok(None);
+        }
+        if old == 0 {
+            if let Some(img) = LeafImage::decode(&self.g, &b) {
+                return Ok(Some(img));
+            }
+        } else {
+            self.bump(&self.lock_waits, Counter::lock_waits);
+            self.wait_word(lock, |w| w == -EXCLUSIVE).await?;
+        }
+        Ok(Some(self.read_leaf(a).await?))
+    }
+
+    /// Releases an exclusive hold of the leaf at `a`.
+    pub(crate) async fn unlock_exclusive(&self, a: GlobalAddr) -> Result<(), ArtError> {
+        faa(self.lock_addr(a), EXCLUSIVE as u64).await?;
+        Ok(())
+    }
+
+    /// Waits (READs of the lock word) until no exclusive holder is left.
+    async fn wait_free(&self, lock: GlobalAddr) -> Result<(), ArtError> {
+        self.bump(&self.lock_waits, Counter::lock_waits);
+        self.wait_word(lock, |w| w >= 0).await
+    }
+
+    async fn wait_word(&self, lock: GlobalAddr, ok: impl Fn(i64) -> bool) -> Result<(), ArtError> {
+        for _ in 0..MAX_RETRIES {
+            let w = u64::from_le_bytes(read(lock, 8).await?.try_into().unwrap()) as i64;
+            if ok(w) {
+                return Ok(());
+            }
+            yield_now().await;
+        }
+        Err(ArtError::LockStuck(lock))
+    }
+}

@@ -1,0 +1,276 @@
+//! Structure changes (Dolphin §III-B, Fig. 4): hanging a new leaf for a new
+//! prefix into the ART (Fig. 4b; through SMART's normal insert, header split
+//! and type switch, and a path split when the slot names another prefix),
+//! and leaf splits under the exclusive Spear hold (Fig. 4d: a special node
+//! replaces the leaf in its ART slot; Fig. 4e: a new leaf joins the special
+//! node the leaf hangs from).
+
+use super::layout::{
+    special_entry, Item, KeyWord, LeafImage, SpecialImage, KIND_LEAF, KIND_SPECIAL, SPECIAL_ALIGN,
+};
+use super::walk::{Absent, Target, ART_BYTES};
+use super::{DolphinTree, EXCLUSIVE};
+use crate::insert::{internal_word, node_image};
+use crate::layout::{capacity, Header, Slot};
+use crate::tree::{slot_addr, ArtError};
+use dm_runtime::{cas, faa, write};
+use dm_verbs::GlobalAddr;
+
+/// The slot word naming a Dolphin object (`kind`: [`KIND_LEAF`] or
+/// [`KIND_SPECIAL`]) under partial key `partial`.
+pub(crate) fn object_word(partial: u8, kind: u8, a: GlobalAddr) -> Result<u64, ArtError> {
+    Slot::Leaf {
+        partial,
+        words: kind,
+        addr: a,
+    }
+    .encode()
+    .map_err(|e| ArtError::BadConfig(format!("unaddressable leaf: {e:?}")))
+}
+
+/// `(key, value)` pairs as the items of a leaf at `version`.
+fn fill(img: &mut LeafImage, kvs: &[(u64, u64)]) {
+    for (i, &(k, v)) in kvs.iter().enumerate() {
+        img.items[i] = Item {
+            key: KeyWord::valid(img.version, i, k as u8, 0, v),
+            bufs: [v, 0],
+        };
+    }
+}
+
+impl DolphinTree {
+    /// The whole image of a new leaf, lock word included.
+    fn new_leaf_bytes(&self, img: &LeafImage, lock: i64) -> Vec<u8> {
+        let mut b = img.encode(&self.g);
+        b.extend_from_slice(&lock.to_le_bytes());
+        b
+    }
+
+    /// This operation's new leaf (a spare left by a lost publish, else a
+    /// fresh allocation).
+    async fn new_leaf(&self) -> Result<GlobalAddr, ArtError> {
+        match self.spare.take() {
+            Some(a) => Ok(a),
+            None => self.art.alloc_bytes(self.g.bytes as u64, 64).await,
+        }
+    }
+
+    /// Hangs a new leaf holding only `key` into the ART where `locate`
+    /// found its prefix absent (Fig. 4b): WRITE the leaf, then one CAS
+    /// publishes it. `false` if the CAS lost (walk again).
+    pub(crate) async fn hang(&self, a: Absent, key: u64, value: u64) -> Result<bool, ArtError> {
+        let path = key.to_be_bytes();
+        let la = self.new_leaf().await?;
+        let mut img = LeafImage::new(&self.g, key & !0xff, 0, 255, 0);
+        fill(&mut img, &[(key, value)]);
+        let done = match a {
+            Absent::Root(c) => {
+                img.rev = c.slot_a;
+                write(la, self.new_leaf_bytes(&img, 0)).await?;
+                cas(c.slot_a, 0, object_word(0, KIND_LEAF, la)?).await? == 0
+            }
+            Absent::NoSlot { c, node, n, p } => {
+                let mut i = n.first_empty().unwrap_or(n.slots.len());
+                let mut done = false;
+                while i < 256 {
+                    let sa = slot_addr(node, i);
+                    img.rev = sa;
+                    write(la, self.new_leaf_bytes(&img, 0)).await?;
+                    let got = cas(sa, 0, object_word(path[p], KIND_LEAF, la)?).await?;
+                    if got == 0 {
+                        if i >= capacity(n.header.ty) {
+                            self.art.type_switch(node, i, n.header_word, c).await?;
+                        }
+                        done = true;
+                        break;
+                    }
+                    if got as u8 == path[p] {
+                        break;
+                    }
+                    i += 1;
+                }
+                done
+            }
+            Absent::Prefix { c, node, n, pre, j } => {
+                let d = c.depth;
+                let na = self.art.alloc_internal().await?;
+                let h = Header {
+                    depth: d as u8,
+                    ty: 1,
+                    prefix: pre[..j].to_vec(),
+                };
+                let slots = [
+                    internal_word(pre[j], n.header.ty, node)?,
+                    object_word(path[d + j], KIND_LEAF, la)?,
+                ];
+                img.rev = slot_addr(na, 1);
+                let (x, y) = futures::join!(
+                    write(na, node_image(c.slot_a, &h, &slots)),
+                    write(la, self.new_leaf_bytes(&img, 0))
+                );
+                x?;
+                y?;
+                self.art
+                    .publish_header_split(c, na, node, &n, d + j + 1)
+                    .await?
+                    .is_none()
+            }
+            Absent::Other { c, prefix } => {
+                let d = c.depth;
+                let other = prefix.to_be_bytes();
+                let end = (d..ART_BYTES)
+                    .find(|&i| other[i] != path[i])
+                    .ok_or(ArtError::Corrupt(c.slot_a))?;
+                let (kind, obj) = match Slot::decode(c.word) {
+                    Slot::Leaf { words, addr, .. } => (words, addr),
+                    _ => return Err(ArtError::Corrupt(c.slot_a)),
+                };
+                let na = self.art.alloc_internal().await?;
+                let h = Header {
+                    depth: d as u8,
+                    ty: 1,
+                    prefix: path[d..end].to_vec(),
+                };
+                let slots = [
+                    object_word(other[end], kind, obj)?,
+                    object_word(path[end], KIND_LEAF, la)?,
+                ];
+                img.rev = slot_addr(na, 1);
+                let (x, y) = futures::join!(
+                    write(na, node_image(c.slot_a, &h, &slots)),
+                    write(la, self.new_leaf_bytes(&img, 0))
+                );
+                x?;
+                y?;
+                let got = cas(c.slot_a, c.word, internal_word(c.word as u8, 1, na)?).await?;
+                if got == c.word {
+                    // The moved object's reverse pointer (a cache hint only:
+                    // backtracking uses the leaf's special-node field).
+                    write(obj, slot_addr(na, 0).to_u64().to_le_bytes().to_vec()).await?;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if !done {
+            self.spare.set(Some(la));
+        }
+        Ok(done)
+    }
+
+    /// Splits the full leaf `t.leaf` (image `img`, held exclusively) evenly
+    /// while inserting `key` (Fig. 4d/e). The new leaf is WRITTEN already
+    /// held (lock word `-EXCLUSIVE`) and released only after the old leaf's
+    /// rewrite has landed, so no value changes while a key is in both.
+    /// Releases the old leaf in every case; `false` if the ART slot moved
+    /// on (walk again).
+    pub(crate) async fn split(
+        &self,
+        t: &Target,
+        img: LeafImage,
+        key: u64,
+        value: u64,
+    ) -> Result<bool, ArtError> {
+        let (old, fa) = match self.split_prepare(t, &img, key, value).await {
+            Ok(Some(x)) => x,
+            Ok(None) => {
+                self.unlock_exclusive(t.leaf).await?;
+                return Ok(false);
+            }
+            Err(e) => {
+                // The first error is the one to report (a broken QP fails both).
+                let _ = self.unlock_exclusive(t.leaf).await;
+                return Err(e);
+            }
+        };
+        let (x, y) = futures::join!(
+            write(t.leaf, old.encode(&self.g)),
+            self.unlock_exclusive(t.leaf)
+        );
+        x?;
+        y?;
+        faa(self.lock_addr(fa), EXCLUSIVE as u64).await?;
+        if let Some(k) = &self.cache {
+            k.drop_special(img.prefix);
+        }
+        Ok(true)
+    }
+
+    /// Everything of a split before the old leaf's rewrite: the new leaf
+    /// (held) and its publication. `None` if the ART slot moved on; else the
+    /// old leaf's new image and the new leaf's address.
+    async fn split_prepare(
+        &self,
+        t: &Target,
+        img: &LeafImage,
+        key: u64,
+        value: u64,
+    ) -> Result<Option<(LeafImage, GlobalAddr)>, ArtError> {
+        let mut kvs = img.entries_raw();
+        kvs.push((key, value));
+        kvs.sort_unstable();
+        let (left, right) = kvs.split_at(kvs.len() / 2);
+        let sb = right[0].0 as u8;
+        let fa = self.new_leaf().await?;
+        let mut f = LeafImage::new(&self.g, img.prefix, sb, img.hi, 0);
+        fill(&mut f, right);
+        let mut old = LeafImage::new(
+            &self.g,
+            img.prefix,
+            img.lo,
+            sb - 1,
+            img.version.wrapping_add(1),
+        );
+        fill(&mut old, left);
+        old.rev = img.rev;
+        old.special = img.special;
+        let new_entry = object_word(sb, KIND_LEAF, fa)?;
+        if img.special.is_null() {
+            // Fig. 4d: a special node takes the leaf's ART slot.
+            let d = self.art.alloc_bytes(SPECIAL_ALIGN, SPECIAL_ALIGN).await?;
+            (old.special, f.special) = (d, d);
+            (old.rev, f.rev) = (special_entry(d, 0), special_entry(d, 1));
+            let s = SpecialImage {
+                rev: t.c.slot_a,
+                prefix: img.prefix,
+                entries: vec![object_word(img.lo, KIND_LEAF, t.leaf)?, new_entry],
+            };
+            let (x, y) = futures::join!(
+                write(fa, self.new_leaf_bytes(&f, -EXCLUSIVE)),
+                write(d, s.encode())
+            );
+            x?;
+            y?;
+            let sw = object_word(t.c.word as u8, KIND_SPECIAL, d)?;
+            if cas(t.c.slot_a, t.c.word, sw).await? != t.c.word {
+                self.spare.set(Some(fa));
+                return Ok(None);
+            }
+        } else {
+            // Fig. 4e: the new leaf joins the special node.
+            let d = img.special;
+            f.special = d;
+            debug_assert_eq!(old.special, d);
+            let s = self.read_special(d).await?;
+            let mut joined = false;
+            for j in 0..s.entries.len() {
+                if s.entries[j] != 0 {
+                    continue;
+                }
+                f.rev = special_entry(d, j);
+                write(fa, self.new_leaf_bytes(&f, -EXCLUSIVE)).await?;
+                if cas(special_entry(d, j), 0, new_entry).await? == 0 {
+                    joined = true;
+                    break;
+                }
+            }
+            if !joined {
+                // Even splits keep a prefix within 13 leaves (module docs).
+                self.spare.set(Some(fa));
+                return Err(ArtError::Corrupt(d));
+            }
+        }
+        Ok(Some((old, fa)))
+    }
+}

@@ -1,0 +1,373 @@
+//! Dolphin on the sim fabric with strict (8-byte) torn READs: differential
+//! tests against `BTreeMap` with dense keys (leaf splits, special nodes,
+//! backtracking, ART path splits between prefixes), the round trips per
+//! operation, bad input, and concurrent writers on several CSs.
+
+use dm_art::dolphin::DolphinStats;
+use dm_art::{ArtError, DolphinCache, DolphinConfig, DolphinTree};
+use dm_runtime::{task_stats, SimCore, SimRuntime};
+use dm_verbs::sim::{Faults, SimConfig, SimFabric};
+use dm_verbs::MsConfig;
+use proptest::prelude::*;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+fn cluster(seed: u64) -> (SimRuntime, DolphinConfig) {
+    let chunk = 1 << 20;
+    let cfg = SimConfig {
+        num_ms: 2,
+        ms: MsConfig {
+            region_bytes: 64 << 20,
+            chunk_bytes: chunk,
+            device_bytes: 0,
+            cores: 1,
+        },
+        faults: Faults::torn_and_delayed(),
+        seed,
+        ..Default::default()
+    };
+    let dcfg = DolphinConfig {
+        chunk_bytes: chunk,
+        num_ms: 2,
+        ..Default::default()
+    };
+    (SimRuntime::new(SimFabric::new(cfg)), dcfg)
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u64, u64),
+    Update(u64, u64),
+    Remove(u64),
+    Get(u64),
+    Scan(u64, usize),
+}
+
+/// Dense keys under a few 7-byte prefixes that share leading bytes (ART
+/// path splits between them) and 256 last bytes each (leaf splits).
+fn key() -> BoxedStrategy<u64> {
+    let prefixes = [
+        0u64,
+        0x0100,
+        0x0200,
+        0x0100_0000_0000_0000,
+        0x0100_0000_0100_0000,
+    ];
+    (0..prefixes.len(), 0u64..256)
+        .prop_map(move |(p, b)| prefixes[p] | b)
+        .boxed()
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        6 => (key(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (key(), any::<u64>()).prop_map(|(k, v)| Op::Update(k, v)),
+        2 => key().prop_map(Op::Remove),
+        2 => key().prop_map(Op::Get),
+        1 => (key(), 0..120usize).prop_map(|(k, n)| Op::Scan(k, n)),
+    ];
+    proptest::collection::vec(op, 1..700)
+}
+
+/// Runs `ops` against `BTreeMap` and the tree through three handles (no
+/// cache, a roomy cache, a cache too small for the tree), alternating, so
+/// each cache goes stale behind the others' splits as another CS's would.
+fn differential(ops: Vec<Op>) {
+    let (mut rt, dcfg) = cluster(1);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t0 = DolphinTree::create(dcfg, 0, 0).await.unwrap();
+        let t1 = DolphinTree::open(dcfg, 1, 0)
+            .unwrap()
+            .with_cache(Arc::new(DolphinCache::new(1 << 20)));
+        let t2 = DolphinTree::open(dcfg, 2, 0)
+            .unwrap()
+            .with_cache(Arc::new(DolphinCache::new(700)));
+        let handles = [&t0, &t1, &t2];
+        let mut m: BTreeMap<u64, u64> = BTreeMap::new();
+        for (i, o) in ops.into_iter().enumerate() {
+            let t = handles[(i * 7 + i / 3) % 3];
+            match o {
+                Op::Insert(k, v) => {
+                    t.insert(&k.to_be_bytes(), v).await.unwrap();
+                    m.insert(k, v);
+                }
+                Op::Update(k, v) => {
+                    let had = m.contains_key(&k);
+                    if had {
+                        m.insert(k, v);
+                    }
+                    assert_eq!(
+                        t.update(&k.to_be_bytes(), v).await.unwrap(),
+                        had,
+                        "update {k:x}"
+                    );
+                }
+                Op::Remove(k) => {
+                    assert_eq!(
+                        t.remove(&k.to_be_bytes()).await.unwrap(),
+                        m.remove(&k).is_some(),
+                        "remove {k:x}"
+                    );
+                }
+                Op::Get(k) => {
+                    assert_eq!(
+                        t.get(&k.to_be_bytes()).await.unwrap(),
+                        m.get(&k).copied(),
+                        "get {k:x}"
+                    );
+                }
+                Op::Scan(k, n) => {
+                    let want: Vec<(Vec<u8>, u64)> = m
+                        .range(k..)
+                        .take(n)
+                        .map(|(k, v)| (k.to_be_bytes().to_vec(), *v))
+                        .collect();
+                    assert_eq!(
+                        t.scan(&k.to_be_bytes(), n).await.unwrap(),
+                        want,
+                        "scan {k:x} {n}"
+                    );
+                }
+            }
+        }
+        for (k, v) in &m {
+            assert_eq!(t1.get(&k.to_be_bytes()).await.unwrap(), Some(*v));
+        }
+        let all = t2.scan(&0u64.to_be_bytes(), usize::MAX).await.unwrap();
+        assert_eq!(all.len(), m.len());
+    })
+    .unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn dense_keys_match_btreemap(ops in ops()) {
+        differential(ops);
+    }
+}
+
+/// Every last byte of three prefixes in ascending, descending and
+/// scrambled order: many splits per prefix, within the special node's 16
+/// entries (module docs of `dm_art::dolphin`).
+#[test]
+fn full_prefixes_split_within_one_special_node() {
+    let mut ops = Vec::new();
+    for (p, order) in [(0x0a00u64, 0), (0x0b00, 1), (0x0c00, 2)] {
+        for i in 0..256u64 {
+            let b = match order {
+                0 => i,
+                1 => 255 - i,
+                _ => i * 97 % 256,
+            };
+            ops.push(Op::Insert(p | b, b));
+        }
+    }
+    ops.push(Op::Scan(0, 1000));
+    for i in 0..256u64 {
+        ops.push(Op::Get(0x0b00 | i));
+        ops.push(Op::Remove(0x0c00 | i));
+    }
+    ops.push(Op::Scan(0x0a80, 1000));
+    differential(ops);
+}
+
+/// (READ, WRITE, CAS, FAA, round trips) the calling task posted since `before`.
+fn verbs(before: dm_verbs::VerbStats) -> (u64, u64, u64, u64, u64) {
+    let s = task_stats();
+    (
+        s.read - before.read,
+        s.write - before.write,
+        s.cas - before.cas,
+        s.faa - before.faa,
+        s.rtts - before.rtts,
+    )
+}
+
+/// Dolphin §III-C and the digest's B6 #1, as built: lookup 1 READ, update
+/// 2 round trips ([FAA + READ], [WRITE + CAS + FAA]), insert into a leaf
+/// with a free item 2 ([FAA + READ], [WRITE + FAA]), remove 2; bad keys
+/// and leaf sizes are errors.
+#[test]
+fn round_trips_per_operation_with_a_warm_cache() {
+    let (mut rt, dcfg) = cluster(2);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t = DolphinTree::create(dcfg, 0, 0)
+            .await
+            .unwrap()
+            .with_cache(Arc::new(DolphinCache::new(1 << 20)));
+        // Two prefixes that share 6 bytes (an ART node), one split (a special node).
+        for b in 0..60u64 {
+            t.insert(&(0x0100 | b).to_be_bytes(), b).await.unwrap();
+            t.insert(&(0x0200 | b).to_be_bytes(), b).await.unwrap();
+        }
+        for k in [0x0105u64, 0x0130, 0x0205] {
+            t.get(&k.to_be_bytes()).await.unwrap();
+        }
+        for k in [0x0105u64, 0x0130, 0x0205] {
+            let b = task_stats();
+            assert_eq!(t.get(&k.to_be_bytes()).await.unwrap(), Some(k & 0xff));
+            assert_eq!(verbs(b), (1, 0, 0, 0, 1), "get {k:x}");
+            let b = task_stats();
+            assert!(t.update(&k.to_be_bytes(), 7).await.unwrap());
+            assert_eq!(verbs(b), (1, 1, 1, 2, 2), "update {k:x}");
+            assert_eq!(t.get(&k.to_be_bytes()).await.unwrap(), Some(7));
+            let b = task_stats();
+            assert!(t.remove(&k.to_be_bytes()).await.unwrap());
+            assert_eq!(verbs(b), (1, 1, 0, 2, 2), "remove {k:x}");
+            let b = task_stats();
+            t.insert(&k.to_be_bytes(), 9).await.unwrap();
+            assert_eq!(verbs(b), (1, 1, 0, 2, 2), "insert {k:x}");
+            let b = task_stats();
+            t.insert(&k.to_be_bytes(), 10).await.unwrap();
+            assert_eq!(verbs(b), (1, 1, 0, 2, 2), "upsert {k:x}");
+            assert_eq!(t.get(&k.to_be_bytes()).await.unwrap(), Some(10));
+        }
+        // An update writes one 8-byte value buffer, not the leaf.
+        let b = task_stats();
+        t.update(&0x0101u64.to_be_bytes(), 1).await.unwrap();
+        assert_eq!(task_stats().bytes_written - b.bytes_written, 8);
+        assert!(!t.update(&0x0300u64.to_be_bytes(), 1).await.unwrap());
+        assert!(matches!(t.get(b"short").await, Err(ArtError::KeyLength(_))));
+        assert!(matches!(
+            t.insert(&[0; 9], 1).await,
+            Err(ArtError::KeyLength(_))
+        ));
+        let bad = DolphinConfig {
+            leaf_bytes: 512,
+            ..dcfg
+        };
+        assert!(matches!(
+            DolphinTree::open(bad, 0, 0),
+            Err(ArtError::BadConfig(_))
+        ));
+    })
+    .unwrap();
+}
+
+/// 4 cores on 2 CSs x 6 tasks: each task inserts its own dense keys
+/// (splits of shared leaves race), updates shared hot keys (same-key CAS
+/// races), removes some of its keys, and reads its keys back; torn READs
+/// and delayed verbs on; a cache per CS (a small one on CS 1), none for
+/// one seed. Every key ends with the task's last write, the hot keys with
+/// one of the values written.
+#[test]
+fn concurrent_writers_survive_torn_reads_and_splits() {
+    let mut rejected = 0;
+    for seed in 0..4u64 {
+        let (mut rt, dcfg) = cluster(10 + seed);
+        let cores: Vec<SimCore> = (0..4).map(|i| rt.add_core(i / 2, i % 2)).collect();
+        rt.block_on(cores[0], async move {
+            DolphinTree::create(dcfg, 0, 0).await.map(|_| ())
+        })
+        .unwrap()
+        .unwrap();
+        let caches = [
+            Arc::new(DolphinCache::new(1 << 20)),
+            Arc::new(DolphinCache::new(2048)),
+        ];
+        let stats = Rc::new(RefCell::new(DolphinStats::default()));
+        let hot = |h: u64| (0x7700u64 | h).to_be_bytes();
+        let tasks = 6u64;
+        let per_task = 60u64;
+        for (ci, &c) in cores.iter().enumerate() {
+            let mut t = DolphinTree::open(dcfg, (ci / 2) as u16, (ci % 2) as u16).unwrap();
+            if seed != 3 {
+                t = t.with_cache(caches[ci / 2].clone());
+            }
+            let t = Rc::new(t);
+            for task in 0..tasks {
+                let (t, stats) = (t.clone(), stats.clone());
+                let id = ci as u64 * tasks + task;
+                rt.spawn_on(c, async move {
+                    // Task `id` owns last bytes id, id + 24, ... of prefixes 0x01.., 0x02..
+                    let key = |j: u64| {
+                        let x = id + 24 * j;
+                        ((0x0100 + (x / 256) * 0x100) | (x % 256)).to_be_bytes()
+                    };
+                    for j in 0..per_task {
+                        t.insert(&key(j), j).await.unwrap();
+                        if j % 5 == 0 {
+                            t.update(&hot(j % 3), id << 32 | j).await.unwrap();
+                            t.insert(&hot(3), id).await.unwrap();
+                        }
+                        if j % 7 == 3 {
+                            assert!(t.remove(&key(j - 1)).await.unwrap());
+                        }
+                        if j % 4 == 0 {
+                            assert!(t.update(&key(j), j + 1000).await.unwrap());
+                        }
+                    }
+                    for j in 0..per_task {
+                        let want = if (j + 1) % 7 == 3 {
+                            None
+                        } else if j % 4 == 0 {
+                            Some(j + 1000)
+                        } else {
+                            Some(j)
+                        };
+                        assert_eq!(t.get(&key(j)).await.unwrap(), want, "task {id} key {j}");
+                    }
+                    let s = t.stats();
+                    let mut a = stats.borrow_mut();
+                    a.backtracks += s.backtracks;
+                    a.lost_update_cas += s.lost_update_cas;
+                    a.lock_waits += s.lock_waits;
+                    a.rejected_images += s.rejected_images;
+                });
+            }
+        }
+        // Readers of the hot keys while they are updated (torn images).
+        for (ci, &c) in cores.iter().enumerate() {
+            let t = Rc::new(DolphinTree::open(dcfg, (ci / 2) as u16, 2 + (ci % 2) as u16).unwrap());
+            let stats = stats.clone();
+            rt.spawn_on(c, async move {
+                for r in 0..300u64 {
+                    if let Some(v) = t.get(&hot(r % 3)).await.unwrap() {
+                        assert!(v == 0 || (v & 0xffff_ffff) % 5 == 0, "read hot: {v:x}");
+                    }
+                }
+                stats.borrow_mut().rejected_images += t.stats().rejected_images;
+            });
+        }
+        // The hot keys exist before the tasks start.
+        let t0 = DolphinTree::open(dcfg, 0, 0).unwrap();
+        rt.block_on(cores[0], async move {
+            for h in 0..3 {
+                t0.insert(&hot(h), 0).await.unwrap();
+            }
+        })
+        .unwrap();
+        rt.run();
+        let t0 = DolphinTree::open(dcfg, 0, 0).unwrap();
+        let all = rt
+            .block_on(cores[0], async move {
+                let mut v = Vec::new();
+                for h in 0..4 {
+                    v.push(t0.get(&hot(h)).await.unwrap());
+                }
+                (v, t0.scan(&0u64.to_be_bytes(), usize::MAX).await.unwrap())
+            })
+            .unwrap();
+        for (h, v) in all.0.iter().enumerate() {
+            let v = v.expect("hot key present");
+            if h < 3 {
+                assert!(v == 0 || (v & 0xffff_ffff) % 5 == 0, "hot {h}: {v:x}");
+            } else {
+                assert!(v < 24, "hot 3: {v}");
+            }
+        }
+        let removed = (0..per_task).filter(|j| (j + 1) % 7 == 3).count() as u64;
+        assert_eq!(all.1.len() as u64, 24 * (per_task - removed) + 4);
+        let s = *stats.borrow();
+        eprintln!("seed {seed}: {s:?}");
+        assert!(s.lock_waits > 0, "exclusive holds met shares");
+        assert!(s.lost_update_cas > 0, "same-key updates raced");
+        rejected += s.rejected_images;
+    }
+    assert!(rejected > 0, "torn images were seen and READ again");
+}

@@ -1,0 +1,89 @@
+//! `dm-bench check --index dolphin`: keys 0..N (dense: with N above the
+//! leaf's 40 items a leaf splits, and above 256 a second prefix hangs off
+//! the ART), a Dolphin cache per CS of `--cache-nodes` KiB (tiny: stale
+//! special nodes and backtracking all the time, 0 = none), torn READs and
+//! delayed completions on sim; splits race updates (Spear), same-key
+//! updates race (the key-word CAS), and readers backtrack through special
+//! nodes under concurrent splits.
+
+use super::{finish_seed, Args, CoreClients, Event};
+use anyhow::{anyhow, Result};
+use dm_art::{DolphinCache, DolphinConfig, DolphinTree};
+use dm_runtime::{SimCore, SimRuntime};
+use dm_verbs::Fabric;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+fn config(chunk: u64, num_ms: u16) -> DolphinConfig {
+    DolphinConfig {
+        chunk_bytes: chunk,
+        num_ms,
+        ..Default::default()
+    }
+}
+
+fn caches(a: &Args) -> [Option<Arc<DolphinCache>>; 2] {
+    let c =
+        || (a.cache_nodes > 0).then(|| Arc::new(DolphinCache::new((a.cache_nodes << 10) as usize)));
+    [c(), c()]
+}
+
+fn open(cfg: DolphinConfig, cs: u16, core: u16, cache: &Option<Arc<DolphinCache>>) -> DolphinTree {
+    let t = DolphinTree::open(cfg, cs, core).expect("checked when the tree was created");
+    match cache {
+        Some(c) => t.with_cache(c.clone()),
+        None => t,
+    }
+}
+
+/// One sim seed (the caller made the runtime and its cores).
+pub(super) fn run_seed(
+    a: &Rc<Args>,
+    seed: u64,
+    mut rt: SimRuntime,
+    cores: &[SimCore],
+    chunk: u64,
+    num_ms: u16,
+) -> Result<Vec<Event>> {
+    let cfg = config(chunk, num_ms);
+    rt.block_on(cores[0], DolphinTree::create(cfg, 0, 0))
+        .unwrap()
+        .map_err(|e| anyhow!("{e}"))?;
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let caches = caches(a);
+    let trees: Vec<Rc<DolphinTree>> = (0..cores.len())
+        .map(|i| Rc::new(open(cfg, (i % 2) as u16, (i / 2) as u16, &caches[i % 2])))
+        .collect();
+    let hs = super::spawn_sim_clients(&mut rt, cores, &trees, a, seed, &log);
+    rt.run();
+    finish_seed(seed, &hs, &log)
+}
+
+/// One seed on a real fabric, in one process (the clients on `a.cores`
+/// threads over two CSs).
+pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
+    fabric: &F,
+    ex: &mut dm_runtime::Executor<F::Queues>,
+    a: &Args,
+    seed: u64,
+) -> Result<Vec<Event>> {
+    let cfg = config(fabric.ms_config().chunk_bytes, fabric.num_ms());
+    ex.block_on(async move { DolphinTree::create(cfg, 0, 0).await.map(|_| ()) })
+        .map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
+    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (i % 2, i / 2)).collect();
+    let ncores = cores.len();
+    let caches = caches(a);
+    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
+        let (cs, core) = cores[i];
+        let t = open(cfg, cs, core, &caches[cs as usize]);
+        let a = Rc::new(a.clone());
+        let f: CoreClients = Box::pin(super::core_clients(Rc::new(t), a, i, ncores, 0, seed));
+        f
+    });
+    let mut events = Vec::new();
+    for o in outs {
+        events.extend(o.map_err(|e| anyhow!("seed {seed}: a client failed: {e}"))?);
+    }
+    Ok(events)
+}

@@ -3,11 +3,11 @@
 //! backtracking, ART path splits between prefixes), the round trips per
 //! operation, bad input, and concurrent writers on several CSs.
 
+mod common;
+
 use dm_art::dolphin::DolphinStats;
 use dm_art::{ArtError, DolphinCache, DolphinConfig, DolphinTree};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
-use dm_verbs::sim::{Faults, SimConfig, SimFabric};
-use dm_verbs::MsConfig;
 use proptest::prelude::*;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -15,25 +15,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 fn cluster(seed: u64) -> (SimRuntime, DolphinConfig) {
-    let chunk = 1 << 20;
-    let cfg = SimConfig {
-        num_ms: 2,
-        ms: MsConfig {
-            region_bytes: 64 << 20,
-            chunk_bytes: chunk,
-            device_bytes: 0,
-            cores: 1,
-        },
-        faults: Faults::torn_and_delayed(),
-        seed,
-        ..Default::default()
-    };
     let dcfg = DolphinConfig {
-        chunk_bytes: chunk,
-        num_ms: 2,
+        chunk_bytes: common::CHUNK,
+        num_ms: common::NUM_MS,
         ..Default::default()
     };
-    (SimRuntime::new(SimFabric::new(cfg)), dcfg)
+    (common::sim(seed), dcfg)
 }
 
 #[derive(Clone, Debug)]

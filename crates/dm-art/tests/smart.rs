@@ -3,36 +3,23 @@
 //! to force leaf splits, header splits, chains and type switches), verb
 //! counts, bad input, and concurrent writers on several CSs.
 
+mod common;
+
 use dm_art::{ArtCache, ArtError, KeyCodec, Rdwc, SmartConfig, SmartTree, Techniques};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
-use dm_verbs::sim::{Faults, SimConfig, SimFabric};
-use dm_verbs::MsConfig;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
 fn cluster(keys: KeyCodec, seed: u64) -> (SimRuntime, SmartConfig) {
-    let chunk = 1 << 20;
-    let cfg = SimConfig {
-        num_ms: 2,
-        ms: MsConfig {
-            region_bytes: 64 << 20,
-            chunk_bytes: chunk,
-            device_bytes: 0,
-            cores: 1,
-        },
-        faults: Faults::torn_and_delayed(),
-        seed,
-        ..Default::default()
-    };
     let scfg = SmartConfig {
         keys,
-        chunk_bytes: chunk,
-        num_ms: 2,
+        chunk_bytes: common::CHUNK,
+        num_ms: common::NUM_MS,
         ..Default::default()
     };
-    (SimRuntime::new(SimFabric::new(cfg)), scfg)
+    (common::sim(seed), scfg)
 }
 
 #[derive(Clone, Debug)]

@@ -619,6 +619,35 @@ fn run_seed_real<F: Fabric + Send + Sync>(
     Ok(events)
 }
 
+/// One seed's clients on a real fabric, all in this process: `a.cores`
+/// threads over two CSs (core `i` is core `i / 2` of CS `i % 2`), each
+/// running its clients on the handle `open(cs, core)` (the designs whose
+/// CS state lives in one process: DEX, Dolphin).
+fn run_clients_in_process<F, T>(
+    fabric: &F,
+    a: &Args,
+    seed: u64,
+    open: impl Fn(u16, u16) -> T + Send + Sync,
+) -> Result<Vec<Event>>
+where
+    F: Fabric + Send + Sync,
+    T: Kv + 'static,
+{
+    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (i % 2, i / 2)).collect();
+    let ncores = cores.len();
+    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
+        let (cs, core) = cores[i];
+        let a = Rc::new(a.clone());
+        let f: CoreClients = Box::pin(core_clients(Rc::new(open(cs, core)), a, i, ncores, 0, seed));
+        f
+    });
+    let mut events = Vec::new();
+    for o in outs {
+        events.extend(o.map_err(|e| anyhow::anyhow!("seed {seed}: a client failed: {e}"))?);
+    }
+    Ok(events)
+}
+
 type CoreClients = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Event>, String>>>>;
 
 /// The clients of core `i` (of `ncores`) of client process `ci`, on one

@@ -226,15 +226,21 @@ impl LeafImage {
 
     /// The index and value of the valid item for last byte `last`.
     pub fn find(&self, last: u8) -> Found {
-        for (i, it) in self.items.iter().enumerate() {
-            if it.key.valid && it.key.last == last {
-                return match it.value(self.version, i) {
-                    Some(v) => Found::Item(i, v),
-                    None => Found::Torn,
-                };
-            }
+        match self.position(last) {
+            None => Found::Absent,
+            Some(i) => match self.items[i].value(self.version, i) {
+                Some(v) => Found::Item(i, v),
+                None => Found::Torn,
+            },
         }
-        Found::Absent
+    }
+
+    /// The index of the valid item for last byte `last`, whatever its value
+    /// buffer holds (writers need only the key word).
+    pub fn position(&self, last: u8) -> Option<usize> {
+        self.items
+            .iter()
+            .position(|it| it.key.valid && it.key.last == last)
     }
 
     /// The valid items as (key, value), taking a value buffer whose digest

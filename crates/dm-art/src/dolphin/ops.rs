@@ -2,9 +2,10 @@
 //! §III-C; the sound protocol is in the [`crate::dolphin`] docs).
 
 use super::layout::{Found, Item, KeyWord, LeafGeometry, LeafImage};
-use super::walk::{fit, Fit, Place, Target};
+use super::walk::{fit, Absent, Fit, Place, Target};
 use super::Counter;
 use super::{key_u64, DolphinTree, EXCLUSIVE};
+use crate::cache::Hit;
 use crate::search::Cursor;
 use crate::tree::{ArtError, MAX_RETRIES};
 use dm_runtime::{cas, faa, read, write, yield_now};
@@ -18,6 +19,34 @@ enum Next {
     From(Cursor),
     /// A leaf found by backtracking.
     Leaf(Target),
+}
+
+/// How an attempt holds the leaf it READs (Spear, §III-C).
+#[derive(Clone, Copy)]
+enum Hold {
+    /// No lock (lookups).
+    Read,
+    /// An IDU share, FAA +1 (updates).
+    Share,
+    /// The exclusive hold, FAA -EXCLUSIVE (inserts, removes, splits).
+    Exclusive,
+}
+
+/// What an attempt reached.
+enum Reached {
+    /// The leaf covering the key, held, with its image.
+    Leaf(Target, LeafImage),
+    /// No leaf for the key's prefix.
+    Absent(Absent, Option<Hit>),
+}
+
+/// The next attempt's place: walks unless backtracking gave a leaf.
+async fn next_place(t: &DolphinTree, path: &[u8; 8], next: Next) -> Result<Place, ArtError> {
+    match next {
+        Next::Top => t.locate(path, None).await,
+        Next::From(c) => t.locate(path, Some(c)).await,
+        Next::Leaf(l) => Ok(Place::Leaf(l)),
+    }
 }
 
 /// The 24 bytes of an item.
@@ -34,12 +63,77 @@ impl DolphinTree {
         leaf.add(self.g.lock_off() as u64)
     }
 
-    /// The next attempt's leaf: walks unless backtracking gave one.
-    async fn reach(&self, path: &[u8; 8], next: Next) -> Result<Place, ArtError> {
-        match next {
-            Next::Top => self.locate(path, None).await,
-            Next::From(c) => self.locate(path, Some(c)).await,
-            Next::Leaf(t) => Ok(Place::Leaf(t)),
+    /// One attempt to reach the leaf of `k` (`path`: its bytes) from `*next`
+    /// and hold it as `hold` (the hold's verbs go in the leaf READ's
+    /// doorbell). `Reached::Leaf` when the leaf covers `k` (held);
+    /// `Reached::Absent` where `k`'s prefix has no leaf (a leaf of another
+    /// prefix is released and reported as `Absent::Other`); `None` to try
+    /// again from `*next` (a backtrack, or a hold that must wait).
+    async fn attempt(
+        &self,
+        path: &[u8; 8],
+        k: u64,
+        next: &mut Next,
+        hold: Hold,
+    ) -> Result<Option<Reached>, ArtError> {
+        let t = match next_place(self, path, std::mem::replace(next, Next::Top)).await? {
+            Place::Absent(a, hit) => return Ok(Some(Reached::Absent(a, hit))),
+            Place::Leaf(t) => t,
+        };
+        let held = match hold {
+            Hold::Read => Some(self.read_leaf(t.leaf).await?),
+            Hold::Share => self.lock_shared(t.leaf).await?,
+            Hold::Exclusive => self.lock_exclusive(t.leaf).await?,
+        };
+        let Some(img) = held else {
+            *next = Next::Leaf(t);
+            return Ok(None);
+        };
+        self.leaf_reverse_check(&t, &img, path);
+        match fit(&img, k) {
+            Fit::Covers => Ok(Some(Reached::Leaf(t, img))),
+            Fit::Beyond => {
+                self.release(t.leaf, hold).await?;
+                *next = Next::Leaf(self.backtrack(&t, &img, path).await?);
+                Ok(None)
+            }
+            Fit::OtherPrefix(prefix) => {
+                self.release(t.leaf, hold).await?;
+                Ok(Some(Reached::Absent(
+                    Absent::Other { c: t.c, prefix },
+                    t.hit,
+                )))
+            }
+        }
+    }
+
+    /// Settles an absence for a reader or a writer of an existing key:
+    /// `true` if `k` is absent, else `*next` is where to walk on from.
+    async fn absent(
+        &self,
+        a: Absent,
+        hit: Option<Hit>,
+        path: &[u8; 8],
+        next: &mut Next,
+    ) -> Result<bool, ArtError> {
+        match self.confirm_absent(a, hit, path).await? {
+            None => Ok(true),
+            Some(c) => {
+                *next = Next::From(c);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Drops a hold taken by `attempt`.
+    async fn release(&self, leaf: GlobalAddr, hold: Hold) -> Result<(), ArtError> {
+        match hold {
+            Hold::Read => Ok(()),
+            Hold::Share => {
+                faa(self.lock_addr(leaf), (-1i64) as u64).await?;
+                Ok(())
+            }
+            Hold::Exclusive => self.unlock_exclusive(leaf).await,
         }
     }
 
@@ -57,34 +151,24 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let t = match self.reach(&path, next).await? {
-                Place::Absent(a, hit) => match self.confirm_absent(a, hit, &path).await? {
-                    None => return Ok(None),
-                    Some(c) => {
-                        next = Next::From(c);
-                        continue;
+            match self.attempt(&path, k, &mut next, Hold::Read).await? {
+                None => {}
+                Some(Reached::Absent(a, hit)) => {
+                    let absent = self.absent(a, hit, &path, &mut next).await?;
+                    if absent {
+                        return Ok(None);
                     }
-                },
-                Place::Leaf(t) => t,
-            };
-            let img = self.read_leaf(t.leaf).await?;
-            self.leaf_reverse_check(&t, &img, &path);
-            next = match fit(&img, k) {
-                Fit::Covers => match img.find(k as u8) {
+                }
+                Some(Reached::Leaf(t, img)) => match img.find(k as u8) {
                     Found::Item(_, v) => return Ok(Some(v)),
                     Found::Absent => return Ok(None),
                     Found::Torn => {
                         self.bump(&self.rejected, Counter::rejected);
                         yield_now().await;
-                        Next::Leaf(t)
+                        next = Next::Leaf(t);
                     }
                 },
-                Fit::Beyond => Next::Leaf(self.backtrack(&t, &img, &path).await?),
-                Fit::OtherPrefix(_) => match self.confirm(t.c, t.hit, &path).await? {
-                    None => return Ok(None),
-                    Some(c) => Next::From(c),
-                },
-            };
+            }
         }
         Err(ArtError::Corrupt(GlobalAddr::NULL))
     }
@@ -99,57 +183,19 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let t = match self.reach(&path, next).await? {
-                Place::Absent(a, hit) => match self.confirm_absent(a, hit, &path).await? {
-                    None => return Ok(false),
-                    Some(c) => {
-                        next = Next::From(c);
-                        continue;
-                    }
-                },
-                Place::Leaf(t) => t,
-            };
-            let lock = self.lock_addr(t.leaf);
-            let (old, b) = futures::join!(faa(lock, 1), read(t.leaf, self.g.bytes as u32));
-            let (old, b) = (old? as i64, b?);
-            if old < 0 {
-                faa(lock, (-1i64) as u64).await?;
-                self.wait_free(lock).await?;
-                next = Next::Leaf(t);
-                continue;
-            }
-            // Under a share no whole-leaf WRITE is in flight: the image
-            // validates unless the memory is not a leaf.
-            let Some(img) = LeafImage::decode(&self.g, &b) else {
-                faa(lock, (-1i64) as u64).await?;
-                self.bump(&self.rejected, Counter::rejected);
-                next = Next::Leaf(t);
-                continue;
-            };
-            self.leaf_reverse_check(&t, &img, &path);
-            match fit(&img, k) {
-                Fit::Covers => {}
-                Fit::Beyond => {
-                    faa(lock, (-1i64) as u64).await?;
-                    next = Next::Leaf(self.backtrack(&t, &img, &path).await?);
-                    continue;
-                }
-                Fit::OtherPrefix(_) => {
-                    faa(lock, (-1i64) as u64).await?;
-                    match self.confirm(t.c, t.hit, &path).await? {
-                        None => return Ok(false),
-                        Some(c) => next = Next::From(c),
+            let (t, img) = match self.attempt(&path, k, &mut next, Hold::Share).await? {
+                None => continue,
+                Some(Reached::Absent(a, hit)) => {
+                    if self.absent(a, hit, &path, &mut next).await? {
+                        return Ok(false);
                     }
                     continue;
                 }
-            }
+                Some(Reached::Leaf(t, img)) => (t, img),
+            };
             let last = k as u8;
-            let Some(i) = img
-                .items
-                .iter()
-                .position(|it| it.key.valid && it.key.last == last)
-            else {
-                faa(lock, (-1i64) as u64).await?;
+            let Some(i) = img.position(last) else {
+                self.release(t.leaf, Hold::Share).await?;
                 return Ok(false);
             };
             let kw = img.items[i].key;
@@ -160,7 +206,7 @@ impl DolphinTree {
             let (w, got, f) = futures::join!(
                 write(va, value.to_le_bytes().to_vec()),
                 cas(ka, kw.encode(), nk.encode()),
-                faa(lock, (-1i64) as u64)
+                faa(self.lock_addr(t.leaf), (-1i64) as u64)
             );
             w?;
             f?;
@@ -184,44 +230,18 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let t = match self.reach(&path, next).await? {
-                Place::Absent(a, _) => {
+            let (t, img) = match self.attempt(&path, k, &mut next, Hold::Exclusive).await? {
+                None => continue,
+                Some(Reached::Absent(a, _)) => {
                     if self.hang(a, k, value).await? {
                         return Ok(());
                     }
-                    next = Next::Top;
                     continue;
                 }
-                Place::Leaf(t) => t,
+                Some(Reached::Leaf(t, img)) => (t, img),
             };
-            let Some(img) = self.lock_exclusive(t.leaf).await? else {
-                next = Next::Leaf(t);
-                continue;
-            };
-            self.leaf_reverse_check(&t, &img, &path);
-            match fit(&img, k) {
-                Fit::Covers => {}
-                Fit::Beyond => {
-                    self.unlock_exclusive(t.leaf).await?;
-                    next = Next::Leaf(self.backtrack(&t, &img, &path).await?);
-                    continue;
-                }
-                Fit::OtherPrefix(prefix) => {
-                    self.unlock_exclusive(t.leaf).await?;
-                    let a = super::walk::Absent::Other { c: t.c, prefix };
-                    if self.hang(a, k, value).await? {
-                        return Ok(());
-                    }
-                    next = Next::Top;
-                    continue;
-                }
-            }
             let last = k as u8;
-            let at = img
-                .items
-                .iter()
-                .position(|it| it.key.valid && it.key.last == last);
-            let (i, seq, mut bufs) = match at {
+            let (i, seq, mut bufs) = match img.position(last) {
                 Some(i) => {
                     let it = img.items[i];
                     (i, it.key.seq.wrapping_add(1) & 0x7f, it.bufs)
@@ -232,7 +252,6 @@ impl DolphinTree {
                         if self.split(&t, img, k, value).await? {
                             return Ok(());
                         }
-                        next = Next::Top;
                         continue;
                     }
                 },
@@ -260,43 +279,17 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let t = match self.reach(&path, next).await? {
-                Place::Absent(a, hit) => match self.confirm_absent(a, hit, &path).await? {
-                    None => return Ok(false),
-                    Some(c) => {
-                        next = Next::From(c);
-                        continue;
-                    }
-                },
-                Place::Leaf(t) => t,
-            };
-            let Some(img) = self.lock_exclusive(t.leaf).await? else {
-                next = Next::Leaf(t);
-                continue;
-            };
-            self.leaf_reverse_check(&t, &img, &path);
-            match fit(&img, k) {
-                Fit::Covers => {}
-                Fit::Beyond => {
-                    self.unlock_exclusive(t.leaf).await?;
-                    next = Next::Leaf(self.backtrack(&t, &img, &path).await?);
-                    continue;
-                }
-                Fit::OtherPrefix(_) => {
-                    self.unlock_exclusive(t.leaf).await?;
-                    match self.confirm(t.c, t.hit, &path).await? {
-                        None => return Ok(false),
-                        Some(c) => next = Next::From(c),
+            let (t, img) = match self.attempt(&path, k, &mut next, Hold::Exclusive).await? {
+                None => continue,
+                Some(Reached::Absent(a, hit)) => {
+                    if self.absent(a, hit, &path, &mut next).await? {
+                        return Ok(false);
                     }
                     continue;
                 }
-            }
-            let last = k as u8;
-            let Some(i) = img
-                .items
-                .iter()
-                .position(|it| it.key.valid && it.key.last == last)
-            else {
+                Some(Reached::Leaf(t, img)) => (t, img),
+            };
+            let Some(i) = img.position(k as u8) else {
                 self.unlock_exclusive(t.leaf).await?;
                 return Ok(false);
             };
@@ -308,6 +301,29 @@ impl DolphinTree {
             return Ok(true);
         }
         Err(ArtError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// Takes a share of the leaf at `a` (Spear's IDU side): FAA +1 and the
+    /// leaf READ in one doorbell. `Some(image)` once held; `None` if an
+    /// exclusive holder was there (the add is undone and this waits until
+    /// the word is free) or, defensively, if the image does not validate
+    /// (under a share no whole-leaf WRITE is in flight): the caller tries
+    /// again.
+    async fn lock_shared(&self, a: GlobalAddr) -> Result<Option<LeafImage>, ArtError> {
+        let lock = self.lock_addr(a);
+        let (old, b) = futures::join!(faa(lock, 1), read(a, self.g.bytes as u32));
+        let (old, b) = (old? as i64, b?);
+        if old < 0 {
+            faa(lock, (-1i64) as u64).await?;
+            self.wait_free(lock).await?;
+            return Ok(None);
+        }
+        let img = LeafImage::decode(&self.g, &b);
+        if img.is_none() {
+            faa(lock, (-1i64) as u64).await?;
+            self.bump(&self.rejected, Counter::rejected);
+        }
+        Ok(img)
     }
 
     /// Takes the leaf at `a` exclusively (Spear's SMO side): FAA

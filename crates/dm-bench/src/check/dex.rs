@@ -7,7 +7,7 @@
 //! sim, a mover task repartitions twice in the middle of each seed's run
 //! (bound from keys/2 to keys/3, then to 2keys/3, at seed-dependent times).
 
-use super::{finish_seed, key, Args, CoreClients, Event};
+use super::{finish_seed, key, Args, Event};
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::{SimCore, SimRuntime};
 use dm_tree::{DexCluster, DexConfig, DexTree, TreeConfig};
@@ -87,18 +87,7 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     let c = cl.clone();
     ex.block_on(async move { DexTree::create(c, 0, 0).await.map(|_| ()) })
         .map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
-    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (i % 2, i / 2)).collect();
-    let ncores = cores.len();
-    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
-        let (cs, core) = cores[i];
-        let t = DexTree::open(cl.clone(), cs, core).expect("checked above");
-        let a = Rc::new(a.clone());
-        let f: CoreClients = Box::pin(super::core_clients(Rc::new(t), a, i, ncores, 0, seed));
-        f
-    });
-    let mut events = Vec::new();
-    for o in outs {
-        events.extend(o.map_err(|e| anyhow!("seed {seed}: a client failed: {e}"))?);
-    }
-    Ok(events)
+    super::run_clients_in_process(fabric, a, seed, |cs, core| {
+        DexTree::open(cl.clone(), cs, core).expect("checked above")
+    })
 }

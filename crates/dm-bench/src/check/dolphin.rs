@@ -6,7 +6,7 @@
 //! updates race (the key-word CAS), and readers backtrack through special
 //! nodes under concurrent splits.
 
-use super::{finish_seed, Args, CoreClients, Event};
+use super::{finish_seed, Args, Event};
 use anyhow::{anyhow, Result};
 use dm_art::{DolphinCache, DolphinConfig, DolphinTree};
 use dm_runtime::{SimCore, SimRuntime};
@@ -71,19 +71,8 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     let cfg = config(fabric.ms_config().chunk_bytes, fabric.num_ms());
     ex.block_on(async move { DolphinTree::create(cfg, 0, 0).await.map(|_| ()) })
         .map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
-    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (i % 2, i / 2)).collect();
-    let ncores = cores.len();
     let caches = caches(a);
-    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
-        let (cs, core) = cores[i];
-        let t = open(cfg, cs, core, &caches[cs as usize]);
-        let a = Rc::new(a.clone());
-        let f: CoreClients = Box::pin(super::core_clients(Rc::new(t), a, i, ncores, 0, seed));
-        f
-    });
-    let mut events = Vec::new();
-    for o in outs {
-        events.extend(o.map_err(|e| anyhow!("seed {seed}: a client failed: {e}"))?);
-    }
-    Ok(events)
+    super::run_clients_in_process(fabric, a, seed, |cs, core| {
+        open(cfg, cs, core, &caches[cs as usize])
+    })
 }

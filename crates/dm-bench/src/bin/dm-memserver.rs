@@ -46,6 +46,12 @@ struct Args {
     /// GID index: 1 on soft-RoCE over lo; the RoCE v2 IPv4 entry on ConnectX.
     #[arg(long, default_value_t = 1)]
     gid_index: u8,
+    /// Device (on-chip) memory to offer, KiB (Sherman §4.3: 256 KiB on
+    /// ConnectX-5, for the global lock table). Allocated with `ibv_alloc_dm`
+    /// if the NIC has that much; otherwise (rxe: none) the server offers
+    /// none, logs why, and clients keep their locks in host memory. 0 = none.
+    #[arg(long, default_value_t = 256)]
+    device_kib: u64,
     /// RPC receive slots per QP (RPCs a client core may have in flight).
     #[arg(long, default_value_t = 32)]
     rpc_slots: u32,
@@ -76,7 +82,7 @@ fn run(a: Args) -> anyhow::Result<()> {
         ms: MsConfig {
             region_bytes: a.region_mb << 20,
             chunk_bytes: a.chunk_kib << 10,
-            device_bytes: 0,
+            device_bytes: a.device_kib << 10,
             cores: 1,
         },
         rpc_slots: a.rpc_slots,

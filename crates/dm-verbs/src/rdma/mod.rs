@@ -46,10 +46,16 @@
 //! covers RPCs whose SEND was acknowledged but whose reply will never come.
 //!
 //! ## Capabilities
-//! `masked_cas: false`, `device_memory_bytes: 0`: device memory would need
-//! `ibv_alloc_dm` (an inline, extended verb); this backend does not probe it
-//! yet and reports the capability absent, so indexes keep their locks in host
-//! memory (e.g. `LockTableConfig::for_caps`).
+//! `masked_cas: false` (ConnectX's masked atomics are vendor verbs, not
+//! wired). `device_memory_bytes`: the smallest device-memory size the memory
+//! servers offer (0 if any offers none). A `dm-memserver` allocates its
+//! `--device-kib` with `ibv_alloc_dm` when the NIC has that much on-chip
+//! memory (`max_dm_size`; ConnectX-5 and later) and registers it zero-based;
+//! its welcome carries the size and the MR's rkey, and a device address
+//! ([`GlobalAddr::device`]) goes out as that offset under that rkey. rxe has
+//! none: the capability is absent, so indexes keep their locks in host
+//! memory (`LockTableConfig::for_caps`). Device memory is reached by
+//! one-sided verbs only (RPC handlers on the MS see host memory).
 //!
 //! ## Unsafe code
 //! All of it is in [`ffi`], with its safety argument in that module's docs.
@@ -253,6 +259,17 @@ impl RdmaFabric {
         &self.s.dev.name
     }
 
+    /// Device memory every memory server offers, bytes: the smallest size
+    /// their welcomes report (0 if any has none).
+    pub fn device_bytes(&self) -> u64 {
+        self.s
+            .ms
+            .iter()
+            .map(|m| m.w.device_bytes)
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Opens one core's CQ, staging MR and QPs (one TCP handshake per MS).
     pub fn try_open_queues(&self, cs: u16, core: u16) -> Result<RdmaQueues, RdmaError> {
         let cfg = &self.s.cfg;
@@ -360,7 +377,7 @@ impl Fabric for RdmaFabric {
     fn caps(&self) -> Caps {
         Caps {
             masked_cas: false,
-            device_memory_bytes: 0,
+            device_memory_bytes: self.device_bytes(),
         }
     }
 
@@ -369,13 +386,13 @@ impl Fabric for RdmaFabric {
     }
 
     /// MS 0's region and chunk size (as its `dm-memserver` reported them),
-    /// no device memory, one RPC core.
+    /// the device memory every MS offers, one RPC core.
     fn ms_config(&self) -> MsConfig {
         let w = &self.s.ms[0].w;
         MsConfig {
             region_bytes: w.region_bytes,
             chunk_bytes: w.chunk_bytes,
-            device_bytes: 0,
+            device_bytes: self.device_bytes(),
             cores: 1,
         }
     }
@@ -562,6 +579,7 @@ impl RdmaQueues {
                     device_bytes: 0,
                     rpc_slots: 0,
                     msg_bytes: 0,
+                    dm_rkey: 0,
                 },
                 max_inline: 0,
                 credits: 0,
@@ -636,8 +654,9 @@ impl RdmaQueues {
         if q.outstanding.len() + planned >= q.sq {
             return Plan::Wait;
         }
-        let bounds =
-            |addr: GlobalAddr, len: u64| check_bounds(addr, len, num_ms, q.w.region_bytes, 0);
+        let bounds = |addr: GlobalAddr, len: u64| {
+            check_bounds(addr, len, num_ms, q.w.region_bytes, q.w.device_bytes)
+        };
         let (kind, addr, len, buf_len) = match &wr.verb {
             Verb::Read { addr, len } => {
                 if let Err(e) = bounds(*addr, *len as u64) {
@@ -782,13 +801,18 @@ impl RdmaQueues {
             }
         }
         let n = taken.len();
-        let (region, rkey) = (q.w.region_addr, q.w.rkey);
+        let (region, rkey, dm_rkey) = (q.w.region_addr, q.w.rkey, q.w.dm_rkey);
         let wrs: Vec<SendWr<'_>> = taken
             .iter()
             .zip(&bodies)
             .enumerate()
             .map(|(j, ((wr, o), body))| {
-                let remote = region + o.addr.local_offset();
+                // Device memory is registered zero-based (module docs).
+                let (remote, rkey) = if o.addr.is_device() {
+                    (o.addr.local_offset(), dm_rkey)
+                } else {
+                    (region + o.addr.local_offset(), rkey)
+                };
                 let off = o.buf.map_or(0, |b| b.0);
                 let local = |len: u32| Local {
                     mr: staging,

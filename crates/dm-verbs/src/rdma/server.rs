@@ -13,7 +13,9 @@
 //! Their CAS/FAA are CPU atomics: atomic against each other, but, as on real
 //! NICs without PCIe atomics, not against remote RDMA atomics on the same word.
 
-use super::ffi::{Cq, Device, Endpoint, Local, MemRegion, Qp, QpCaps, SendOp, SendWr, Src, Wc};
+use super::ffi::{
+    Cq, Device, DeviceMem, Endpoint, Local, MemRegion, Qp, QpCaps, SendOp, SendWr, Src, Wc,
+};
 use super::wire::{self, Hello, Welcome};
 use super::{random_psn, RdmaConfig, RdmaError};
 use crate::loopback::{read_words, write_words};
@@ -31,7 +33,8 @@ use std::time::Duration;
 pub struct MemServerConfig {
     /// This server's MS id (clients list it at this position in `--ms`).
     pub ms_id: u16,
-    /// Region and chunk size (device memory is ignored: none on rdma yet).
+    /// Region and chunk size, and device memory to offer (`device_bytes`:
+    /// allocated with `ibv_alloc_dm` if the NIC has that much, else none).
     pub ms: MsConfig,
     /// Receive slots per QP = RPCs a client core may have in flight to us.
     pub rpc_slots: u32,
@@ -72,6 +75,10 @@ pub struct MemServer {
     cfg: MemServerConfig,
     dev: Arc<Device>,
     region: Arc<MemRegion>,
+    /// Device memory, if `cfg.ms.device_bytes > 0` and the NIC has it.
+    dm: Option<Arc<DeviceMem>>,
+    /// Why there is none, for the start-up log.
+    no_dm: String,
     cq: Arc<Cq>,
     registry: RpcRegistry,
     alloc: ChunkAllocator,
@@ -91,6 +98,13 @@ impl MemServer {
         let r = &cfg.rdma;
         let dev = Device::open(r.device.as_deref(), r.port, r.gid_index)?;
         let region = MemRegion::new(&dev, cfg.ms.region_bytes)?;
+        let (dm, no_dm) = match cfg.ms.device_bytes {
+            0 => (None, "none asked".to_string()),
+            n => match DeviceMem::new(&dev, n) {
+                Ok(d) => (Some(d), String::new()),
+                Err(e) => (None, e.to_string()),
+            },
+        };
         let cq = Cq::new(&dev, 4096)?;
         let listener =
             TcpListener::bind(addr).map_err(|e| RdmaError(format!("listen on {addr}: {e}")))?;
@@ -102,6 +116,8 @@ impl MemServer {
             cfg,
             dev,
             region,
+            dm,
+            no_dm,
             cq,
             registry,
             alloc,
@@ -118,10 +134,14 @@ impl MemServer {
             .map_err(|e| RdmaError(e.to_string()))
     }
 
-    /// Device name, GID index and MR keys, for the start-up log.
+    /// Device name, GID index, MR keys and device memory, for the start-up log.
     pub fn describe(&self) -> String {
+        let dm = match &self.dm {
+            Some(d) => format!("{} bytes, rkey {:#x}", d.len(), d.rkey()),
+            None => format!("none ({})", self.no_dm),
+        };
         format!(
-            "MS {} on {} port {} GID index {}: region {} bytes at {:#x}, rkey {:#x}, chunks of {} bytes",
+            "MS {} on {} port {} GID index {}: region {} bytes at {:#x}, rkey {:#x}, chunks of {} bytes; device memory {dm}",
             self.cfg.ms_id,
             self.dev.name,
             self.dev.port,
@@ -131,6 +151,11 @@ impl MemServer {
             self.region.rkey(),
             self.cfg.ms.chunk_bytes
         )
+    }
+
+    /// Device memory offered to clients, bytes (0: none).
+    pub fn device_bytes(&self) -> u64 {
+        self.dm.as_ref().map_or(0, |d| d.len())
     }
 
     /// Bytes handed out by the chunk allocator (superblock included).
@@ -223,9 +248,10 @@ impl MemServer {
             rkey: self.region.rkey(),
             region_bytes: self.cfg.ms.region_bytes,
             chunk_bytes: self.cfg.ms.chunk_bytes,
-            device_bytes: 0,
+            device_bytes: self.device_bytes(),
             rpc_slots: slots,
             msg_bytes: msg,
+            dm_rkey: self.dm.as_ref().map_or(0, |d| d.rkey()),
         };
         if !hello.create_qp {
             s.write_all(&w.encode()).map_err(io)?;

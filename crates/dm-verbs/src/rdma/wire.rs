@@ -19,7 +19,9 @@
 //! else the rest is a UTF-8 reason padded with zeros), MS id (2), the server
 //! QP's number (4), PSN (4), LID (2), GID (16), region virtual address (8),
 //! rkey (4), region bytes (8), chunk bytes (8), device-memory bytes (8), RPC
-//! receive slots per QP (4), RPC message bytes (4).
+//! receive slots per QP (4), RPC message bytes (4), device-memory rkey (4:
+//! its MR is zero-based, so a device address's remote address is its
+//! offset; 0 without device memory).
 //!
 //! ## RPC messages (one SEND each, at most `msg_bytes`)
 //! Request: `tag` (8, the client's `wr_id`), handler id (2), payload.
@@ -28,7 +30,7 @@
 
 use crate::{Capability, GlobalAddr, VerbError};
 
-pub const MAGIC: &[u8; 8] = b"DMRDMA01";
+pub const MAGIC: &[u8; 8] = b"DMRDMA02";
 pub const HELLO_BYTES: usize = 37;
 pub const WELCOME_BYTES: usize = 128;
 /// Bytes before an RPC request's payload.
@@ -62,6 +64,7 @@ pub struct Welcome {
     pub device_bytes: u64,
     pub rpc_slots: u32,
     pub msg_bytes: u32,
+    pub dm_rkey: u32,
 }
 
 struct R<'a>(&'a [u8]);
@@ -131,6 +134,7 @@ impl Welcome {
         }
         v.extend_from_slice(&self.rpc_slots.to_le_bytes());
         v.extend_from_slice(&self.msg_bytes.to_le_bytes());
+        v.extend_from_slice(&self.dm_rkey.to_le_bytes());
         v.resize(WELCOME_BYTES, 0);
         v.try_into().unwrap()
     }
@@ -173,6 +177,7 @@ impl Welcome {
             device_bytes: r.u64(),
             rpc_slots: r.u32(),
             msg_bytes: r.u32(),
+            dm_rkey: r.u32(),
         })
     }
 }
@@ -342,9 +347,10 @@ mod tests {
             rkey: 0xdead,
             region_bytes: 1 << 30,
             chunk_bytes: 8 << 20,
-            device_bytes: 0,
+            device_bytes: 256 << 10,
             rpc_slots: 32,
             msg_bytes: 4096,
+            dm_rkey: 0xbeef,
         };
         assert_eq!(Welcome::decode(&w.encode()), Ok(w));
         let r = Welcome::decode(&Welcome::refuse("I am MS 1"));

@@ -47,14 +47,17 @@
 //! writes every seed's history to its `--history-out`; then
 //! `dm-bench check --histories F0,F1,..` checks their union per seed. The
 //! processes must share a clock (one machine); the memory servers must be
-//! fresh (the barrier word starts at 0).
+//! fresh (the barrier word starts at 0). DEX keeps its CSs' state in their
+//! process, so there process I's clients draw only keys its two CSs own
+//! (the I-th of N equal ranges), and a scan that returns fewer keys than
+//! asked covers only up to that range's end (`hi` in the history).
 
 mod dex;
 mod dolphin;
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::kv::Kv;
 use crate::kv::{parse_index, radix};
+use crate::kv::{AnyIndex, Kv};
 use crate::report::write_json;
 use crate::verbs_bench::FabricArg;
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -158,6 +161,10 @@ enum Kind {
 struct Event {
     client: u32,
     key: u64,
+    /// The end (exclusive) of the key range the client draws from: a scan
+    /// that returns fewer than it asked for covers `key..hi` (DEX across
+    /// processes: a scan stops where the process's partitions end).
+    hi: u64,
     kind: Kind,
     call: u64,
     ret: u64,
@@ -207,19 +214,20 @@ fn monotonic_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// One client: `a.ops` random operations, each logged with its call and
-/// return times on `clock`. Stops at the first error.
+/// One client: `a.ops` random operations on keys drawn from `keys`, each
+/// logged with its call and return times on `clock`. Stops at the first error.
 async fn client<T: Kv>(
     t: Rc<T>,
     id: u32,
     seed: u64,
     a: Rc<Args>,
+    keys: std::ops::Range<u64>,
     log: Rc<RefCell<Vec<Event>>>,
     clock: fn() -> u64,
 ) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ id as u64);
     for i in 0..a.ops {
-        let k = rng.gen_range(0..a.keys);
+        let k = rng.gen_range(keys.clone());
         let value = ((id as u64 + 1) << 32) | (i as u64 + 1);
         let p = rng.gen_range(0..100);
         let call = clock();
@@ -245,6 +253,7 @@ async fn client<T: Kv>(
         log.borrow_mut().push(Event {
             client: id,
             key: k,
+            hi: keys.end,
             kind,
             call,
             ret: clock(),
@@ -414,6 +423,7 @@ fn spawn_sim_clients<T: Kv + 'static>(
                 c,
                 seed,
                 a.clone(),
+                0..a.keys,
                 log.clone(),
                 dm_runtime::now_ns,
             );
@@ -507,16 +517,36 @@ fn real_lock_table(caps: Caps, seed: u64) -> LockTableConfig {
     }
 }
 
-/// One seed on a real fabric: process `ci` of `cn` (`round` = seeds done
-/// before, for the barrier numbers). `ex` runs on this thread (creation,
-/// barriers); the clients run on `a.cores` threads.
+/// This process among the check's client processes (`--client I/N`: `ci`
+/// of `cn`) and the seeds run before the current one (`round`, which
+/// numbers the barriers).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Proc {
+    pub ci: usize,
+    pub cn: usize,
+    pub round: u64,
+}
+
+impl Proc {
+    /// Waits at barrier `k` (1: the index is created, 2: every client is
+    /// done) of this seed for all `cn` processes.
+    fn meet<Q: dm_verbs::Queues>(&self, ex: &mut Executor<Q>, k: u64, seed: u64) -> Result<()> {
+        if self.cn > 1 {
+            ex.block_on(barrier(self.cn as u64, 2 * self.round + k))
+                .map_err(|e| anyhow!("seed {seed}: barrier: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// One seed on a real fabric (see the module docs). `ex` runs on this
+/// thread (creation, barriers); the clients run on `a.cores` threads.
 fn run_seed_real<F: Fabric + Send + Sync>(
     fabric: &F,
     ex: &mut Executor<F::Queues>,
     a: &Args,
     seed: u64,
-    round: u64,
-    (ci, cn): (usize, usize),
+    p: Proc,
 ) -> Result<Vec<Event>> {
     let tcfg = TreeConfig {
         node_bytes: a.node_bytes(),
@@ -529,58 +559,32 @@ fn run_seed_real<F: Fabric + Send + Sync>(
         ..Default::default()
     };
     if a.index == crate::ycsb_dex::DEX {
-        if cn > 1 {
-            bail!("--index dex keeps each CS's cache in one process: check it with --client 0/1");
-        }
-        return dex::run_seed_real(fabric, ex, a, seed, tcfg);
+        return dex::run_seed_real(fabric, ex, a, seed, p, tcfg);
     }
     if a.index == crate::kv::DOLPHIN {
-        if cn > 1 {
-            bail!("--index dolphin is checked in one process: use --client 0/1");
-        }
-        return dolphin::run_seed_real(fabric, ex, a, seed);
+        return dolphin::run_seed_real(fabric, ex, a, seed, p);
     }
     let rung = radix(&a.index);
-    let smart = rung.is_some();
     let scfg = smart_config(
         fabric.ms_config().chunk_bytes,
         fabric.num_ms(),
         rung.unwrap_or_default(),
         tcfg.lock_table,
     );
-    if smart {
+    if rung.is_some() {
         SmartTree::open(scfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
     } else {
         FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
     }
-    if ci == 0 {
-        let r = if smart {
-            ex.block_on(async move {
-                SmartTree::create(scfg, 0, 0)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            })
+    let create = |ex: &mut Executor<F::Queues>| {
+        if rung.is_some() {
+            ex.block_on(async move { SmartTree::create(scfg, 0, 0).await.map(|_| ()) })
+                .map_err(|e| e.to_string())
         } else {
-            ex.block_on(async move {
-                FgTree::create(tcfg, 0, 0)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            })
-        };
-        r.map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
-    }
-    let meet = |ex: &mut Executor<F::Queues>, k: u64| -> Result<()> {
-        if cn > 1 {
-            ex.block_on(barrier(cn as u64, 2 * round + k))
-                .map_err(|e| anyhow!("seed {seed}: barrier: {e}"))?;
+            ex.block_on(async move { FgTree::create(tcfg, 0, 0).await.map(|_| ()) })
+                .map_err(|e| e.to_string())
         }
-        Ok(())
     };
-    meet(ex, 1)?;
-    let cs0 = (2 * ci) as u16;
-    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (cs0 + i % 2, i / 2)).collect();
     let caches: Vec<Arc<IndexCache>> = (0..2)
         .map(|_| {
             Arc::new(IndexCache::new(
@@ -593,25 +597,61 @@ fn run_seed_real<F: Fabric + Send + Sync>(
         .map(|_| FgTree::new_local_lock_table(&tcfg))
         .collect();
     let per_cs = SmartPerCs::new();
-    let ncores = cores.len();
-    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
-        let (cs, core) = cores[i];
-        let a = Rc::new(a.clone());
-        if smart {
-            let t = per_cs.open(scfg, cs, core, i % 2);
-            let f: CoreClients = Box::pin(core_clients(Rc::new(t), a, i, ncores, ci, seed));
-            return f;
+    run_clients(fabric, ex, a, seed, p, 0..a.keys, create, |cs, core| {
+        let k = cs as usize % 2;
+        if rung.is_some() {
+            return AnyIndex::Smart(per_cs.open(scfg, cs, core, k));
         }
         let mut t = FgTree::open(tcfg, cs, core)
             .expect("checked above")
-            .with_local_locks(llts[i % 2].clone());
+            .with_local_locks(llts[k].clone());
         if a.cache_nodes > 0 {
-            t = t.with_cache(caches[i % 2].clone());
+            t = t.with_cache(caches[k].clone());
         }
-        let f: CoreClients = Box::pin(core_clients(Rc::new(t), a, i, ncores, ci, seed));
+        AnyIndex::Tree(t)
+    })
+}
+
+/// One seed's clients on a real fabric: process 0 runs `create`, all
+/// processes meet, then process `ci` runs its clients (ids `ci * clients..`)
+/// on `a.cores` threads over its two CSs (thread `i` is core `i / 2` of CS
+/// `2ci + i % 2`), each thread's on the handle `open(cs, core)`, drawing
+/// keys from `keys`; all meet again when their clients are done.
+#[allow(clippy::too_many_arguments)]
+fn run_clients<F, T>(
+    fabric: &F,
+    ex: &mut Executor<F::Queues>,
+    a: &Args,
+    seed: u64,
+    p: Proc,
+    keys: std::ops::Range<u64>,
+    create: impl FnOnce(&mut Executor<F::Queues>) -> Result<(), String>,
+    open: impl Fn(u16, u16) -> T + Send + Sync,
+) -> Result<Vec<Event>>
+where
+    F: Fabric + Send + Sync,
+    T: Kv + 'static,
+{
+    if p.ci == 0 {
+        create(ex).map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
+    }
+    p.meet(ex, 1, seed)?;
+    let cs0 = (2 * p.ci) as u16;
+    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (cs0 + i % 2, i / 2)).collect();
+    let ncores = cores.len();
+    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
+        let (cs, core) = cores[i];
+        let c = CoreClients {
+            i,
+            ncores,
+            ci: p.ci,
+            seed,
+            keys: keys.clone(),
+        };
+        let f: BoxedClients = Box::pin(c.run(Rc::new(open(cs, core)), Rc::new(a.clone())));
         f
     });
-    meet(ex, 2)?;
+    p.meet(ex, 2, seed)?;
     let mut events = Vec::new();
     for o in outs {
         events.extend(o.map_err(|e| anyhow!("seed {seed}: a client failed: {e}"))?);
@@ -619,72 +659,48 @@ fn run_seed_real<F: Fabric + Send + Sync>(
     Ok(events)
 }
 
-/// One seed's clients on a real fabric, all in this process: `a.cores`
-/// threads over two CSs (core `i` is core `i / 2` of CS `i % 2`), each
-/// running its clients on the handle `open(cs, core)` (the designs whose
-/// CS state lives in one process: DEX, Dolphin).
-fn run_clients_in_process<F, T>(
-    fabric: &F,
-    a: &Args,
-    seed: u64,
-    open: impl Fn(u16, u16) -> T + Send + Sync,
-) -> Result<Vec<Event>>
-where
-    F: Fabric + Send + Sync,
-    T: Kv + 'static,
-{
-    let cores: Vec<(u16, u16)> = (0..a.cores.max(1)).map(|i| (i % 2, i / 2)).collect();
-    let ncores = cores.len();
-    let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
-        let (cs, core) = cores[i];
-        let a = Rc::new(a.clone());
-        let f: CoreClients = Box::pin(core_clients(Rc::new(open(cs, core)), a, i, ncores, 0, seed));
-        f
-    });
-    let mut events = Vec::new();
-    for o in outs {
-        events.extend(o.map_err(|e| anyhow::anyhow!("seed {seed}: a client failed: {e}"))?);
-    }
-    Ok(events)
-}
+type BoxedClients =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Event>, String>>>>;
 
-type CoreClients = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Event>, String>>>>;
-
-/// The clients of core `i` (of `ncores`) of client process `ci`, on one
-/// tree handle: their events, or the first error.
-async fn core_clients<T: Kv + 'static>(
-    t: Rc<T>,
-    a: Rc<Args>,
+/// The clients of thread `i` (of `ncores`) of client process `ci`.
+struct CoreClients {
     i: usize,
     ncores: usize,
     ci: usize,
     seed: u64,
-) -> Result<Vec<Event>, String> {
-    let log = Rc::new(RefCell::new(Vec::new()));
-    let hs: Vec<_> = (0..a.clients)
-        .filter(|c| *c as usize % ncores == i)
-        .map(|c| {
-            let id = ci as u32 * a.clients + c;
-            dm_runtime::spawn(client(
-                t.clone(),
-                id,
-                seed,
-                a.clone(),
-                log.clone(),
-                monotonic_ns,
-            ))
-        })
-        .collect();
-    let mut err = None;
-    for h in hs {
-        if let Err(e) = h.await {
-            err.get_or_insert(e.to_string());
+    keys: std::ops::Range<u64>,
+}
+
+impl CoreClients {
+    /// Runs them on one tree handle: their events, or the first error.
+    async fn run<T: Kv + 'static>(self, t: Rc<T>, a: Rc<Args>) -> Result<Vec<Event>, String> {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let hs: Vec<_> = (0..a.clients)
+            .filter(|c| *c as usize % self.ncores == self.i)
+            .map(|c| {
+                let id = self.ci as u32 * a.clients + c;
+                dm_runtime::spawn(client(
+                    t.clone(),
+                    id,
+                    self.seed,
+                    a.clone(),
+                    self.keys.clone(),
+                    log.clone(),
+                    monotonic_ns,
+                ))
+            })
+            .collect();
+        let mut err = None;
+        for h in hs {
+            if let Err(e) = h.await {
+                err.get_or_insert(e.to_string());
+            }
         }
-    }
-    let events = log.take();
-    match err {
-        None => Ok(events),
-        Some(e) => Err(e),
+        let events = log.take();
+        match err {
+            None => Ok(events),
+            Some(e) => Err(e),
+        }
     }
 }
 
@@ -748,7 +764,7 @@ fn check_history(h: &[Event], keys: u64) -> Result<(), String> {
             }
         }
         let end = if r.len() < *n as usize {
-            keys
+            keys.min(s.hi)
         } else {
             r.last().map_or(keys, |x| x.0)
         };
@@ -794,7 +810,7 @@ fn write_history(path: &PathBuf, hs: &[(u64, Vec<Event>)]) -> Result<()> {
         writeln!(
             f,
             "{}",
-            json!({"seed": seed, "client": e.client, "op": op, "key": e.key, "value": value, "call": e.call, "ret": e.ret, "result": result})
+            json!({"seed": seed, "client": e.client, "op": op, "key": e.key, "hi": e.hi, "value": value, "call": e.call, "ret": e.ret, "result": result})
         )?;
     }
     f.flush()?;
@@ -830,6 +846,7 @@ fn parse_event(v: &Value) -> Option<(u64, Event)> {
         Event {
             client: u32::try_from(u("client")?).ok()?,
             key: u("key")?,
+            hi: u("hi").unwrap_or(u64::MAX),
             kind,
             call: u("call")?,
             ret: u("ret")?,
@@ -948,13 +965,13 @@ pub fn run(a: Args) -> Result<()> {
             f.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
             f.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
             let mut ex = Executor::new(f.open_queues(0, 0), n_ms, ExecConfig::default());
-            run_seed_real(&f, &mut ex, &a, seed, round, (ci, cn))
+            run_seed_real(&f, &mut ex, &a, seed, Proc { ci, cn, round })
         }),
         #[cfg(feature = "rdma")]
         FabricArg::Rdma => Box::new(|seed, round| {
             let mut g = rdma.borrow_mut();
             let (f, ex) = g.as_mut().expect("connected above");
-            run_seed_real(f, ex, &a, seed, round, (ci, cn))
+            run_seed_real(f, ex, &a, seed, Proc { ci, cn, round })
         }),
         #[cfg(not(feature = "rdma"))]
         FabricArg::Rdma => return Err(crate::fabric_arg::no_rdma()),
@@ -1090,6 +1107,7 @@ mod tests {
         Event {
             client,
             key,
+            hi: u64::MAX,
             kind,
             call,
             ret,
@@ -1133,8 +1151,20 @@ mod tests {
         let mut phantom = base.clone();
         phantom.push(ev(1, 0, Kind::Scan(5, vec![(3, 7), (4, 9)]), 20, 30));
         assert!(check_history(&phantom, 10).is_err());
-        let mut fine = base;
+        let mut fine = base.clone();
         fine.push(ev(1, 0, Kind::Scan(5, vec![(3, 7)]), 20, 30));
         assert!(check_history(&fine, 10).is_ok());
+        // A short scan covers its client's key range only (`hi`): key 3 lies
+        // beyond a range ending at 3, but not beyond one ending at 4.
+        let short = |hi| {
+            let mut h = base.clone();
+            h.push(Event {
+                hi,
+                ..ev(1, 0, Kind::Scan(5, vec![]), 20, 30)
+            });
+            check_history(&h, 10)
+        };
+        assert!(short(3).is_ok());
+        assert!(short(4).unwrap_err().contains("missed key 3"));
     }
 }

@@ -686,8 +686,10 @@ pub fn run(mut a: Args) -> Result<()> {
     if dolphin && key_bytes(&a) != 8 {
         bail!("--index dolphin takes 8-byte integer keys (Dolphin \u{a7}III-A)");
     }
-    if dex && cn > 1 {
-        bail!("--index dex keeps each CS's cache in one process: run it with --client 0/1");
+    if dex && cn > 1 && (a.dex.dex_forward || a.dex.dex_repartition_at != 0.0) {
+        bail!(
+            "--dex-forward and --dex-repartition-at keep every CS in one process: use --client 0/1"
+        );
     }
     if a.load != "insert" && a.load != "bulk" {
         bail!("--load must be insert or bulk, got {:?}", a.load);
@@ -792,8 +794,17 @@ pub fn run(mut a: Args) -> Result<()> {
         FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
     }
     let dexcl = if dex {
+        // With --client I/N, N x cs CSs own the partitions; this process
+        // hosts CSs I*cs.. and runs only the operations on their keys.
+        let local = (ci as u16 * a.cs)..((ci as u16 + 1) * a.cs);
         Some(crate::ycsb_dex::cluster(
-            &a.dex, tcfg, &plan.load, a.cs, a.cache_mb, a.fill, a.seed,
+            &a.dex,
+            tcfg,
+            &plan.load,
+            (a.cs * cn as u16, local),
+            a.cache_mb,
+            a.fill,
+            a.seed,
         )?)
     } else {
         None
@@ -819,7 +830,7 @@ pub fn run(mut a: Args) -> Result<()> {
         Some((l, r)) => (
             t as usize * coros,
             a.threads as usize * coros,
-            Some(if ph == Phase::Load { l } else { r }[cs as usize].clone()),
+            Some(if ph == Phase::Load { l } else { r }[ci * a.cs as usize + cs as usize].clone()),
         ),
     };
     // Creates the index (from client 0's first core).
@@ -984,6 +995,12 @@ pub fn run(mut a: Args) -> Result<()> {
             }
             meet(&mut ex, 2)?;
             let (ro, rns) = phase(Phase::Run, &run_pb);
+            if let AnyIndex::Dex(d) = open(0, 0) {
+                // Every process writes its CSs' dirty pages back before any
+                // verifies the pool.
+                ex.block_on(async move { d.flush().await })
+                    .map_err(|e| anyhow!("flushing DEX's caches: {e}"))?;
+            }
             meet(&mut ex, 3)?;
             let v = ex.block_on(verify_view(open(0, 0), plan.clone()));
             (lo, ro, lns, rns, v)
@@ -1095,7 +1112,9 @@ pub fn run(mut a: Args) -> Result<()> {
         #[cfg(not(feature = "rdma"))]
         FabricArg::Rdma => unreachable!("rejected above"),
     };
-    let cache = if dolphin {
+    let cache = if let Some(cl) = &dexcl {
+        CacheReport::dex(cl)
+    } else if dolphin {
         CacheReport::dolphin(&dolphin_caches, a.cs)
     } else if smart {
         CacheReport::art(&art_caches, a.cs)
@@ -1461,6 +1480,30 @@ impl CacheReport {
             ),
             json: json!({"hit_ratio": c.hit_ratio(), "bytes": c.bytes, "items": c.nodes, "top_items": c.top_nodes, "hits": c.hits, "misses": c.misses}),
             bytes: c.bytes,
+        }
+    }
+
+    /// DEX (§5): one frame per cached node image (inner and leaf nodes
+    /// alike), `node_bytes` each; the hit ratio is over traversals (a
+    /// traversal that reached its leaf without I/O is a hit).
+    fn dex(cl: &dm_tree::DexCluster) -> Self {
+        let n = cl.num_cs();
+        let (mut hits, mut misses, mut frames) = (0u64, 0u64, 0u64);
+        for c in 0..n {
+            let s = cl.stats(c);
+            hits += s.cache.hits;
+            misses += s.cache.misses;
+            frames += cl.cache_frames(c).0 as u64;
+        }
+        let bytes = frames * cl.tree_config().node_bytes as u64;
+        let ratio = hits as f64 / (hits + misses).max(1) as f64;
+        CacheReport {
+            line: format!(
+                "DEX cache: hit ratio {ratio:.3} (traversals without I/O, load and run), {frames} node frames (inner and leaf), {:.1} MiB over {n} CS",
+                bytes as f64 / (1 << 20) as f64,
+            ),
+            json: json!({"hit_ratio": ratio, "bytes": bytes, "items": frames, "hits": hits, "misses": misses}),
+            bytes,
         }
     }
 

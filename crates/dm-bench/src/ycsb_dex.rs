@@ -60,12 +60,13 @@ fn auto_level(keys: u64, tcfg: &TreeConfig, fill: f64) -> u8 {
 }
 
 /// The DEX cluster of a ycsb run: equal shares of the loaded keys per CS
-/// (§7), `--cache-mb` per CS.
+/// (§7) over `num_cs` CSs (the CSs of all client processes), of which this
+/// process hosts `local_cs`; `--cache-mb` per CS.
 pub(crate) fn cluster(
     d: &DexArgs,
     tcfg: TreeConfig,
     load: &[Vec<u8>],
-    num_cs: u16,
+    (num_cs, local_cs): (u16, std::ops::Range<u16>),
     cache_mb: u64,
     fill: f64,
     seed: u64,
@@ -81,6 +82,7 @@ pub(crate) fn cluster(
         offload: !d.dex_no_offload,
         leaf_admission: d.dex_leaf_admission,
         forward: true,
+        local_cs,
         ms_node_ns: d.dex_node_ns,
         seed,
         ..Default::default()

@@ -285,3 +285,42 @@ fn errors_are_reported() {
     })
     .unwrap();
 }
+
+/// Two processes' view of one 4-CS cluster: this one hosts CSs 0 and 1
+/// (`DexConfig::local_cs`). Forwarding reaches CS 1 but not CS 2, scans stop
+/// at the end of the local range, and CSs 2-3 can be neither opened nor
+/// repartitioned from here.
+#[test]
+fn forwarding_stays_within_the_local_css() {
+    let (mut rt, tcfg) = sim(2, 3);
+    let cfg = DexConfig {
+        forward: true,
+        local_cs: 0..2,
+        ..dex(8, vec![k(100), k(200), k(300)])
+    };
+    let cl: Arc<DexCluster> = DexCluster::new(tcfg, cfg, 4).unwrap();
+    assert!(matches!(
+        DexTree::open(cl.clone(), 2, 0),
+        Err(TreeError::BadConfig(_))
+    ));
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t = DexTree::create(cl.clone(), 0, 0).await.unwrap();
+        for x in [5, 150, 199] {
+            t.insert(&k(x), x).await.unwrap();
+        }
+        assert_eq!(cl.stats(1).forwarded, 2);
+        assert_eq!(t.insert(&k(250), 1).await, Err(TreeError::NotOwner(2)));
+        assert_eq!(t.get(&k(350)).await, Err(TreeError::NotOwner(3)));
+        assert_eq!(
+            t.scan(&k(100), 10).await.unwrap(),
+            vec![(k(150), 150), (k(199), 199)]
+        );
+        assert!(matches!(
+            t.repartition(1, k(250)).await,
+            Err(TreeError::BadConfig(_))
+        ));
+        assert!(t.repartition(0, k(120)).await.is_ok());
+    })
+    .unwrap();
+}

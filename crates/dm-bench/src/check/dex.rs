@@ -7,7 +7,7 @@
 //! sim, a mover task repartitions twice in the middle of each seed's run
 //! (bound from keys/2 to keys/3, then to 2keys/3, at seed-dependent times).
 
-use super::{finish_seed, key, Args, Event};
+use super::{finish_seed, key, Args, Event, Proc};
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::{SimCore, SimRuntime};
 use dm_tree::{DexCluster, DexConfig, DexTree, TreeConfig};
@@ -16,9 +16,18 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-fn cluster(a: &Args, tcfg: TreeConfig, seed: u64) -> Result<Arc<DexCluster>> {
+/// The cluster of process `ci` of `cn`: 2 `cn` CSs, equal key ranges,
+/// CSs `2ci` and `2ci + 1` local.
+fn cluster(
+    a: &Args,
+    tcfg: TreeConfig,
+    seed: u64,
+    (ci, cn): (usize, usize),
+) -> Result<Arc<DexCluster>> {
+    let n = 2 * cn as u64;
     let cfg = DexConfig {
-        bounds: vec![key(a.keys / 2)],
+        bounds: (1..n).map(|j| key(j * a.keys / n)).collect(),
+        local_cs: 2 * ci as u16..2 * ci as u16 + 2,
         cache_bytes: a.cache_nodes.max(4) * a.node_bytes() as u64,
         offload_level: 2,
         window: 2,
@@ -28,7 +37,7 @@ fn cluster(a: &Args, tcfg: TreeConfig, seed: u64) -> Result<Arc<DexCluster>> {
         seed,
         ..Default::default()
     };
-    DexCluster::new(tcfg, cfg, 2).map_err(|e| anyhow!("{e}"))
+    DexCluster::new(tcfg, cfg, n as u16).map_err(|e| anyhow!("{e}"))
 }
 
 /// One sim seed (the caller made the runtime, its cores and the tree
@@ -40,7 +49,7 @@ pub(super) fn run_seed(
     cores: &[SimCore],
     tcfg: TreeConfig,
 ) -> Result<Vec<Event>> {
-    let cl = cluster(a, tcfg, seed)?;
+    let cl = cluster(a, tcfg, seed, (0, 1))?;
     rt.block_on(cores[0], DexTree::create(cl.clone(), 0, 0))
         .unwrap()
         .map_err(|e| anyhow!("{e}"))?;
@@ -74,20 +83,27 @@ pub(super) fn run_seed(
     finish_seed(seed, &hs, &log)
 }
 
-/// One seed on a real fabric: one process (DEX's CS state is in-process),
-/// the clients on `a.cores` threads over two CSs; no repartition.
+/// One seed on a real fabric. With `--client I/N`, 2N CSs own N x 2 equal
+/// key ranges and process I hosts CSs 2I and 2I+1 (`DexConfig::local_cs`,
+/// forwarding between those two only), its clients drawing keys from its
+/// two ranges (DEX §7: each CS serves its own keys); no repartition.
 pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     fabric: &F,
     ex: &mut dm_runtime::Executor<F::Queues>,
     a: &Args,
     seed: u64,
+    p: Proc,
     tcfg: TreeConfig,
 ) -> Result<Vec<Event>> {
-    let cl = cluster(a, tcfg, seed)?;
+    let cl = cluster(a, tcfg, seed, (p.ci, p.cn))?;
     let c = cl.clone();
-    ex.block_on(async move { DexTree::create(c, 0, 0).await.map(|_| ()) })
-        .map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
-    super::run_clients_in_process(fabric, a, seed, |cs, core| {
-        DexTree::open(cl.clone(), cs, core).expect("checked above")
+    let create = |ex: &mut dm_runtime::Executor<F::Queues>| {
+        ex.block_on(async move { DexTree::create(c, 0, 0).await.map(|_| ()) })
+            .map_err(|e| e.to_string())
+    };
+    let (ci, cn) = (p.ci as u64, p.cn as u64);
+    let keys = ci * a.keys / cn..(ci + 1) * a.keys / cn;
+    super::run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
+        DexTree::open(cl.clone(), cs, core).expect("a local CS")
     })
 }

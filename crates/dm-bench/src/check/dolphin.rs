@@ -6,7 +6,7 @@
 //! updates race (the key-word CAS), and readers backtrack through special
 //! nodes under concurrent splits.
 
-use super::{finish_seed, Args, Event};
+use super::{finish_seed, Args, Event, Proc};
 use anyhow::{anyhow, Result};
 use dm_art::{DolphinCache, DolphinConfig, DolphinTree};
 use dm_runtime::{SimCore, SimRuntime};
@@ -60,19 +60,22 @@ pub(super) fn run_seed(
     finish_seed(seed, &hs, &log)
 }
 
-/// One seed on a real fabric, in one process (the clients on `a.cores`
-/// threads over two CSs).
+/// One seed on a real fabric: process 0 creates the tree, every process
+/// runs its clients over its two CSs, each CS with its own cache.
 pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     fabric: &F,
     ex: &mut dm_runtime::Executor<F::Queues>,
     a: &Args,
     seed: u64,
+    p: Proc,
 ) -> Result<Vec<Event>> {
     let cfg = config(fabric.ms_config().chunk_bytes, fabric.num_ms());
-    ex.block_on(async move { DolphinTree::create(cfg, 0, 0).await.map(|_| ()) })
-        .map_err(|e| anyhow!("seed {seed}: creating the tree: {e}"))?;
+    let create = |ex: &mut dm_runtime::Executor<F::Queues>| {
+        ex.block_on(async move { DolphinTree::create(cfg, 0, 0).await.map(|_| ()) })
+            .map_err(|e| e.to_string())
+    };
     let caches = caches(a);
-    super::run_clients_in_process(fabric, a, seed, |cs, core| {
-        open(cfg, cs, core, &caches[cs as usize])
+    super::run_clients(fabric, ex, a, seed, p, 0..a.keys, create, |cs, core| {
+        open(cfg, cs, core, &caches[cs as usize % 2])
     })
 }

@@ -115,6 +115,14 @@ pub struct DexConfig {
     /// Operations on another CS's keys run against the owner's cache
     /// (in-process forwarding) instead of failing with `NotOwner`.
     pub forward: bool,
+    /// The CSs whose state lives in this process (default: all). With CSs
+    /// spread over several processes (`dm-bench --client I/N` on rdma),
+    /// each process's [`DexCluster`] serves only its own CSs: forwarding
+    /// reaches these only, and a key owned by a CS outside the range is
+    /// [`TreeError::NotOwner`] (a scan stops there, as at a partition end
+    /// without forwarding). Routing requests between processes is the
+    /// application's job (DEX §7: each CS's clients issue its own keys).
+    pub local_cs: std::ops::Range<u16>,
     /// MS CPU time charged per node the offload handler visits, ns (sim).
     pub ms_node_ns: u32,
     /// Seed of the sampling, admission and exploration draws.
@@ -134,6 +142,7 @@ impl Default for DexConfig {
             window: 50,
             explore: 0.01,
             forward: false,
+            local_cs: 0..u16::MAX,
             ms_node_ns: 300,
             seed: 1,
         }
@@ -377,10 +386,11 @@ impl DexTree {
     /// A handle for core `core` of CS `cs` (no verbs); `cs` must be below
     /// the cluster's CS count.
     pub fn open(cl: Arc<DexCluster>, cs: u16, core: u16) -> Result<Self, TreeError> {
-        if cs >= cl.num_cs() {
+        if cs >= cl.num_cs() || !cl.cfg.local_cs.contains(&cs) {
             return Err(TreeError::BadConfig(format!(
-                "CS {cs} of a {}-CS cluster",
-                cl.num_cs()
+                "CS {cs} of a {}-CS cluster whose local CSs are {:?}",
+                cl.num_cs(),
+                cl.cfg.local_cs
             )));
         }
         Ok(DexTree {
@@ -408,11 +418,11 @@ impl DexTree {
 
     /// Enters the partition owning `key`: waits out a repartition, returns the
     /// owner's state and a guard. `NotOwner` if another CS owns it and
-    /// forwarding is off.
+    /// forwarding is off or that CS is not local ([`DexConfig::local_cs`]).
     pub(crate) async fn enter(&self, key: &[u8]) -> Result<(&DexCs, Entered<'_>), TreeError> {
         loop {
             let o = self.cl.owner(key);
-            if o != self.cs && !self.cl.cfg.forward {
+            if o != self.cs && !(self.cl.cfg.forward && self.cl.cfg.local_cs.contains(&o)) {
                 return Err(TreeError::NotOwner(o));
             }
             let c = &self.cl.css[o as usize];
@@ -458,6 +468,13 @@ impl DexTree {
         if i >= b.len() || (i > 0 && key <= b[i - 1]) || (i + 1 < b.len() && key >= b[i + 1]) {
             return Err(TreeError::BadConfig(format!(
                 "bound {i} cannot move to {key:?} (bounds {b:?})"
+            )));
+        }
+        let local = &self.cl.cfg.local_cs;
+        if !local.contains(&(i as u16)) || !local.contains(&(i as u16 + 1)) {
+            return Err(TreeError::BadConfig(format!(
+                "bound {i} lies between CSs {i} and {}, not both local ({local:?})",
+                i + 1
             )));
         }
         let pair = [&self.cl.css[i], &self.cl.css[i + 1]];

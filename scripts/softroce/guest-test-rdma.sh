@@ -147,7 +147,7 @@ stop_both
 # handler (RPC 17); every process flushes its dirty pages before verifying.
 # dolphin: a and e on dense keys (--key-order ordered: leaves split, special
 # nodes, backtracking) with its cache of ART and special nodes.
-Y="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 2 --keys 2000 --ops 2000"
+Y="--fabric rdma --ms $MS --cs 1 --threads 2 --coros 2 --keys 1000 --ops 1000"
 # One ycsb step: index $1, workload $2, scan length $3, cache flag $4.
 ycsb_step() {
   pair ycsb-$1-$2 ycsb $Y $4 --index $1 --workload $2 --scan-len $3 --perftest-read-mops $PERF_MOPS || return 1

@@ -40,6 +40,17 @@ enum Reached {
     Absent(Absent, Option<Hit>),
 }
 
+/// One attempt of an operation for which a confirmed absence is final
+/// (get, update, remove): see [`DolphinTree::reach`].
+enum Step {
+    /// The leaf covering the key, held, with its image.
+    Leaf(Target, LeafImage),
+    /// The key's absence is confirmed.
+    Absent,
+    /// Try again from where `next` now says.
+    Again,
+}
+
 /// The next attempt's place: walks unless backtracking gave a leaf.
 async fn next_place(t: &DolphinTree, path: &[u8; 8], next: Next) -> Result<Place, ArtError> {
     match next {
@@ -107,22 +118,27 @@ impl DolphinTree {
         }
     }
 
-    /// Settles an absence for a reader or a writer of an existing key:
-    /// `true` if `k` is absent, else `*next` is where to walk on from.
-    async fn absent(
+    /// [`DolphinTree::attempt`] for a reader or a writer of an existing
+    /// key, with an absence settled: confirmed ([`Step::Absent`]) or not,
+    /// in which case `*next` is where to walk on from ([`Step::Again`]).
+    async fn reach(
         &self,
-        a: Absent,
-        hit: Option<Hit>,
         path: &[u8; 8],
+        k: u64,
         next: &mut Next,
-    ) -> Result<bool, ArtError> {
-        match self.confirm_absent(a, hit, path).await? {
-            None => Ok(true),
-            Some(c) => {
-                *next = Next::From(c);
-                Ok(false)
-            }
-        }
+        hold: Hold,
+    ) -> Result<Step, ArtError> {
+        Ok(match self.attempt(path, k, next, hold).await? {
+            None => Step::Again,
+            Some(Reached::Absent(a, hit)) => match self.confirm_absent(a, hit, path).await? {
+                None => Step::Absent,
+                Some(c) => {
+                    *next = Next::From(c);
+                    Step::Again
+                }
+            },
+            Some(Reached::Leaf(t, img)) => Step::Leaf(t, img),
+        })
     }
 
     /// Drops a hold taken by `attempt`.
@@ -151,15 +167,10 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            match self.attempt(&path, k, &mut next, Hold::Read).await? {
-                None => {}
-                Some(Reached::Absent(a, hit)) => {
-                    let absent = self.absent(a, hit, &path, &mut next).await?;
-                    if absent {
-                        return Ok(None);
-                    }
-                }
-                Some(Reached::Leaf(t, img)) => match img.find(k as u8) {
+            match self.reach(&path, k, &mut next, Hold::Read).await? {
+                Step::Again => {}
+                Step::Absent => return Ok(None),
+                Step::Leaf(t, img) => match img.find(k as u8) {
                     Found::Item(_, v) => return Ok(Some(v)),
                     Found::Absent => return Ok(None),
                     Found::Torn => {
@@ -183,15 +194,10 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let (t, img) = match self.attempt(&path, k, &mut next, Hold::Share).await? {
-                None => continue,
-                Some(Reached::Absent(a, hit)) => {
-                    if self.absent(a, hit, &path, &mut next).await? {
-                        return Ok(false);
-                    }
-                    continue;
-                }
-                Some(Reached::Leaf(t, img)) => (t, img),
+            let (t, img) = match self.reach(&path, k, &mut next, Hold::Share).await? {
+                Step::Again => continue,
+                Step::Absent => return Ok(false),
+                Step::Leaf(t, img) => (t, img),
             };
             let last = k as u8;
             let Some(i) = img.position(last) else {
@@ -279,15 +285,10 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let (t, img) = match self.attempt(&path, k, &mut next, Hold::Exclusive).await? {
-                None => continue,
-                Some(Reached::Absent(a, hit)) => {
-                    if self.absent(a, hit, &path, &mut next).await? {
-                        return Ok(false);
-                    }
-                    continue;
-                }
-                Some(Reached::Leaf(t, img)) => (t, img),
+            let (t, img) = match self.reach(&path, k, &mut next, Hold::Exclusive).await? {
+                Step::Again => continue,
+                Step::Absent => return Ok(false),
+                Step::Leaf(t, img) => (t, img),
             };
             let Some(i) = img.position(k as u8) else {
                 self.unlock_exclusive(t.leaf).await?;

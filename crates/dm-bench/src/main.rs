@@ -11,11 +11,14 @@
 //!   verifying the final memory state.
 //! - `runtime`: ns per task switch of dm-runtime vs tokio's `LocalSet`.
 //! - `sim-speed`: simulated verbs per wall second on one core.
+//! - `figure`: a paper's headline figure or table at its cluster shape on
+//!   `sim` ([`figure`]): CSV, SVG plot, the table next to the paper's numbers.
 //! - `workload`: statistics of a YCSB/Sherman operation stream, generated
 //!   ([`ycsb`]) or read from an index-microbench trace.
 
 mod check;
 mod fabric_arg;
+mod figure;
 mod kv;
 mod report;
 mod runtime_bench;
@@ -54,6 +57,8 @@ enum Cmd {
     SimSpeed(sim_speed::Args),
     /// Statistics of a workload's operation stream (generated or from a trace).
     Workload(workload_cmd::Args),
+    /// A paper's headline figure on sim: CSV, SVG and the table (`figure list`).
+    Figure(figure::Args),
 }
 
 fn main() {
@@ -85,6 +90,7 @@ fn main() {
         Cmd::Runtime(a) => runtime_bench::run(a),
         Cmd::SimSpeed(a) => sim_speed::run(a),
         Cmd::Workload(a) => workload_cmd::run(a),
+        Cmd::Figure(a) => figure::run(a),
     };
     if let Err(e) = r {
         eprintln!("dm-bench: error: {e:#}");

@@ -165,6 +165,10 @@ pub struct Args {
     pub head: crate::ycsb_head::HeadArgs,
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Print nothing (the report is still returned to `dm-bench figure`,
+    /// which runs rows in-process, and written by --json).
+    #[arg(long, hide = true)]
+    pub quiet: bool,
 }
 
 /// Operation kinds in reports.
@@ -182,6 +186,10 @@ struct Plan {
     repartition: Option<Arc<crate::ycsb_dex::Repartition>>,
     /// Head-node maintenance passes (`--head-nodes`).
     heads: Option<Arc<crate::ycsb_head::HeadMaint>>,
+    /// The process-wide counters before this run (a process may run several:
+    /// `dm-bench figure`), subtracted in the report.
+    carved0: u64,
+    dolphin0: dm_art::dolphin::DolphinStats,
 }
 
 fn load_value(i: usize) -> u64 {
@@ -402,13 +410,22 @@ async fn verify_view(tree: AnyIndex, plan: Arc<Plan>) -> (u64, u64, Option<Strin
 }
 
 /// Final check: every key's value, then a full scan. Returns (verified, mismatches, first).
+/// The gets run [`VERIFY_DEPTH`] at a time in the one task (a real fabric's
+/// RTT, milliseconds in the soft-RoCE guest, would otherwise make the check
+/// of a few thousand keys the longest part of a run).
 async fn verify(tree: Rc<AnyIndex>, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
+    use futures::stream::{self, StreamExt};
     let mut keys: Vec<&Vec<u8>> = plan.allowed.keys().collect();
     keys.sort();
     let mut out = Out::new();
     let mut verified = 0;
-    for k in &keys {
-        match tree.get(k).await.expect("get") {
+    let got: Vec<_> = stream::iter(&keys)
+        .map(|k| tree.get(k))
+        .buffered(VERIFY_DEPTH)
+        .collect()
+        .await;
+    for (k, got) in keys.iter().zip(got) {
+        match got.expect("get") {
             Some(v) if allowed(&plan, k, v) => verified += 1,
             Some(v) => out.bad(format!("key {k:?} holds {v:#x}, never written")),
             None if plan
@@ -436,6 +453,9 @@ async fn verify(tree: Rc<AnyIndex>, plan: Arc<Plan>) -> (u64, u64, Option<String
     }
     (verified, out.mismatches, out.first_mismatch)
 }
+
+/// Gets in flight at once in [`verify`].
+const VERIFY_DEPTH: usize = 16;
 
 fn tree_key_bytes(keys: &[&Vec<u8>]) -> usize {
     keys.first().map_or(8, |k| k.len())
@@ -561,6 +581,8 @@ fn build_plan(a: &Args) -> Result<Plan> {
         .collect();
     allowed.retain(|k, _| inserted.contains(k));
     Ok(Plan {
+        carved0: dm_runtime::alloc::bytes_carved(),
+        dolphin0: dm_art::dolphin::totals(),
         load,
         run,
         allowed,
@@ -611,7 +633,12 @@ fn bar(len: u64, what: &str) -> ProgressBar {
     pb
 }
 
-pub fn run(mut a: Args) -> Result<()> {
+pub fn run(a: Args) -> Result<()> {
+    measure(a).map(|_| ())
+}
+
+/// [`run`], returning the report (the JSON that `--json` writes).
+pub fn measure(mut a: Args) -> Result<serde_json::Value> {
     a.ms = a.ms_spec.count();
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
     let (ci, cn) = parse_client(&a.client)?;
@@ -1123,7 +1150,13 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let wall_s = wall.elapsed().as_secs_f64();
     let locks = if dolphin {
-        let d = dm_art::dolphin::totals();
+        let (d, d0) = (dm_art::dolphin::totals(), plan.dolphin0);
+        let d = dm_art::dolphin::DolphinStats {
+            rejected_images: d.rejected_images - d0.rejected_images,
+            lost_update_cas: d.lost_update_cas - d0.lost_update_cas,
+            lock_waits: d.lock_waits - d0.lock_waits,
+            backtracks: d.backtracks - d0.backtracks,
+        };
         (
             format!(
                 "Spear leaf locks (FAA only, Dolphin \u{a7}III-C): {} lock waits, {} same-key update CASes lost and rerun, {} backtracks through special nodes, {} torn images READ again",
@@ -1280,7 +1313,7 @@ fn report(
     ms_used: u64,
     cache: CacheReport,
     wall_s: f64,
-) -> Result<()> {
+) -> Result<serde_json::Value> {
     let clock = if a.fabric == FabricArg::Sim {
         "virtual"
     } else {
@@ -1317,7 +1350,7 @@ fn report(
     // carvers handed out (MS-side RPC handlers allocate inside their own
     // chunks, counted in `ms_used` only), against the bytes the verified
     // items themselves take (key and 8-byte value).
-    let carved = dm_runtime::alloc::bytes_carved();
+    let carved = dm_runtime::alloc::bytes_carved() - plan.carved0;
     let live = ver * (key_bytes(a) as u64 + 8);
     let mismatches = out.mismatches + load.mismatches + ver_bad;
     let first = out.first_mismatch.or(first_bad);
@@ -1360,88 +1393,99 @@ fn report(
         "perftest_read_mops": eff["perftest_read_mops"],
         "rdma_efficiency": eff["rdma_efficiency"],
     });
-    println!(
-        "dm-bench ycsb: index {}, workload {} ({source}), {} fabric ({clock} time)",
-        a.index,
-        a.workload,
-        v["fabric"].as_str().unwrap()
-    );
-    println!(
-        "  cluster      {} MS ({} RPC cores each), {} CS x {} threads x {} coroutines",
-        a.ms, a.ms_cores, a.cs, a.threads, a.coros
-    );
-    println!(
-        "  keys         {}",
-        plan.keys_info["kind"].as_str().unwrap_or_default()
-    );
-    println!("  locks        {}", locks.0);
-    if let Some(f) = plan.keys_info["file"].as_str() {
+    if !a.quiet {
         println!(
-            "               {f}: {} usable of {} lines at {} bytes ({} longer skipped, {} duplicates)",
-            plan.keys_info["usable"],
-            plan.keys_info["lines"],
-            plan.keys_info["key_bytes"],
-            plan.keys_info["skipped_too_long"],
-            plan.keys_info["duplicates"]
+            "dm-bench ycsb: index {}, workload {} ({source}), {} fabric ({clock} time)",
+            a.index,
+            a.workload,
+            v["fabric"].as_str().unwrap()
         );
-    }
-    println!(
-        "  load         {} keys by {}, {} Mops",
-        plan.load.len(),
-        if a.load == "bulk" {
-            format!("bulk load at fill {}", a.fill)
+        println!(
+            "  cluster      {} MS ({} RPC cores each), {} CS x {} threads x {} coroutines",
+            a.ms, a.ms_cores, a.cs, a.threads, a.coros
+        );
+        println!(
+            "  keys         {}",
+            plan.keys_info["kind"].as_str().unwrap_or_default()
+        );
+        println!("  locks        {}", locks.0);
+        if let Some(f) = plan.keys_info["file"].as_str() {
+            println!(
+                "               {f}: {} usable of {} lines at {} bytes ({} longer skipped, {} duplicates)",
+                plan.keys_info["usable"],
+                plan.keys_info["lines"],
+                plan.keys_info["key_bytes"],
+                plan.keys_info["skipped_too_long"],
+                plan.keys_info["duplicates"]
+            );
+        }
+        println!(
+            "  load         {} keys by {}, {} Mops",
+            plan.load.len(),
+            if a.load == "bulk" {
+                format!("bulk load at fill {}", a.fill)
+            } else {
+                "inserts".to_string()
+            },
+            crate::report::mops(load_mops)
+        );
+        let kinds: Vec<String> = KINDS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| out.counts[*i] > 0)
+            .map(|(i, k)| format!("{k} {}", out.counts[i]))
+            .collect();
+        println!(
+            "  run          {ops} ops ({}), {} Mops",
+            kinds.join(", "),
+            crate::report::mops(mops)
+        );
+        println!(
+            "  latency      p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us",
+            us(0.5),
+            us(0.99),
+            us(0.999)
+        );
+        if let Some(l) = eff_line {
+            println!("  efficiency   {l} (run phase)");
+        }
+        let d = ops.max(1) as f64;
+        println!(
+            "  per op       read {:.2} write {:.2} cas {:.2} rpc {:.2} | bytes r {:.0} w {:.0} | rtts {:.2}",
+            total.read as f64 / d,
+            total.write as f64 / d,
+            total.cas as f64 / d,
+            total.rpc as f64 / d,
+            total.bytes_read as f64 / d,
+            total.bytes_written as f64 / d,
+            total.rtts as f64 / d
+        );
+        println!("  cache        {}", cache.line);
+        for (name, line, _) in &sections {
+            println!("  {name:<12} {line}");
+        }
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        println!(
+            "  memory       {:.1} MiB of chunks on the MSs, {:.1} MiB allocated in them ({:.2}x the {:.1} MiB of live items); CS caches {:.1} MiB in {} items",
+            mib(ms_used),
+            mib(carved),
+            carved as f64 / live.max(1) as f64,
+            mib(live),
+            mib(cache.bytes),
+            cache.json["items"]
+        );
+        println!("  verified     {ver} keys, {mismatches} mismatches");
+        if a.fabric == FabricArg::Sim {
+            println!("  wall time    {wall_s:.2} s");
         } else {
-            "inserts".to_string()
-        },
-        crate::report::mops(load_mops)
-    );
-    let kinds: Vec<String> = KINDS
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| out.counts[*i] > 0)
-        .map(|(i, k)| format!("{k} {}", out.counts[i]))
-        .collect();
-    println!(
-        "  run          {ops} ops ({}), {} Mops",
-        kinds.join(", "),
-        crate::report::mops(mops)
-    );
-    println!(
-        "  latency      p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us",
-        us(0.5),
-        us(0.99),
-        us(0.999)
-    );
-    if let Some(l) = eff_line {
-        println!("  efficiency   {l} (run phase)");
+            // Load and run are timed on this clock; the rest is set-up, barriers and verification.
+            println!(
+                "  wall time    {wall_s:.2} s (load {:.2} s, run {:.2} s)",
+                load_ns as f64 / 1e9,
+                run_ns as f64 / 1e9
+            );
+        }
     }
-    let d = ops.max(1) as f64;
-    println!(
-        "  per op       read {:.2} write {:.2} cas {:.2} rpc {:.2} | bytes r {:.0} w {:.0} | rtts {:.2}",
-        total.read as f64 / d,
-        total.write as f64 / d,
-        total.cas as f64 / d,
-        total.rpc as f64 / d,
-        total.bytes_read as f64 / d,
-        total.bytes_written as f64 / d,
-        total.rtts as f64 / d
-    );
-    println!("  cache        {}", cache.line);
-    for (name, line, _) in &sections {
-        println!("  {name:<12} {line}");
-    }
-    let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    println!(
-        "  memory       {:.1} MiB of chunks on the MSs, {:.1} MiB allocated in them ({:.2}x the {:.1} MiB of live items); CS caches {:.1} MiB in {} items",
-        mib(ms_used),
-        mib(carved),
-        carved as f64 / live.max(1) as f64,
-        mib(live),
-        mib(cache.bytes),
-        cache.json["items"]
-    );
-    println!("  verified     {ver} keys, {mismatches} mismatches");
-    println!("  wall time    {wall_s:.2} s");
     write_json(a.json.as_deref(), &v)?;
     if mismatches > 0 {
         bail!(
@@ -1449,7 +1493,7 @@ fn report(
             first.unwrap_or_default()
         );
     }
-    Ok(())
+    Ok(v)
 }
 
 /// The report's cache line and JSON object, summed over the CSs.

@@ -1,0 +1,204 @@
+//! The figure catalogue: what each figure reproduces, its rows as `ycsb`
+//! flags at the full and the quick size, and the paper's numbers.
+//! The rows of one paper's figures are in that paper's module:
+//! [`sherman`], [`smart`], [`dex`], [`nam`], [`dolphin`].
+
+use super::Record;
+
+mod dex;
+mod dolphin;
+mod nam;
+mod sherman;
+mod smart;
+
+/// One `dm-bench ycsb` run of a figure.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The line or bar group (an index, a rung, a workload).
+    pub series: String,
+    /// The x value: a number (threads, clients, skew) or a category.
+    pub x: String,
+    /// `ycsb` flags, space-separated (no quoting).
+    pub args: String,
+    /// The paper's number for the figure's metric, where it states one.
+    pub paper: Option<f64>,
+}
+
+/// A figure's plotted (and compared) metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Run-phase throughput, Mops (virtual time).
+    Mops,
+    /// 99th-percentile latency, µs (virtual time).
+    P99Us,
+    /// Index caches of all CSs, MiB.
+    CsCacheMib,
+    /// Median latency, µs (virtual time).
+    P50Us,
+    /// READs per operation.
+    ReadsPerOp,
+    /// Bytes READ plus bytes written per operation.
+    BytesPerOp,
+}
+
+impl Metric {
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Mops => "Mops",
+            Metric::P99Us => "p99 us",
+            Metric::CsCacheMib => "CS cache MiB",
+            Metric::P50Us => "p50 us",
+            Metric::ReadsPerOp => "READs/op",
+            Metric::BytesPerOp => "bytes/op",
+        }
+    }
+
+    pub fn of(self, r: &Record) -> f64 {
+        match self {
+            Metric::Mops => r.mops,
+            Metric::P99Us => r.p99_us,
+            Metric::CsCacheMib => r.cs_cache_mib,
+            Metric::P50Us => r.p50_us,
+            Metric::ReadsPerOp => r.reads_per_op,
+            Metric::BytesPerOp => r.bytes_read_per_op + r.bytes_written_per_op,
+        }
+    }
+}
+
+/// A headline figure or table of a paper.
+pub struct Figure {
+    /// `dm-bench figure <name>`.
+    pub name: &'static str,
+    pub title: &'static str,
+    /// Paper, figure or table, section.
+    pub source: &'static str,
+    pub x_label: &'static str,
+    /// x values are numbers (lines) rather than categories (grouped bars).
+    pub x_numeric: bool,
+    pub metric: Metric,
+    /// The rows at the full size (`false`) or the quick size (`true`).
+    pub rows: fn(bool) -> Vec<Row>,
+    /// The paper's headline claims this figure checks.
+    pub claims: &'static [Claim],
+}
+
+/// A headline claim of the paper: a number (`den` = None) or a ratio of two
+/// rows' values of `metric`, each row named by (series, x).
+pub struct Claim {
+    pub what: &'static str,
+    pub metric: Metric,
+    pub num: (&'static str, &'static str),
+    pub den: Option<(&'static str, &'static str)>,
+    /// The paper's number (a factor for a ratio).
+    pub paper: f64,
+}
+
+impl Claim {
+    /// The paper's number `paper` for row (series, x)'s `metric`.
+    pub const fn value(
+        what: &'static str,
+        metric: Metric,
+        num: (&'static str, &'static str),
+        paper: f64,
+    ) -> Claim {
+        Claim {
+            what,
+            metric,
+            num,
+            den: None,
+            paper,
+        }
+    }
+
+    /// The paper's factor `paper` between two rows' `metric`: num / den.
+    pub const fn ratio(
+        what: &'static str,
+        metric: Metric,
+        num: (&'static str, &'static str),
+        den: (&'static str, &'static str),
+        paper: f64,
+    ) -> Claim {
+        Claim {
+            what,
+            metric,
+            num,
+            den: Some(den),
+            paper,
+        }
+    }
+
+    /// Ours, from the figure's records; None if a row is missing (a
+    /// `--series` selection) or the denominator is 0.
+    pub fn ours(&self, recs: &[Record]) -> Option<f64> {
+        let v = |(s, x): (&str, &str)| {
+            recs.iter()
+                .find(|r| r.series == s && r.x == x)
+                .map(|r| self.metric.of(r))
+        };
+        let n = v(self.num)?;
+        match self.den {
+            None => Some(n),
+            Some(d) => {
+                let d = v(d)?;
+                (d != 0.0).then(|| n / d)
+            }
+        }
+    }
+}
+
+/// A cluster shape and data size: the flags every row of a figure shares.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub ms: u32,
+    pub cs: u32,
+    pub threads: u32,
+    pub coros: u32,
+    pub keys: u64,
+    pub ops: u64,
+}
+
+impl Shape {
+    /// The shape's flags followed by `extra`.
+    pub fn flags(&self, extra: &str) -> String {
+        format!(
+            "--ms {} --cs {} --threads {} --coros {} --keys {} --ops {} {extra}",
+            self.ms, self.cs, self.threads, self.coros, self.keys, self.ops
+        )
+    }
+
+    /// The same proportions of clients to data at the quick size: at most
+    /// `keys` keys and `ops` operations.
+    pub fn quick(mut self, keys: u64, ops: u64) -> Shape {
+        self.keys = self.keys.min(keys);
+        self.ops = self.ops.min(ops);
+        self
+    }
+}
+
+/// A row: `series` at `x`, the shape's flags and `extra`, the paper's number.
+pub fn row(series: &str, x: impl ToString, s: Shape, extra: &str, paper: Option<f64>) -> Row {
+    Row {
+        series: series.to_string(),
+        x: x.to_string(),
+        args: s.flags(extra).trim().to_string(),
+        paper,
+    }
+}
+
+/// Every figure, in the order `figure all` runs them.
+pub static FIGURES: &[Figure] = &[
+    sherman::TABLE1,
+    sherman::FIG5,
+    sherman::FIG6,
+    sherman::FIG7,
+    sherman::TABLE3,
+    smart::FIG14,
+    smart::FIG16,
+    smart::FIG18,
+    smart::FIG22A,
+    dex::FIG6,
+    dex::TABLE2,
+    nam::CLIENTS,
+    dolphin::MEMORY,
+    dolphin::YCSB,
+];

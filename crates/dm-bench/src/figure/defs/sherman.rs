@@ -1,0 +1,347 @@
+//! Sherman (SIGMOD'22; the text in ../shared/seeds/000): Table 1, Fig. 5-7,
+//! Table 3. Cluster of §5.1: 8 MS, 8 CS x 22 threads, 1 KB nodes, 8-byte keys
+//! and values bulk-loaded at 80% node fill, a 500 MB index cache per CS,
+//! 3 coroutines per thread (the code's kCoroCnt; Table 1 states 176 client
+//! threads, so it runs 1). The paper loads 1 B keys; the full size here
+//! loads 2 M (the leaf parents all fit the cache either way).
+//! Workloads (Sherman Table 2): `write-only` (upserts), `write-intensive`
+//! (50% upsert / 50% lookup), `read-intensive` (5/95), `range-only`,
+//! `range-write` (50% upsert / 50% range).
+
+use super::{row, Claim, Figure, Metric, Row, Shape};
+
+fn shape(quick: bool, coros: u32) -> Shape {
+    let s = Shape {
+        ms: 8,
+        cs: 8,
+        threads: 22,
+        coros,
+        keys: 2_000_000,
+        ops: 400_000,
+    };
+    if quick {
+        s.quick(10_000, 4_000)
+    } else {
+        s
+    }
+}
+
+const COMMON: &str = "--load bulk --fill 0.8 --cache-mb 500 --node-bytes 1024";
+
+/// Sherman's rungs, bottom to top (§5.1.1).
+const RUNGS: [&str; 5] = [
+    "fg",
+    "sherman-combine",
+    "sherman-onchip",
+    "sherman-hier",
+    "sherman",
+];
+
+pub const TABLE1: Figure = Figure {
+    name: "sherman-table1",
+    title: "FG (one-sided, index cache) under four mixes",
+    source: "Sherman Table 1, §3",
+    x_label: "mix",
+    x_numeric: false,
+    metric: Metric::Mops,
+    rows: table1,
+    claims: &[
+        Claim::value(
+            "FG write-intensive skewed collapses (Mops)",
+            Metric::Mops,
+            ("fg", "write-int. zipf"),
+            0.34,
+        ),
+        Claim::value(
+            "FG write-intensive skewed p99 (us)",
+            Metric::P99Us,
+            ("fg", "write-int. zipf"),
+            19890.0,
+        ),
+        Claim::value(
+            "FG read-intensive uniform (Mops)",
+            Metric::Mops,
+            ("fg", "read-int. uniform"),
+            31.8,
+        ),
+        Claim::value(
+            "FG write-intensive uniform (Mops)",
+            Metric::Mops,
+            ("fg", "write-int. uniform"),
+            18.7,
+        ),
+    ],
+};
+
+fn table1(quick: bool) -> Vec<Row> {
+    let s = shape(quick, 1);
+    [
+        ("read-int. uniform", "read-intensive", 0.0, 31.8),
+        ("read-int. zipf", "read-intensive", 0.99, 32.9),
+        ("write-int. uniform", "write-intensive", 0.0, 18.7),
+        ("write-int. zipf", "write-intensive", 0.99, 0.34),
+    ]
+    .iter()
+    .map(|&(x, w, theta, paper)| {
+        let extra = format!("--index fg --workload {w} --theta {theta} {COMMON}");
+        row("fg", x, s, &extra, Some(paper))
+    })
+    .collect()
+}
+
+/// The ladder on the three mixes at skew `theta`: series = mix, x = rung.
+fn ladder(quick: bool, theta: f64) -> Vec<Row> {
+    let s = shape(quick, 3);
+    let mut v = Vec::new();
+    for w in ["write-only", "write-intensive", "read-intensive"] {
+        for r in RUNGS {
+            let extra = format!("--index {r} --workload {w} --theta {theta} {COMMON}");
+            v.push(row(w, r, s, &extra, None));
+        }
+    }
+    v
+}
+
+/// A ratio of two rungs' `metric` on mix `w`.
+const fn step(
+    what: &'static str,
+    w: &'static str,
+    m: Metric,
+    hi: &'static str,
+    lo: &'static str,
+    paper: f64,
+) -> Claim {
+    Claim::ratio(what, m, (w, hi), (w, lo), paper)
+}
+
+pub const FIG5: Figure = Figure {
+    name: "sherman-fig5",
+    title: "technique ladder, skewed (zipf 0.99)",
+    source: "Sherman Fig. 5, §5.1.1",
+    x_label: "rung",
+    x_numeric: false,
+    metric: Metric::Mops,
+    rows: |q| ladder(q, 0.99),
+    claims: &[
+        step(
+            "write-intensive: Sherman / FG+ throughput",
+            "write-intensive",
+            Metric::Mops,
+            "sherman",
+            "fg",
+            23.6,
+        ),
+        step(
+            "write-intensive: FG+ p99 / Sherman p99",
+            "write-intensive",
+            Metric::P99Us,
+            "fg",
+            "sherman",
+            30.2,
+        ),
+        step(
+            "write-intensive: +combine throughput",
+            "write-intensive",
+            Metric::Mops,
+            "sherman-combine",
+            "fg",
+            3.37,
+        ),
+        step(
+            "write-intensive: +on-chip lock throughput",
+            "write-intensive",
+            Metric::Mops,
+            "sherman-onchip",
+            "sherman-combine",
+            3.06,
+        ),
+        step(
+            "write-intensive: +hierarchical lock throughput",
+            "write-intensive",
+            Metric::Mops,
+            "sherman-hier",
+            "sherman-onchip",
+            2.22,
+        ),
+        step(
+            "write-intensive: +two-level versions throughput",
+            "write-intensive",
+            Metric::Mops,
+            "sherman",
+            "sherman-hier",
+            1.03,
+        ),
+        step(
+            "write-only: Sherman / FG+ throughput",
+            "write-only",
+            Metric::Mops,
+            "sherman",
+            "fg",
+            24.7,
+        ),
+        step(
+            "write-only: FG+ p99 / Sherman p99",
+            "write-only",
+            Metric::P99Us,
+            "fg",
+            "sherman",
+            35.8,
+        ),
+    ],
+};
+
+pub const FIG6: Figure = Figure {
+    name: "sherman-fig6",
+    title: "technique ladder, uniform",
+    source: "Sherman Fig. 6, §5.1.2",
+    x_label: "rung",
+    x_numeric: false,
+    metric: Metric::Mops,
+    rows: |q| ladder(q, 0.0),
+    claims: &[
+        step(
+            "write-only: Sherman / FG+ throughput",
+            "write-only",
+            Metric::Mops,
+            "sherman",
+            "fg",
+            1.24,
+        ),
+        step(
+            "write-intensive: Sherman / FG+ throughput",
+            "write-intensive",
+            Metric::Mops,
+            "sherman",
+            "fg",
+            1.15,
+        ),
+        step(
+            "write-only: FG+ p99 / Sherman p99",
+            "write-only",
+            Metric::P99Us,
+            "fg",
+            "sherman",
+            2.01,
+        ),
+        step(
+            "write-intensive: FG+ p99 / Sherman p99",
+            "write-intensive",
+            Metric::P99Us,
+            "fg",
+            "sherman",
+            1.27,
+        ),
+    ],
+};
+
+/// Clients (all CSs) of Fig. 7's x axis: threads per CS x coroutines.
+const FIG7_CLIENTS: [(u32, u32); 4] = [(11, 1), (22, 1), (22, 2), (22, 3)];
+
+fn fig7(quick: bool) -> Vec<Row> {
+    let mut v = Vec::new();
+    for (tag, theta) in [("uniform", 0.0), ("zipf 0.9", 0.9), ("zipf 0.99", 0.99)] {
+        for idx in ["sherman", "fg"] {
+            for (t, c) in FIG7_CLIENTS {
+                if quick && (t, c) != (22, 1) && (t, c) != (22, 3) {
+                    continue;
+                }
+                let mut s = shape(quick, c);
+                s.threads = t;
+                let extra =
+                    format!("--index {idx} --workload write-intensive --theta {theta} {COMMON}");
+                v.push(row(&format!("{idx} {tag}"), 8 * t * c, s, &extra, None));
+            }
+        }
+    }
+    v
+}
+
+pub const FIG7: Figure = Figure {
+    name: "sherman-fig7",
+    title: "scalability, write-intensive",
+    source: "Sherman Fig. 7, §5.3",
+    x_label: "clients",
+    x_numeric: true,
+    metric: Metric::Mops,
+    rows: fig7,
+    claims: &[
+        Claim::value(
+            "Sherman uniform at 528 clients (Mops)",
+            Metric::Mops,
+            ("sherman uniform", "528"),
+            44.0,
+        ),
+        Claim::ratio(
+            "uniform, 528 clients: Sherman / FG+",
+            Metric::Mops,
+            ("sherman uniform", "528"),
+            ("fg uniform", "528"),
+            1.14,
+        ),
+        Claim::value(
+            "Sherman zipf 0.9 at 528 clients (Mops; paper: its peak)",
+            Metric::Mops,
+            ("sherman zipf 0.9", "528"),
+            21.0,
+        ),
+        Claim::ratio(
+            "zipf 0.9, 528 clients: Sherman / FG+",
+            Metric::Mops,
+            ("sherman zipf 0.9", "528"),
+            ("fg zipf 0.9", "528"),
+            1.44,
+        ),
+        Claim::value(
+            "Sherman zipf 0.99 at 528 clients (Mops; paper: its peak)",
+            Metric::Mops,
+            ("sherman zipf 0.99", "528"),
+            9.0,
+        ),
+        Claim::ratio(
+            "zipf 0.99, 528 clients: Sherman / FG+",
+            Metric::Mops,
+            ("sherman zipf 0.99", "528"),
+            ("fg zipf 0.99", "528"),
+            1.4,
+        ),
+    ],
+};
+
+fn table3(quick: bool) -> Vec<Row> {
+    let s = shape(quick, 3);
+    let mut v = Vec::new();
+    for (idx, papers) in [
+        ("fg", [26.09, 5.77, 7.74, 2.49]),
+        ("sherman", [25.55, 5.76, 14.08, 3.12]),
+    ] {
+        let cells = [
+            ("range-only", 100),
+            ("range-only", 1000),
+            ("range-write", 100),
+            ("range-write", 1000),
+        ];
+        for ((w, len), p) in cells.iter().zip(papers) {
+            let extra =
+                format!("--index {idx} --workload {w} --scan-len {len} --theta 0.99 {COMMON}");
+            v.push(row(idx, format!("{w} {len}"), s, &extra, Some(p)));
+        }
+    }
+    v
+}
+
+pub const TABLE3: Figure = Figure {
+    name: "sherman-table3",
+    title: "range queries (skewed starts)",
+    source: "Sherman Table 3, §5.2",
+    x_label: "mix, range size",
+    x_numeric: false,
+    metric: Metric::Mops,
+    rows: table3,
+    claims: &[Claim::ratio(
+        "range-write 100: Sherman / FG+",
+        Metric::Mops,
+        ("sherman", "range-write 100"),
+        ("fg", "range-write 100"),
+        1.82,
+    )],
+};

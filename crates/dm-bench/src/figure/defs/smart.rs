@@ -1,0 +1,208 @@
+//! SMART (OSDI'23; the journal text in ../shared/seeds/001 numbers its
+//! figures differently: 14 = OSDI 11, 16 = 13, 18 = 15, 22a = 18a). Cluster
+//! of §5.1: 2 MS, 16 CS, 2 coroutines per thread (the artifact), 8-byte
+//! integer keys and values, zipf 0.99; the paper loads 60 M keys with a
+//! 600 MB cache per CS, the full size here 1 M keys with the default 64 MiB
+//! (SMART's cache holds every internal node either way).
+//! Series: `smart` (all techniques), `sherman`, `art` (the DM-ported ART:
+//! ROWEX node locks, RCU leaves, HOCL).
+
+use super::{row, Claim, Figure, Metric, Row, Shape};
+
+fn shape(quick: bool, threads: u32) -> Shape {
+    let s = Shape {
+        ms: 2,
+        cs: 16,
+        threads,
+        coros: 2,
+        keys: 1_000_000,
+        ops: 1_000_000,
+    };
+    if quick {
+        // 4 CSs: the DM-ported ART's insert load from an empty tree with
+        // 16 CSs of clients retries its root lock for seconds of wall time.
+        Shape {
+            cs: 4,
+            ..s.quick(10_000, 5_000)
+        }
+    } else {
+        s
+    }
+}
+
+const INDEXES: [&str; 3] = ["smart", "sherman", "art"];
+
+/// `a / b` of Mops on workload `x`.
+const fn ratio(
+    what: &'static str,
+    x: &'static str,
+    a: &'static str,
+    b: &'static str,
+    paper: f64,
+) -> Claim {
+    Claim::ratio(what, Metric::Mops, (a, x), (b, x), paper)
+}
+
+fn fig14(quick: bool) -> Vec<Row> {
+    let s = shape(quick, 8);
+    let mut v = Vec::new();
+    for idx in INDEXES {
+        for w in ["load", "a", "b", "c", "d"] {
+            v.push(row(
+                idx,
+                w,
+                s,
+                &format!("--index {idx} --workload {w}"),
+                None,
+            ));
+        }
+    }
+    v
+}
+
+pub const FIG14: Figure = Figure {
+    name: "smart-fig14",
+    title: "YCSB LOAD, A-D, integer keys, 256 clients",
+    source: "SMART Fig. 11 (journal Fig. 14), §5.2",
+    x_label: "workload",
+    x_numeric: false,
+    metric: Metric::Mops,
+    rows: fig14,
+    claims: &[
+        ratio("A: SMART / Sherman", "a", "smart", "sherman", 6.1),
+        ratio("A: SMART / ART", "a", "smart", "art", 3.4),
+        ratio("B: SMART / Sherman", "b", "smart", "sherman", 2.4),
+        ratio("B: SMART / ART", "b", "smart", "art", 1.8),
+        ratio("C: SMART / Sherman", "c", "smart", "sherman", 2.8),
+        ratio("C: SMART / ART", "c", "smart", "art", 1.2),
+        ratio("D: SMART / Sherman", "d", "smart", "sherman", 2.4),
+        ratio("D: SMART / ART", "d", "smart", "art", 1.4),
+        ratio("LOAD: SMART / Sherman", "load", "smart", "sherman", 1.6),
+        ratio("LOAD: SMART / ART", "load", "smart", "art", 1.5),
+    ],
+};
+
+fn fig16(quick: bool) -> Vec<Row> {
+    let mut v = Vec::new();
+    for idx in INDEXES {
+        for t in [4, 8, 16, 28] {
+            if quick && t != 4 && t != 28 {
+                continue;
+            }
+            let s = shape(quick, t);
+            let clients = s.cs * s.threads * s.coros;
+            v.push(row(
+                idx,
+                clients,
+                s,
+                &format!("--index {idx} --workload a"),
+                None,
+            ));
+        }
+    }
+    v
+}
+
+pub const FIG16: Figure = Figure {
+    name: "smart-fig16",
+    title: "scalability, YCSB A (zipf 0.99)",
+    source: "SMART Fig. 13 (journal Fig. 16), §5.2.1",
+    x_label: "clients",
+    x_numeric: true,
+    metric: Metric::Mops,
+    rows: fig16,
+    // The paper states no number: ART collapses with more clients, SMART scales.
+    claims: &[],
+};
+
+/// SMART's factor analysis (§5.3.1): each technique added to the one below,
+/// measured on the workload the paper uses for it.
+const FIG18_ROWS: [(&str, &str, &str); 10] = [
+    ("+lock-free internal", "load", "--index art"),
+    ("+lock-free internal", "load", "--index lockfree-art"),
+    ("+in-place leaf", "b", "--index lockfree-art"),
+    ("+in-place leaf", "b", "--index smart-inplace"),
+    ("+rear-embedded lock", "a", "--index smart-inplace"),
+    (
+        "+rear-embedded lock",
+        "a",
+        "--index smart --smart-off rd,wc",
+    ),
+    ("+read delegation", "c", "--index smart --smart-off rd,wc"),
+    ("+read delegation", "c", "--index smart --smart-off wc"),
+    ("+write combining", "a", "--index smart --smart-off wc"),
+    ("+write combining", "a", "--index smart"),
+];
+
+fn fig18(quick: bool) -> Vec<Row> {
+    let s = shape(quick, 12);
+    FIG18_ROWS
+        .iter()
+        .enumerate()
+        .map(|(i, &(tech, w, idx))| {
+            let x = if i % 2 == 0 { "before" } else { "after" };
+            row(tech, x, s, &format!("{idx} --workload {w}"), None)
+        })
+        .collect()
+}
+
+const fn step(what: &'static str, tech: &'static str, paper: f64) -> Claim {
+    Claim::ratio(what, Metric::Mops, (tech, "after"), (tech, "before"), paper)
+}
+
+pub const FIG18: Figure = Figure {
+    name: "smart-fig18",
+    title: "factor analysis: each technique on its workload, 384 clients",
+    source: "SMART Fig. 15 (journal Fig. 18), §5.3.1",
+    x_label: "technique",
+    x_numeric: false,
+    metric: Metric::Mops,
+    rows: fig18,
+    claims: &[
+        step(
+            "lock-free internal nodes (LOAD)",
+            "+lock-free internal",
+            1.5,
+        ),
+        step("update-in-place leaves (B)", "+in-place leaf", 1.5),
+        step("rear-embedded lock (A)", "+rear-embedded lock", 3.0),
+        step("read delegation (C)", "+read delegation", 1.1),
+        step("write combining (A)", "+write combining", 1.1),
+    ],
+};
+
+const THETAS: [f64; 6] = [0.5, 0.6, 0.7, 0.8, 0.9, 0.99];
+
+fn fig22a(quick: bool) -> Vec<Row> {
+    let s = shape(quick, 8);
+    let mut v = Vec::new();
+    for idx in INDEXES {
+        for th in THETAS {
+            if quick && th != 0.5 && th != 0.99 {
+                continue;
+            }
+            let extra = format!("--index {idx} --workload a --theta {th}");
+            v.push(row(idx, th, s, &extra, None));
+        }
+    }
+    v
+}
+
+const fn fall(what: &'static str, idx: &'static str, paper: f64) -> Claim {
+    Claim::ratio(what, Metric::Mops, (idx, "0.5"), (idx, "0.99"), paper)
+}
+
+pub const FIG22A: Figure = Figure {
+    name: "smart-fig22a",
+    title: "skew sweep, 50% search / 50% update, 256 clients",
+    source: "SMART Fig. 18a (journal Fig. 22a), §5.4.1",
+    x_label: "zipf theta",
+    x_numeric: true,
+    metric: Metric::Mops,
+    rows: fig22a,
+    claims: &[
+        fall("SMART: throughput at 0.5 / at 0.99", "smart", 2.6),
+        fall("ART: throughput at 0.5 / at 0.99", "art", 2.6),
+        fall("Sherman: throughput at 0.5 / at 0.99", "sherman", 7.4),
+    ],
+};

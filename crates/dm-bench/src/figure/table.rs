@@ -1,0 +1,96 @@
+//! `dm-bench figure table`: docs/experiments/README.md's table of headline
+//! claims, made from the `<name>.claims.csv` files of full-size runs (the
+//! committed ones in docs/experiments/figures). A row per claim: the
+//! paper's number, ours, ours / paper, and the command that measured it.
+//! `--check FILE` compares the table with the one between the markers in
+//! FILE instead of printing it (a test keeps the committed README honest).
+
+use super::{ClaimRecord, FIGURES};
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+
+/// The markers around the generated table in docs/experiments/README.md.
+pub const BEGIN: &str = "<!-- figure table: begin (dm-bench figure table) -->";
+pub const END: &str = "<!-- figure table: end -->";
+
+fn read_claims(path: &Path) -> Result<Vec<ClaimRecord>> {
+    let mut r = csv::Reader::from_path(path).with_context(|| format!("{}", path.display()))?;
+    let mut v = Vec::new();
+    for rec in r.records() {
+        let rec = rec?;
+        let num = |i: usize| rec.get(i).and_then(|s| s.parse::<f64>().ok());
+        v.push(ClaimRecord {
+            figure: rec[0].to_string(),
+            claim: rec[1].to_string(),
+            metric: rec[2].to_string(),
+            paper: num(3).unwrap_or(f64::NAN),
+            ours: num(4),
+            ratio: num(5),
+        });
+    }
+    Ok(v)
+}
+
+fn fmt(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// The markdown table of every figure with a claims file in `dir`.
+pub fn markdown(dir: &Path) -> Result<String> {
+    let mut s = String::from(
+        "| figure | claim | paper | ours | ours / paper | command |\n|---|---|---|---|---|---|\n",
+    );
+    for f in FIGURES {
+        let p = dir.join(format!("{}.claims.csv", f.name));
+        if !p.exists() || f.claims.is_empty() {
+            continue;
+        }
+        for c in read_claims(&p)? {
+            let (o, r) = match (c.ours, c.ratio) {
+                (Some(o), Some(r)) => (fmt(o), format!("{r:.2}")),
+                _ => ("-".into(), "-".into()),
+            };
+            s += &format!(
+                "| [{}](figures/{}.svg) | {} | {} | {} | {} | `dm-bench figure {}` |\n",
+                f.name,
+                f.name,
+                c.claim,
+                fmt(c.paper),
+                o,
+                r,
+                f.name
+            );
+        }
+    }
+    Ok(s)
+}
+
+/// Prints the table, or with `check`, fails unless `check`'s text between
+/// [`BEGIN`] and [`END`] is the table.
+pub fn run(dir: &Path, check: Option<&Path>) -> Result<()> {
+    let table = markdown(dir)?;
+    let Some(file) = check else {
+        print!("{table}");
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(file).with_context(|| format!("{}", file.display()))?;
+    let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+        bail!("{}: no {BEGIN} ... {END} markers", file.display());
+    };
+    let inside = text[b + BEGIN.len()..e].trim();
+    if inside != table.trim() {
+        bail!(
+            "{}'s table differs from the claims files in {}: regenerate it with `dm-bench figure table`",
+            file.display(),
+            dir.display()
+        );
+    }
+    println!("{}: the table matches {}", file.display(), dir.display());
+    Ok(())
+}

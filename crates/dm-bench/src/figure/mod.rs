@@ -22,7 +22,7 @@ mod table;
 use crate::ycsb_bench;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,12 @@ pub struct Args {
     /// its markers) instead of printing it; an error if they differ.
     #[arg(long)]
     pub check: Option<PathBuf>,
+    /// With `table`: write the table into this file, between its markers.
+    #[arg(long)]
+    pub update: Option<PathBuf>,
+    /// Redraw the SVG from the figure's CSV in --out instead of running it.
+    #[arg(long)]
+    pub replot: bool,
     /// CI size: a few thousand keys at the same cluster proportions; every
     /// figure in seconds. Writes to target/figures-quick unless --out says.
     #[arg(long)]
@@ -54,7 +60,7 @@ pub struct Args {
 
 /// One row of a figure's CSV: what the row ran and what it measured (the
 /// `ycsb --json` report, flattened). Times are virtual (sim).
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Record {
     pub figure: String,
     pub series: String,
@@ -144,7 +150,7 @@ pub fn run(a: Args) -> Result<()> {
             .out
             .clone()
             .unwrap_or_else(|| "docs/experiments/figures".into());
-        return table::run(&dir, a.check.as_deref());
+        return table::run(&dir, a.check.as_deref(), a.update.as_deref());
     }
     if a.name == "list" {
         for f in FIGURES {
@@ -183,6 +189,15 @@ pub fn run(a: Args) -> Result<()> {
             .collect();
         if rows.is_empty() {
             bail!("{}: no rows of series {:?}", fig.name, a.series);
+        }
+        if a.replot {
+            let path = out.join(format!("{}.csv", fig.name));
+            let mut r =
+                csv::Reader::from_path(&path).with_context(|| format!("{}", path.display()))?;
+            let recs: Vec<Record> = r.deserialize().collect::<Result<_, _>>()?;
+            plot::svg(&out.join(format!("{}.svg", fig.name)), fig, &recs, a.quick)?;
+            println!("  redrew {}.svg from {}", fig.name, path.display());
+            continue;
         }
         println!(
             "== {}: {} ({}){}",

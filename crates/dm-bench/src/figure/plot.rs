@@ -2,7 +2,8 @@
 //! SVG `<text>` and its size is estimated). Numeric x values give a line per
 //! series, as the papers' scalability and sweep plots; categorical ones
 //! (workloads, rungs) give grouped bars. The paper's numbers, where a row has
-//! one, are drawn as hollow markers of the series' colour.
+//! one, are drawn as hollow circles of the series' colour on lines and as a
+//! black mark across a bar.
 
 use super::{Figure, Record};
 use anyhow::{anyhow, Result};
@@ -116,17 +117,32 @@ pub fn svg(path: &Path, fig: &Figure, recs: &[Record], quick: bool) -> Result<()
                     Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
                 });
         }
-        // The paper's numbers: hollow markers at the same place.
-        let paper = mine.iter().filter_map(|r| {
-            let x = if numeric {
-                xpos(r)
-            } else {
-                xpos(r) - 0.4 + 0.8 / n * (si as f64 + 0.45)
-            };
-            r.paper
-                .map(|p| Circle::new((x, p), 5, color.stroke_width(2)))
-        });
-        chart.draw_series(paper).map_err(|x| e(&x))?;
+        // The paper's numbers: hollow circles of the series' colour on a
+        // line, a black bar across the bar.
+        if numeric {
+            let paper = mine.iter().filter_map(|r| {
+                r.paper
+                    .map(|p| Circle::new((xpos(r), p), 5, color.stroke_width(2)))
+            });
+            chart.draw_series(paper).map_err(|x| e(&x))?;
+        } else {
+            let w = 0.8 / n;
+            let paper = mine.iter().filter_map(|r| {
+                let l = xpos(r) - 0.4 + w * si as f64;
+                r.paper.map(|p| {
+                    PathElement::new(vec![(l, p), (l + w * 0.9, p)], BLACK.stroke_width(3))
+                })
+            });
+            chart.draw_series(paper).map_err(|x| e(&x))?;
+        }
+    }
+    if !numeric && recs.iter().any(|r| r.paper.is_some()) {
+        // A legend entry for the paper's marks.
+        chart
+            .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
+            .map_err(|x| e(&x))?
+            .label("the paper's number")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(3)));
     }
     chart
         .configure_series_labels()

@@ -2,8 +2,9 @@
 //! claims, made from the `<name>.claims.csv` files of full-size runs (the
 //! committed ones in docs/experiments/figures). A row per claim: the
 //! paper's number, ours, ours / paper, and the command that measured it.
-//! `--check FILE` compares the table with the one between the markers in
-//! FILE instead of printing it (a test keeps the committed README honest).
+//! `--update FILE` writes it between the markers in FILE (`dm-bench figure
+//! table --update docs/experiments/README.md`); `--check FILE` compares it
+//! with what is there (a test keeps the committed README honest).
 
 use super::{ClaimRecord, FIGURES};
 use anyhow::{bail, Context, Result};
@@ -71,11 +72,12 @@ pub fn markdown(dir: &Path) -> Result<String> {
     Ok(s)
 }
 
-/// Prints the table, or with `check`, fails unless `check`'s text between
-/// [`BEGIN`] and [`END`] is the table.
-pub fn run(dir: &Path, check: Option<&Path>) -> Result<()> {
+/// Prints the table; with `update`, writes it into that file between
+/// [`BEGIN`] and [`END`]; with `check`, fails unless that file's text there
+/// is the table.
+pub fn run(dir: &Path, check: Option<&Path>, update: Option<&Path>) -> Result<()> {
     let table = markdown(dir)?;
-    let Some(file) = check else {
+    let Some(file) = check.or(update) else {
         print!("{table}");
         return Ok(());
     };
@@ -83,6 +85,12 @@ pub fn run(dir: &Path, check: Option<&Path>) -> Result<()> {
     let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
         bail!("{}: no {BEGIN} ... {END} markers", file.display());
     };
+    if update.is_some() {
+        let new = format!("{}{BEGIN}\n{table}{}", &text[..b], &text[e..]);
+        std::fs::write(file, new).with_context(|| format!("{}", file.display()))?;
+        println!("{}: table written from {}", file.display(), dir.display());
+        return Ok(());
+    }
     let inside = text[b + BEGIN.len()..e].trim();
     if inside != table.trim() {
         bail!(

@@ -1150,13 +1150,7 @@ pub fn measure(mut a: Args) -> Result<serde_json::Value> {
     };
     let wall_s = wall.elapsed().as_secs_f64();
     let locks = if dolphin {
-        let (d, d0) = (dm_art::dolphin::totals(), plan.dolphin0);
-        let d = dm_art::dolphin::DolphinStats {
-            rejected_images: d.rejected_images - d0.rejected_images,
-            lost_update_cas: d.lost_update_cas - d0.lost_update_cas,
-            lock_waits: d.lock_waits - d0.lock_waits,
-            backtracks: d.backtracks - d0.backtracks,
-        };
+        let d = dm_art::dolphin::totals().since(plan.dolphin0);
         (
             format!(
                 "Spear leaf locks (FAA only, Dolphin \u{a7}III-C): {} lock waits, {} same-key update CASes lost and rerun, {} backtracks through special nodes, {} torn images READ again",

@@ -264,6 +264,19 @@ pub struct DolphinStats {
     pub backtracks: u64,
 }
 
+impl DolphinStats {
+    /// The counts since `earlier` (an earlier reading of the same counters,
+    /// e.g. [`totals`] before a run).
+    pub fn since(self, earlier: DolphinStats) -> DolphinStats {
+        DolphinStats {
+            rejected_images: self.rejected_images - earlier.rejected_images,
+            lost_update_cas: self.lost_update_cas - earlier.lost_update_cas,
+            lock_waits: self.lock_waits - earlier.lock_waits,
+            backtracks: self.backtracks - earlier.backtracks,
+        }
+    }
+}
+
 impl DolphinTree {
     /// A handle for core `core` of compute server `cs` (no verbs). Errors:
     /// [`ArtError::BadConfig`] for a leaf size that is not a multiple of 64

@@ -45,8 +45,9 @@ pub struct Args {
     /// Redraw the SVG from the figure's CSV in --out instead of running it.
     #[arg(long)]
     pub replot: bool,
-    /// CI size: a few thousand keys at the same cluster proportions; every
-    /// figure in seconds. Writes to target/figures-quick unless --out says.
+    /// CI size: 10,000 keys at the figure's cluster shape (SMART's with 4
+    /// CSs); every figure in seconds. Writes to target/figures-quick unless
+    /// --out says.
     #[arg(long)]
     pub quick: bool,
     /// Output directory of the CSV and SVG files (default
@@ -192,9 +193,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         if a.replot {
             let path = out.join(format!("{}.csv", fig.name));
-            let mut r =
-                csv::Reader::from_path(&path).with_context(|| format!("{}", path.display()))?;
-            let recs: Vec<Record> = r.deserialize().collect::<Result<_, _>>()?;
+            let recs: Vec<Record> = read_csv(&path)?;
             plot::svg(&out.join(format!("{}.svg", fig.name)), fig, &recs, a.quick)?;
             println!("  redrew {}.svg from {}", fig.name, path.display());
             continue;
@@ -243,7 +242,7 @@ pub fn run(a: Args) -> Result<()> {
 
 /// One headline claim as measured: a line of `<name>.claims.csv`, which
 /// docs/experiments/README.md's table is made from.
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct ClaimRecord {
     pub figure: String,
     pub claim: String,
@@ -287,6 +286,13 @@ fn print_claims(claims: &[ClaimRecord]) {
         };
         println!("  {:<62} {:>10.3} {:>10} {:>7}", c.claim, c.paper, o, r);
     }
+}
+
+/// The records of a CSV that [`write_csv`] wrote.
+fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let mut r = csv::Reader::from_path(path).with_context(|| format!("{}", path.display()))?;
+    let recs = r.deserialize().collect::<Result<_, _>>();
+    recs.with_context(|| format!("{}", path.display()))
 }
 
 fn write_csv<T: Serialize>(path: &Path, recs: &[T]) -> Result<()> {

@@ -6,31 +6,13 @@
 //! table --update docs/experiments/README.md`); `--check FILE` compares it
 //! with what is there (a test keeps the committed README honest).
 
-use super::{ClaimRecord, FIGURES};
+use super::{read_csv, ClaimRecord, FIGURES};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 
 /// The markers around the generated table in docs/experiments/README.md.
 pub const BEGIN: &str = "<!-- figure table: begin (dm-bench figure table) -->";
 pub const END: &str = "<!-- figure table: end -->";
-
-fn read_claims(path: &Path) -> Result<Vec<ClaimRecord>> {
-    let mut r = csv::Reader::from_path(path).with_context(|| format!("{}", path.display()))?;
-    let mut v = Vec::new();
-    for rec in r.records() {
-        let rec = rec?;
-        let num = |i: usize| rec.get(i).and_then(|s| s.parse::<f64>().ok());
-        v.push(ClaimRecord {
-            figure: rec[0].to_string(),
-            claim: rec[1].to_string(),
-            metric: rec[2].to_string(),
-            paper: num(3).unwrap_or(f64::NAN),
-            ours: num(4),
-            ratio: num(5),
-        });
-    }
-    Ok(v)
-}
 
 fn fmt(x: f64) -> String {
     if x.abs() >= 100.0 {
@@ -52,7 +34,7 @@ pub fn markdown(dir: &Path) -> Result<String> {
         if !p.exists() || f.claims.is_empty() {
             continue;
         }
-        for c in read_claims(&p)? {
+        for c in read_csv::<ClaimRecord>(&p)? {
             let (o, r) = match (c.ours, c.ratio) {
                 (Some(o), Some(r)) => (fmt(o), format!("{r:.2}")),
                 _ => ("-".into(), "-".into()),

@@ -244,7 +244,7 @@ fn deliver(core: &CoreState, c: Completion) {
     if slot.gen != gen {
         return;
     }
-    tracing::trace!(key, ok = c.result.is_ok(), "completion");
+    tracing::trace!(key, wr_id = c.wr_id, ok = c.result.is_ok(), "completion");
     if matches!(slot.waiter, Waiter::Abandoned) {
         inf.remove(key);
         return;

@@ -18,6 +18,13 @@
 //! - [`sim_driver`]: [`SimRuntime`], many simulated cores in one OS thread.
 //! - [`threads`]: [`run_threads`], one pinned OS thread per core on real fabrics.
 //!
+//! ## Tracing
+//! At `trace` level the runtime emits `post` (a WR joins this round's post
+//! list), `completion` (the CQ poll hands a result to its slot), `switch`
+//! (a task poll ended; `ready` if it finished) and the lock table's `lock
+//! wait` / `lock granted`. [`current_core_clock`] gives a subscriber the
+//! core and its (virtual, on sim) time.
+//!
 //! ## Design notes (where this refines `ARCHITECTURE.md`)
 //! - **Wakers carry no pointer.** A waker's data word is `(executor id << 32) |
 //!   task key`; cloning and dropping are free and it is `Send` by construction.
@@ -80,6 +87,14 @@ pub fn spawn<F: Future + 'static>(fut: F) -> JoinHandle<F::Output> {
 /// The current core's clock, ns (virtual on sim, wall otherwise).
 pub fn now_ns() -> u64 {
     core::with_current(|c| c.clock.now_ns())
+}
+
+/// The polling core's executor id ([`Executor::id`]) and clock (ns), or
+/// `None` outside a dm-runtime executor's tick. For `tracing` subscribers
+/// that stamp the runtime's events (`post`, `completion`, `switch`, `lock
+/// wait`, `lock granted`) with the core's virtual time (`dm-bench trace`).
+pub fn current_core_clock() -> Option<(u32, u64)> {
+    core::try_current(|c| (c.exec_id, c.clock.now_ns()))
 }
 
 /// Charges `ns` of local CPU work to the current core: an index's traversal

@@ -10,6 +10,10 @@
 //! - [`SharedCell`]: a CS-wide once-cell with cross-core wakes: one task fills
 //!   it, every waiter on any core of the CS gets a clone (SMART read delegation, §4.2).
 //!
+//! A wait in the lock table emits the `tracing` events `lock wait` and `lock
+//! granted` (field `key`; `handed_over` on the grant), which `dm-bench trace`
+//! places on its timeline.
+//!
 //! Same-core fast paths (uncontended lock, already-set cell) take one uncontended
 //! mutex and never touch another core; wakes across cores go through the target
 //! core's inbox.
@@ -114,12 +118,14 @@ impl LocalLockTable {
             s.waiters.push_back(c.clone());
             c
         };
+        tracing::trace!(key, "lock wait");
         let handed_over = LockWait {
             table: self,
             key,
             cell: Some(cell),
         }
         .await;
+        tracing::trace!(key, handed_over, "lock granted");
         LocalLockGuard {
             table: self,
             key,

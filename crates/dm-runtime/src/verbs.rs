@@ -58,11 +58,9 @@ impl Future for VerbFuture {
                 waiter: c.waiter(cx.waker()),
                 result: None,
             }) as u32;
-            tracing::trace!(key, ms = verb.ms(), kind = ?verb.kind(), "post");
-            c.post(WorkRequest {
-                wr_id: ((gen as u64) << 32) | key as u64,
-                verb,
-            });
+            let wr_id = ((gen as u64) << 32) | key as u64;
+            tracing::trace!(key, wr_id, ms = verb.ms(), kind = ?verb.kind(), "post");
+            c.post(WorkRequest { wr_id, verb });
             (key, gen)
         });
         this.state = State::Posted { key, gen };

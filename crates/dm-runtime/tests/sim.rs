@@ -170,6 +170,11 @@ fn torn_pieces_follow_granularity() {
 }
 
 fn run_hash(seed: u64) -> (u64, u64) {
+    run_hash_rec(seed, false).0
+}
+
+/// The run of [`run_hash`], with the sim's WR recorder on if `record`.
+fn run_hash_rec(seed: u64, record: bool) -> ((u64, u64), Option<dm_verbs::sim::SimTrace>) {
     let mut cfg = small_cfg();
     cfg.seed = seed;
     cfg.faults.delay_prob = 0.3;
@@ -190,8 +195,36 @@ fn run_hash(seed: u64) -> (u64, u64) {
             });
         }
     }
+    if record {
+        r.fabric().start_trace();
+    }
     let end = r.run();
-    (r.fabric().trace_hash(), end)
+    ((r.fabric().trace_hash(), end), r.fabric().take_trace())
+}
+
+#[test]
+fn recording_changes_nothing_and_orders_each_wrs_times() {
+    let (plain, none) = run_hash_rec(42, false);
+    let (rec, trace) = run_hash_rec(42, true);
+    assert!(none.is_none());
+    assert_eq!(plain, rec, "the recorder must not change the run");
+    let t = trace.unwrap();
+    // 3 cores x 20 tasks x 10 x (WRITE, READ, FAA).
+    assert_eq!(t.wrs.len(), 1800);
+    let in_lists: usize = t.doorbells.iter().map(|d| d.wrs.len()).sum();
+    assert_eq!(in_lists, t.wrs.len());
+    for w in &t.wrs {
+        assert!(w.ok);
+        assert!(
+            w.posted_ns <= w.nic_tx_ns && w.nic_tx_ns < w.ms_arrive_ns,
+            "{w:?}"
+        );
+        assert!(
+            w.ms_arrive_ns <= w.exec_ns && w.exec_ns <= w.ms_done_ns,
+            "{w:?}"
+        );
+        assert!(w.ms_done_ns < w.cq_ns, "{w:?}");
+    }
 }
 
 #[test]

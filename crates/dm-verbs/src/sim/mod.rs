@@ -21,6 +21,12 @@
 //! Same [`SimConfig`] (seed included) and same program give the same run: the
 //! same events at the same virtual times, summarised by [`SimFabric::trace_hash`].
 //!
+//! **Recording** (`trace.rs`, off by default): [`SimFabric::start_trace`]
+//! notes each WR's times at the CS core, CS NIC, MS NIC and MS and its
+//! completion, and each post list (doorbell), for `dm-bench trace`'s
+//! timelines; [`SimFabric::take_trace`] stops it and returns the
+//! [`SimTrace`]. It changes neither events nor `trace_hash`.
+//!
 //! Event loop: a binary min-heap of `(time, seq)` keys packed in a `u128`, with
 //! the events themselves in a slab (sifting moves 16-byte keys, not events). An
 //! idle core whose completion arrives runs at once rather than through a wake
@@ -34,7 +40,10 @@
 //! target is 5 M; about a third of the time goes to the runtime's verb path
 //! (see dm-runtime's crate docs), the rest to the event queue and the model.
 
+mod trace;
 mod world;
+
+pub use trace::{Doorbell, SimTrace, WrTrace};
 
 use crate::{
     Caps, Clock, Completion, CpuCost, Fabric, FabricKind, MsConfig, Queues, RpcHandler, WorkRequest,
@@ -224,6 +233,20 @@ impl SimFabric {
     /// Hash of every event processed so far (time, kind, core, wr_id, data).
     pub fn trace_hash(&self) -> u64 {
         self.world.borrow().trace_hash
+    }
+
+    /// Starts recording every WR's trip through the model (a fresh
+    /// [`SimTrace`]; see the `trace` module). Changes no event, time or
+    /// [`Self::trace_hash`]; off by default.
+    pub fn start_trace(&self) {
+        let mut w = self.world.borrow_mut();
+        let now = w.now;
+        w.rec = Some(Box::new(trace::Recorder::new(now)));
+    }
+
+    /// Stops recording and returns what was recorded (`None` if it was off).
+    pub fn take_trace(&self) -> Option<SimTrace> {
+        self.world.borrow_mut().rec.take().map(|r| r.trace)
     }
 
     /// Verbs executed at memory servers so far.

@@ -1,5 +1,6 @@
 //! The simulator's state and event loop. See the parent module for the model.
 
+use super::trace::Recorder;
 use super::SimConfig;
 use crate::ms::{check_bounds, masked_cas_apply, ChunkAllocator, RpcRegistry};
 use crate::{
@@ -92,6 +93,8 @@ pub(super) struct World {
     events: BinaryHeap<Reverse<u128>>,
     payloads: slab::Slab<Event>,
     seq: u64,
+    /// The WR recorder, when on ([`super::SimFabric::start_trace`]).
+    pub(super) rec: Option<Box<Recorder>>,
 }
 
 /// Folds `v` into the trace hash (one multiply-rotate round; order-sensitive).
@@ -127,6 +130,7 @@ impl World {
             events: BinaryHeap::new(),
             payloads: slab::Slab::new(),
             seq: 0,
+            rec: None,
         }
     }
 
@@ -225,6 +229,9 @@ impl World {
                     reply,
                 } => self.rpc_done(core, wr_id, ms, ms_core, reply),
                 Event::Deliver { core, c } => {
+                    if let Some(r) = self.rec.as_deref_mut() {
+                        r.delivered(core, c.wr_id, self.now);
+                    }
                     self.trace_hash =
                         mix(mix(mix(self.trace_hash, self.now), core as u64), c.wr_id);
                     self.cores[core].cq.push(c);
@@ -285,6 +292,13 @@ impl World {
         if f.delay_prob > 0.0 && self.rng.gen_bool(f.delay_prob.min(1.0)) {
             t += self.rng.gen_range(0..=f.delay_max_ns);
         }
+        if let Some(r) = self.rec.as_deref_mut() {
+            let old = match &result {
+                Ok(VerbOutput::Atomic(v)) => Some(*v),
+                _ => None,
+            };
+            r.complete(core, wr_id, t, result.is_ok(), old);
+        }
         self.push(
             t,
             Event::Deliver {
@@ -302,6 +316,9 @@ impl World {
         let nic = &mut self.cs_nics[cs];
         let done = arrive.max(nic.rx_free) + x;
         nic.rx_free = done;
+        if let Some(r) = self.rec.as_deref_mut() {
+            r.reply = Some((t, bytes));
+        }
         done
     }
 
@@ -313,6 +330,7 @@ impl World {
             self.now
         );
         let net = self.cfg.net;
+        let db = self.rec.as_deref_mut().map(|r| r.doorbell(core, ms, t0));
         for wr in wrs.drain(..) {
             if ms >= self.cfg.num_ms || self.cores[core].broken[ms as usize] {
                 let err = if ms >= self.cfg.num_ms {
@@ -323,6 +341,11 @@ impl World {
                 } else {
                     VerbError::QpError { ms }
                 };
+                if let (Some(r), Some(db)) = (self.rec.as_deref_mut(), db) {
+                    let cs = self.cores[core].cs;
+                    let t = (t0, t0, t0, t0);
+                    r.post(db, core, cs, ms, wr.wr_id, &wr.verb, t);
+                }
                 self.complete(core, wr.wr_id, t0 + net.rtt_ns, Err(err));
                 continue;
             }
@@ -360,6 +383,10 @@ impl World {
             let q = &mut self.cores[core].qp_last_exec[ms as usize];
             exec = exec.max(*q);
             *q = exec;
+            if let (Some(r), Some(db)) = (self.rec.as_deref_mut(), db) {
+                let t = (t0, arrive - net.rtt_ns / 2, arrive, exec);
+                r.post(db, core, cs as u16, ms, wr.wr_id, &wr.verb, t);
+            }
             self.push(
                 exec,
                 Event::Exec {
@@ -562,6 +589,9 @@ impl World {
         };
         self.ms[ms as usize].cores_busy[ms_core] = true;
         let done = self.now + cost;
+        if let Some(r) = self.rec.as_deref_mut() {
+            r.exec(core, wr_id, self.now);
+        }
         self.push(
             done,
             Event::RpcDone {

@@ -13,6 +13,10 @@
 //! - `sim-speed`: simulated verbs per wall second on one core.
 //! - `figure`: a paper's headline figure or table at its cluster shape on
 //!   `sim` ([`figure`]): CSV, SVG plot, the table next to the paper's numbers.
+//! - `trace`: one operation on a warmed-up index on `sim`, as a timeline
+//!   of every WR, doorbell, completion, task switch and lock wait in
+//!   virtual ns, and an SVG sequence diagram (CS core, CS NIC, MSs)
+//!   ([`trace_cmd`]; `docs/techniques.md` shows each paper technique with it).
 //! - `workload`: statistics of a YCSB/Sherman operation stream, generated
 //!   ([`ycsb`]) or read from an index-microbench trace.
 
@@ -23,6 +27,7 @@ mod kv;
 mod report;
 mod runtime_bench;
 mod sim_speed;
+mod trace_cmd;
 mod verbs_bench;
 mod workload_cmd;
 mod ycsb;
@@ -59,6 +64,8 @@ enum Cmd {
     Workload(workload_cmd::Args),
     /// A paper's headline figure on sim: CSV, SVG and the table (`figure list`).
     Figure(figure::Args),
+    /// One operation on a warmed-up index on sim: its timeline and an SVG sequence diagram.
+    Trace(trace_cmd::Args),
 }
 
 fn main() {
@@ -91,6 +98,7 @@ fn main() {
         Cmd::SimSpeed(a) => sim_speed::run(a),
         Cmd::Workload(a) => workload_cmd::run(a),
         Cmd::Figure(a) => figure::run(a),
+        Cmd::Trace(a) => trace_cmd::run(a),
     };
     if let Err(e) = r {
         eprintln!("dm-bench: error: {e:#}");

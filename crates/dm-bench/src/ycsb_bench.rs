@@ -638,7 +638,48 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 /// [`run`], returning the report (the JSON that `--json` writes).
-pub fn measure(mut a: Args) -> Result<serde_json::Value> {
+pub fn measure(a: Args) -> Result<serde_json::Value> {
+    measure_with(a, None)
+}
+
+/// The warmed-up sim cluster that [`measure_with`] hands its hook after the
+/// run phase and the final verification (`dm-bench trace` runs one traced
+/// operation there while every client is idle).
+pub(crate) struct Warm<'a> {
+    pub rt: &'a mut SimRuntime,
+    /// (CS, thread) of each core, in the order of `sim_cores` and `trees`.
+    pub places: &'a [(u16, u16)],
+    pub sim_cores: &'a [dm_runtime::SimCore],
+    /// Each core's index handle (with its CS's caches, as the run used them).
+    pub trees: &'a [Rc<AnyIndex>],
+}
+
+/// What runs on [`Warm`] (sim only).
+pub(crate) type WarmHook<'h> = &'h mut dyn FnMut(Warm<'_>) -> Result<()>;
+
+/// The key of generated key number `n` (`--key-order` hashed or ordered):
+/// the load inserts key numbers `0..--keys`.
+pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
+    if a.key_file.is_some() || a.trace_dir.is_some() {
+        bail!("key numbers name generated integer keys (no --key-file, --trace-dir)");
+    }
+    let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
+    let s = Stream::new(spec, a.keys, a.ops, a.seed);
+    Ok(match a.key_order.as_str() {
+        "ordered" => s.with_ordered_keys().key(n),
+        _ => s.key(n),
+    })
+}
+
+/// [`measure`]; on sim, `after` then runs on the cluster as the run and
+/// the verification left it (caches warm, every task finished).
+pub(crate) fn measure_with(
+    mut a: Args,
+    mut after: Option<WarmHook<'_>>,
+) -> Result<serde_json::Value> {
+    if after.is_some() && a.fabric != FabricArg::Sim {
+        bail!("a traced operation runs on --fabric sim only");
+    }
     a.ms = a.ms_spec.count();
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
     let (ci, cn) = parse_client(&a.client)?;
@@ -1110,6 +1151,14 @@ pub fn measure(mut a: Args) -> Result<serde_json::Value> {
             let v = rt
                 .block_on(sc[0], verify_view(open(0, 0), plan.clone()))
                 .unwrap();
+            if let Some(h) = after.as_mut() {
+                h(Warm {
+                    rt: &mut rt,
+                    places: &cores,
+                    sim_cores: &sc,
+                    trees: &trees,
+                })?;
+            }
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
             let detail = json!({"trace_hash": format!("{:016x}", fabric.trace_hash()), "tear": format!("{tear:?}"), "net": format!("{:?}", cfg.net)});
             (lo, ro, lns, rns, v, detail, used)

@@ -130,6 +130,15 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             }
         );
     };
+    // Labels at one x move down below the previous one there (WRs of one
+    // post list travel together); arrows and boxes stay at their times.
+    let mut taken: HashMap<i64, f64> = HashMap::new();
+    let mut place = |x: f64, y: f64| {
+        let p = taken.entry(x.round() as i64).or_insert(f64::MIN);
+        let ty = y.max(*p + 11.0);
+        *p = ty;
+        ty
+    };
     for (i, w) in t.sim.wrs.iter().enumerate() {
         let c = colour(w.kind);
         let cs = t.cores.get(w.core).map_or(w.cs, |c| c.cs);
@@ -161,14 +170,14 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
         let _ = writeln!(
             s,
             r#"<text x="{mx:.1}" y="{:.1}" text-anchor="middle" fill="{c}">{}</text>"#,
-            my - 3.0,
+            place(mx, my - 3.0),
             esc(&format!("{} @{} ns", wr_label(w), rel(w.posted_ns)))
         );
         let _ = writeln!(
             s,
             r#"<text x="{:.1}" y="{:.1}" fill="{c}">{}</text>"#,
             xm + 7.0,
-            ye + 3.0,
+            place(xm + 7.0, ye + 3.0),
             esc(&format!("exec @{}", rel(w.exec_ns)))
         );
         arrow(&mut s, (xm, yd), (xn, yq), c, true);
@@ -176,7 +185,7 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             s,
             r#"<text x="{:.1}" y="{:.1}" fill="{c}">{}</text>"#,
             xn + 4.0,
-            yq + 11.0,
+            place(xn + 4.0, yq + 11.0),
             esc(&format!("CQ @{}", rel(w.cq_ns)))
         );
         if let Some(&p) = polled.get(&i) {

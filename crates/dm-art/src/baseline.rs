@@ -135,6 +135,8 @@ pub const HOCL: dm_tree::Techniques = dm_tree::Techniques {
     hier_lock: true,
     max_handover: 4,
     two_level: false,
+    lock_backoff: 32,
+    unlock_faa: false,
 };
 
 /// Node locks held by one ROWEX writer, released by [`SmartTree::rowex_unlock`].

@@ -106,6 +106,53 @@ pub fn no_rdma() -> anyhow::Error {
     )
 }
 
+/// `--nic`: the sim's network-model preset (dm-verbs `NetModel::preset`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum, PartialEq, Eq)]
+pub enum NicArg {
+    /// 100 Gbps ConnectX-5, Sherman's testbed (the default).
+    Cx5,
+    /// 100 Gbps ConnectX-6, SMART's testbed.
+    Cx6,
+}
+
+/// The sim's network model: a NIC preset and overrides of the parameters
+/// that users most often set to their own cluster's (docs/simulator.md).
+#[derive(clap::Args, Clone, Debug)]
+pub struct SimNetArgs {
+    /// Network-model preset of the sim fabric (docs/simulator.md).
+    #[arg(long, value_enum, default_value = "cx5")]
+    pub nic: NicArg,
+    /// Override the preset's round trip of a small verb, virtual ns.
+    #[arg(long)]
+    pub rtt_ns: Option<u64>,
+    /// Override how long a host-memory atomic holds its NIC bucket, virtual ns.
+    #[arg(long)]
+    pub host_atomic_ns: Option<u64>,
+    /// Override the CS CPU charged per index operation, virtual ns.
+    #[arg(long)]
+    pub op_cpu_ns: Option<u64>,
+}
+
+impl SimNetArgs {
+    /// The network model these flags select.
+    pub fn net(&self) -> dm_verbs::sim::NetModel {
+        let mut m = dm_verbs::sim::NetModel::preset(match self.nic {
+            NicArg::Cx5 => dm_verbs::sim::Nic::Cx5,
+            NicArg::Cx6 => dm_verbs::sim::Nic::Cx6,
+        });
+        if let Some(v) = self.rtt_ns {
+            m.rtt_ns = v;
+        }
+        if let Some(v) = self.host_atomic_ns {
+            m.host_atomic_ns = v;
+        }
+        if let Some(v) = self.op_cpu_ns {
+            m.cpu.op_ns = v;
+        }
+        m
+    }
+}
+
 /// Superblock offset (MS 0) of the multi-client barrier word.
 pub const BARRIER_OFF: u64 = 2048;
 

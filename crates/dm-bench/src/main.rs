@@ -11,6 +11,8 @@
 //!   verifying the final memory state.
 //! - `runtime`: ns per task switch of dm-runtime vs tokio's `LocalSet`.
 //! - `sim-speed`: simulated verbs per wall second on one core.
+//! - `calibrate`: the papers' hardware facts (RTT, READ IOPS and bandwidth,
+//!   on-chip CAS, lock collapse) measured on `sim` with a NIC preset ([`calibrate`]).
 //! - `figure`: a paper's headline figure or table at its cluster shape on
 //!   `sim` ([`figure`]): CSV, SVG plot, the table next to the paper's numbers.
 //! - `trace`: one operation on a warmed-up index on `sim`, as a timeline
@@ -20,6 +22,7 @@
 //! - `workload`: statistics of a YCSB/Sherman operation stream, generated
 //!   ([`ycsb`]) or read from an index-microbench trace.
 
+mod calibrate;
 mod check;
 mod fabric_arg;
 mod figure;
@@ -60,6 +63,8 @@ enum Cmd {
     Runtime(runtime_bench::Args),
     /// Simulator speed: simulated verbs per wall second on one core.
     SimSpeed(sim_speed::Args),
+    /// The papers' hardware facts measured on sim with a NIC preset (docs/simulator.md).
+    Calibrate(calibrate::Args),
     /// Statistics of a workload's operation stream (generated or from a trace).
     Workload(workload_cmd::Args),
     /// A paper's headline figure on sim: CSV, SVG and the table (`figure list`).
@@ -96,6 +101,7 @@ fn main() {
         Cmd::Verbs(a) => verbs_bench::run(a),
         Cmd::Runtime(a) => runtime_bench::run(a),
         Cmd::SimSpeed(a) => sim_speed::run(a),
+        Cmd::Calibrate(a) => calibrate::run(a),
         Cmd::Workload(a) => workload_cmd::run(a),
         Cmd::Figure(a) => figure::run(a),
         Cmd::Trace(a) => trace_cmd::run(a),

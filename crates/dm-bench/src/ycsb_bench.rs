@@ -98,6 +98,8 @@ pub struct Args {
     /// Torn-READ model on sim.
     #[arg(long, value_enum, default_value = "word")]
     pub tear: TearArg,
+    #[command(flatten)]
+    pub net: crate::fabric_arg::SimNetArgs,
     /// Read load_<key-type>_workload<W> and txn_<key-type>_workload<W> from here.
     #[arg(long)]
     pub trace_dir: Option<PathBuf>,
@@ -133,6 +135,14 @@ pub struct Args {
     /// Tree node size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub node_bytes: usize,
+    /// B+tree rungs: most yields between two failed node-lock CASes; 0
+    /// retries at once, as FG does (Sherman §3.2.2, Table 1). Default 32.
+    #[arg(long)]
+    pub lock_backoff: Option<u32>,
+    /// B+tree rungs with in-node locks: release by FAA, as FG does (Sherman
+    /// §3.1), instead of FG+'s WRITE.
+    #[arg(long)]
+    pub unlock_faa: bool,
     /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor
     /// analysis): `lfi` lock-free internal nodes (ROWEX node locks instead),
     /// `ipl` in-place leaves (RCU instead; implies `rear`), `rear` the
@@ -190,6 +200,9 @@ struct Plan {
     /// `dm-bench figure`), subtracted in the report.
     carved0: u64,
     dolphin0: dm_art::dolphin::DolphinStats,
+    /// CS CPU charged per operation before it starts (the sim's
+    /// `cpu.op_ns`; charging is a no-op on real fabrics).
+    op_cpu_ns: u64,
 }
 
 fn load_value(i: usize) -> u64 {
@@ -268,6 +281,7 @@ async fn coroutine(
     };
     for j in mine {
         let t0 = dm_runtime::now_ns();
+        dm_runtime::charge_cpu(plan.op_cpu_ns);
         let s0 = dm_runtime::task_stats();
         let kind = match phase {
             Phase::Load => {
@@ -589,6 +603,7 @@ fn build_plan(a: &Args) -> Result<Plan> {
         keys_info,
         repartition: None,
         heads: None,
+        op_cpu_ns: 0,
     })
 }
 
@@ -696,7 +711,11 @@ pub(crate) fn measure_with(
     if a.fabric == FabricArg::Rdma {
         return Err(crate::fabric_arg::no_rdma());
     }
-    let (techniques, design, rung) = parse_index(&a.index)?;
+    let (mut techniques, design, rung) = parse_index(&a.index)?;
+    if let Some(b) = a.lock_backoff {
+        techniques.lock_backoff = b;
+    }
+    techniques.unlock_faa = a.unlock_faa;
     let smart = rung.is_some();
     for t in &a.smart_off {
         if !["lfi", "ipl", "rear", "rd", "wc", "cache"].contains(&t.as_str()) {
@@ -885,6 +904,7 @@ pub(crate) fn measure_with(
     }
     let one_sided_btree = !smart && !dex && !dolphin && design != Design::Coarse;
     plan.heads = crate::ycsb_head::HeadMaint::plan(&a.head, one_sided_btree)?;
+    plan.op_cpu_ns = a.net.net().cpu.op_ns;
     let plan = Arc::new(plan);
     // DEX: each CS's coroutines run the operations on its own keys.
     let routes = match &dexcl {
@@ -1088,6 +1108,7 @@ pub(crate) fn measure_with(
                     tear,
                     ..Default::default()
                 },
+                net: a.net.net(),
                 seed: a.seed,
                 ..Default::default()
             };

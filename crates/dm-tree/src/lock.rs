@@ -68,7 +68,7 @@
 
 use crate::tree::TreeError;
 use dm_runtime::sync::{LocalLockGuard, LocalLockTable};
-use dm_runtime::{cas, masked_cas, read, rpc, write, yield_now};
+use dm_runtime::{cas, faa, masked_cas, read, rpc, write, yield_now};
 use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::{Caps, GlobalAddr};
 use futures::future::try_join_all;
@@ -95,6 +95,16 @@ pub struct Techniques {
     /// instead of the node ([`crate::two_level`]). Only affects leaves this
     /// tree creates: a leaf's layout is recorded in its header.
     pub two_level: bool,
+    /// Most yields between two failed remote lock CASes (doubling from 1).
+    /// 0 retries at once, as FG and FG+ do ("blindly retries", Sherman
+    /// §3.2.2): what collapses them under skew (Table 1). Every rung
+    /// defaults to 32, which keeps a spinning task from flooding its NIC
+    /// bucket; `dm-bench ycsb --lock-backoff 0` gives the papers' spin.
+    pub lock_backoff: u32,
+    /// Release an in-node lock by FAA, as FG does (Sherman §3.1), instead of
+    /// by WRITE, FG+'s change (§5.1). The FAA queues behind the spinners'
+    /// CASes in the NIC's atomic bucket (§3.2.2); the WRITE does not.
+    pub unlock_faa: bool,
 }
 
 impl Techniques {
@@ -105,6 +115,8 @@ impl Techniques {
         hier_lock: false,
         max_handover: 4,
         two_level: false,
+        lock_backoff: 32,
+        unlock_faa: false,
     };
     /// FG+ with command combination.
     pub const SHERMAN_COMBINE: Techniques = Techniques {
@@ -494,7 +506,7 @@ impl NodeLocks {
             _ => None,
         };
         let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
-        let mut backoff = 1u32;
+        let mut backoff = self.t.lock_backoff.min(1);
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
             let mut joined = None;
@@ -518,7 +530,7 @@ impl NodeLocks {
                     for _ in 0..backoff {
                         yield_now().await;
                     }
-                    backoff = (backoff * 2).min(32);
+                    backoff = (backoff * 2).min(self.t.lock_backoff);
                     continue;
                 }
             }
@@ -647,7 +659,12 @@ impl NodeLocks {
     async fn unlock_word(&self, w: LockWord) -> Result<(), TreeError> {
         match w {
             LockWord::Word(a) => {
-                write(a, vec![0; 8]).await?;
+                if self.t.unlock_faa {
+                    // The word holds our tag: adding its negation leaves 0.
+                    faa(a, self.tag.wrapping_neg()).await?;
+                } else {
+                    write(a, vec![0; 8]).await?;
+                }
                 ledger((self.tag, a.to_u64()), |e| {
                     e.held = e.held.saturating_sub(1);
                     e.epoch += 1;

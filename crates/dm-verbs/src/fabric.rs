@@ -96,6 +96,12 @@ pub struct CpuCost {
     pub post_ns: u64,
     /// Per CQ poll call that returned at least one completion.
     pub cq_poll_ns: u64,
+    /// Per index operation, charged by the client that issues it (dm-bench's
+    /// `ycsb` driver), not by the runtime: the application and index CPU work
+    /// that polls, posts and CQ polls leave out (request handling, key
+    /// generation, index-cache search, node search, checksums). See
+    /// `docs/simulator.md` for how the default was chosen.
+    pub op_ns: u64,
 }
 
 /// The cluster as seen by compute servers.

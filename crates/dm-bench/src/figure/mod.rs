@@ -295,7 +295,7 @@ fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
     recs.with_context(|| format!("{}", path.display()))
 }
 
-fn write_csv<T: Serialize>(path: &Path, recs: &[T]) -> Result<()> {
+pub(crate) fn write_csv<T: Serialize>(path: &Path, recs: &[T]) -> Result<()> {
     let mut w = csv::Writer::from_path(path).with_context(|| format!("{}", path.display()))?;
     for r in recs {
         w.serialize(r)?;

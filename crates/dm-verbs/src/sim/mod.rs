@@ -2,10 +2,13 @@
 //! simulation of a DM cluster in **virtual nanoseconds**.
 //!
 //! Memory servers are byte arrays. Every WR goes through a network model
-//! ([`NetModel`]): the CS NIC's message rate and link, half an RTT on the wire,
-//! the MS NIC's message rate and link, the NIC atomic unit (host-memory atomics
-//! pay PCIe and serialise per bucket; device-memory atomics are fast), MS CPU
-//! cores for RPCs, then half an RTT back. WRs on one QP execute in posting
+//! ([`NetModel`], presets [`NetModel::cx5`] and [`NetModel::cx6`]): the CS
+//! NIC's message rate and link, half an RTT on the wire, the MS NIC's message
+//! rate (slower for host memory, which goes through PCIe, than for device
+//! memory) and link, the NIC atomic unit (host-memory atomics pay PCIe and
+//! serialise per bucket; device-memory atomics are fast), MS CPU cores for
+//! RPCs, then half an RTT back. `docs/simulator.md` gives every parameter's
+//! source and the calibration (`dm-bench calibrate`, Sherman Table 1). WRs on one QP execute in posting
 //! order. One OS thread simulates every CS core; the runtime (dm-runtime's sim
 //! driver) asks [`SimFabric::next_core`] which core runs next and ticks it.
 //!
@@ -73,37 +76,65 @@ impl TearGranularity {
     }
 }
 
-/// Network and CPU model. All times in virtual ns. Defaults and their sources:
+/// Network and CPU model. All times in virtual ns.
 ///
-/// | parameter | default | source |
+/// The defaults are the [`NetModel::cx5`] preset: the testbed of Sherman
+/// (100 Gbps ConnectX-5, 8 MS + 8 CS), whose Table 1 and §4.3 give the
+/// numbers the model is checked against. `docs/simulator.md` gives every
+/// parameter's source and what `dm-bench calibrate` measures with it.
+///
+/// | parameter | cx5 (default) | source |
 /// |---|---|---|
-/// | `rtt_ns` | 2000 | RTT ~2 µs for small verbs (Sherman §2, SMART §2.1) |
-/// | `link_bytes_per_ns` | 12.5 | 100 Gbps ConnectX-5/6 link = 12.5 GB/s (Sherman §5.1, SMART §3.2.2) |
-/// | `nic_msg_ns` | 22 | ~45 M small verbs/s per ConnectX-6 NIC (SMART §3.2.2), on CS and MS side |
-/// | `host_atomic_ns` | 600 | host-memory atomics take 2 PCIe transactions and serialise per bucket (Sherman §3.2.2); value to be calibrated (issue 9) |
+/// | `rtt_ns` | 2000 | RTT ~2 µs for small verbs on commodity RNICs (Sherman §3.1) |
+/// | `link_bytes_per_ns` | 12.5 | 100 Gbps link = 12.5 GB/s (Sherman §5.1; SMART §3.2.2: Sherman's READs saturate it at 4.17 Mops of ~3 KB leaves) |
+/// | `nic_msg_ns` | 22 | one RNIC's ~45 Mops of small verbs to host memory (SMART §3.2.2, §5.2), on CS and MS side |
+/// | `device_msg_ns` | 9 | MS NIC time of a verb on device (on-chip) memory, no PCIe: ~110 Mops of on-chip CAS (Sherman §4.3) |
+/// | `host_atomic_ns` | 1000 | a host-memory atomic holds its NIC bucket for 2 PCIe transactions (Sherman §3.2.2); fitted to Table 1's skewed collapse |
 /// | `atomic_buckets` | 4096 | NIC atomic buckets keyed by 12 LSBs of the address (Sherman §3.2.2) |
 /// | `device_atomic_ns` | 9 | ~110 Mops of CAS on on-chip memory (Sherman §4.3) |
-/// | `ms_rpc_ns` | 1000 | MS CPU time to receive, dispatch and answer one RPC (placeholder, issue 7 calibrates) |
-/// | `cpu` | poll 60, post 30, cq_poll 40 | CS CPU time per task poll / WR posted / CQ poll (order of a few cache misses) |
+/// | `ms_rpc_ns` | 1000 | MS CPU time to receive, dispatch and answer one RPC (order of one RTT's software path) |
+/// | `cpu` | poll 60, post 30, cq_poll 40, op 1800 | CS CPU per task poll / WR posted / CQ poll (a few cache misses each), and per index operation (fitted to Table 1's read-intensive p50) |
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NetModel {
+    /// Round trip of a small verb on an idle network, ns (half each way).
     pub rtt_ns: u64,
+    /// Link bandwidth of each NIC (CS and MS), bytes per ns.
     pub link_bytes_per_ns: f64,
+    /// NIC time per verb to or from host memory (message rate), ns.
     pub nic_msg_ns: u64,
+    /// MS NIC time per verb on device memory, ns.
+    pub device_msg_ns: u64,
+    /// Time a host-memory atomic holds its NIC atomic bucket, ns.
     pub host_atomic_ns: u64,
+    /// Number of NIC atomic buckets (address bits 0..12 pick one).
     pub atomic_buckets: u64,
+    /// Time a device-memory atomic holds its bucket, ns.
     pub device_atomic_ns: u64,
+    /// MS CPU time per RPC, ns.
     pub ms_rpc_ns: u64,
+    /// CS CPU costs, ns.
     pub cpu: CpuCost,
 }
 
-impl Default for NetModel {
-    fn default() -> Self {
+/// A NIC preset of [`NetModel`] (`dm-bench --nic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nic {
+    /// 100 Gbps ConnectX-5 as in Sherman's, DEX's and Dolphin's testbeds.
+    Cx5,
+    /// 100 Gbps ConnectX-6 as in SMART's testbed.
+    Cx6,
+}
+
+impl NetModel {
+    /// Sherman's testbed (§5: 100 Gbps ConnectX-5, Xeon E5-2650 v4 CSs):
+    /// the default. See the table above.
+    pub fn cx5() -> Self {
         NetModel {
             rtt_ns: 2000,
             link_bytes_per_ns: 12.5,
             nic_msg_ns: 22,
-            host_atomic_ns: 600,
+            device_msg_ns: 9,
+            host_atomic_ns: 1000,
             atomic_buckets: 4096,
             device_atomic_ns: 9,
             ms_rpc_ns: 1000,
@@ -111,8 +142,33 @@ impl Default for NetModel {
                 poll_ns: 60,
                 post_ns: 30,
                 cq_poll_ns: 40,
+                op_ns: 1800,
             },
         }
+    }
+
+    /// SMART's testbed (§5.1.1: 100 Gbps ConnectX-6 over RoCE, 2 MNs).
+    /// SMART states one fact of the card, its ~45 Mops of small READs
+    /// (§3.2.2), which [`NetModel::cx5`] already takes; it states no RTT,
+    /// lock or CPU figure of its own. So today the two presets hold the same
+    /// numbers: `cx6` names where they come from for SMART's figures, and is
+    /// the place for a CX6's measured numbers (docs/simulator.md).
+    pub fn cx6() -> Self {
+        Self::cx5()
+    }
+
+    /// The preset `nic`.
+    pub fn preset(nic: Nic) -> Self {
+        match nic {
+            Nic::Cx5 => Self::cx5(),
+            Nic::Cx6 => Self::cx6(),
+        }
+    }
+}
+
+impl Default for NetModel {
+    fn default() -> Self {
+        Self::cx5()
     }
 }
 

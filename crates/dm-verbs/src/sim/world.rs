@@ -358,8 +358,21 @@ impl World {
             let arrive = nic.tx_free + net.rtt_ns / 2;
             // MS NIC: message rate; in-order execution per QP.
             let m = &mut self.ms[ms as usize];
+            let on_chip = match &wr.verb {
+                Verb::Read { addr, .. }
+                | Verb::Write { addr, .. }
+                | Verb::Cas { addr, .. }
+                | Verb::MaskedCas { addr, .. }
+                | Verb::Faa { addr, .. } => addr.is_device(),
+                Verb::Rpc { .. } => false,
+            };
             let mut exec = arrive.max(m.nic_free);
-            m.nic_free = exec + net.nic_msg_ns;
+            m.nic_free = exec
+                + if on_chip {
+                    net.device_msg_ns
+                } else {
+                    net.nic_msg_ns
+                };
             let is_atomic = matches!(
                 wr.verb,
                 Verb::Cas { .. } | Verb::MaskedCas { .. } | Verb::Faa { .. }

@@ -83,7 +83,11 @@ fn table1(quick: bool) -> Vec<Row> {
     ]
     .iter()
     .map(|&(x, w, theta, paper)| {
-        let extra = format!("--index fg --workload {w} --theta {theta} {COMMON}");
+        // FG retries a taken lock at once (Sherman §3.2.2) and releases it
+        // by FAA (§3.1): no back-off, no WRITE unlock (FG+'s change).
+        let extra = format!(
+            "--index fg --workload {w} --theta {theta} --lock-backoff 0 --unlock-faa {COMMON}"
+        );
         row("fg", x, s, &extra, Some(paper))
     })
     .collect()

@@ -7,7 +7,12 @@
 //! Series: `smart` (all techniques), `sherman`, `art` (the DM-ported ART:
 //! ROWEX node locks, RCU leaves, HOCL).
 
-use super::{row, Claim, Figure, Metric, Row, Shape};
+use super::{Claim, Figure, Metric, Row, Shape};
+
+/// A row on SMART's testbed NIC (§5.1.1: ConnectX-6; `--nic cx6`).
+fn row(series: &str, x: impl ToString, s: Shape, extra: &str, paper: Option<f64>) -> Row {
+    super::row(series, x, s, &format!("{extra} --nic cx6"), paper)
+}
 
 fn shape(quick: bool, threads: u32) -> Shape {
     let s = Shape {

@@ -2,7 +2,9 @@
 //!
 //! Subcommands (see `dm-bench --help`):
 //! - `ycsb`: the main job: load, run a YCSB or Sherman workload against an
-//!   index (`fg`, Sherman's rungs, `smart`), verify every key touched, report.
+//!   index (`fg`, Sherman's rungs, `smart`), verify every key touched, report;
+//!   on loopback also CPU ns per operation, and `--baseline` (the same stream
+//!   against a local `BTreeMap` or skip list) for the ratio.
 //! - `check`: concurrent random operations on `sim` with faults, the history
 //!   checked for linearizability (per key, Wing & Gong) and scan consistency.
 //! - `verbs`: the main job until the B+tree lands: a cluster of CS coroutines
@@ -24,6 +26,7 @@
 
 mod calibrate;
 mod check;
+mod cpu_time;
 mod fabric_arg;
 mod figure;
 mod kv;
@@ -34,6 +37,7 @@ mod trace_cmd;
 mod verbs_bench;
 mod workload_cmd;
 mod ycsb;
+mod ycsb_baseline;
 mod ycsb_bench;
 mod ycsb_dex;
 mod ycsb_head;

@@ -15,6 +15,9 @@
 //!   full scan must return exactly the keys loaded or inserted.
 //!
 //! Throughput and latency are in virtual time on `sim`, wall time on `loopback`.
+//! On the wall-clock fabrics the report adds the core threads' CPU time per
+//! operation and Mops per core ([`crate::cpu_time`]), and `--baseline` runs
+//! the same stream against local ordered maps ([`crate::ycsb_baseline`]).
 
 use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::{parse_index, AnyIndex, Kv, SMART};
@@ -173,6 +176,13 @@ pub struct Args {
     pub dex: crate::ycsb_dex::DexArgs,
     #[command(flatten)]
     pub head: crate::ycsb_head::HeadArgs,
+    /// Also run the same load and operations against local ordered maps
+    /// (comma list: btree = RwLock<BTreeMap>, skiplist = crossbeam's
+    /// SkipMap) on as many OS threads, and report their thread CPU ns per
+    /// op and Mops beside the index's, with the index's ratios to them.
+    /// Wall-clock fabrics only: loopback, or rdma with --client 0/1.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub baseline: Vec<crate::ycsb_baseline::BaselineMap>,
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Print nothing (the report is still returned to `dm-bench figure`,
@@ -205,11 +215,11 @@ struct Plan {
     op_cpu_ns: u64,
 }
 
-fn load_value(i: usize) -> u64 {
+pub(crate) fn load_value(i: usize) -> u64 {
     fnvhash64(i as u64 ^ 0x5eed_0000_0000)
 }
 
-fn run_value(j: usize) -> u64 {
+pub(crate) fn run_value(j: usize) -> u64 {
     fnvhash64(j as u64 ^ 0x7a11_0000_0000)
 }
 
@@ -702,6 +712,12 @@ pub(crate) fn measure_with(
     if cn > 1 && a.fabric != FabricArg::Rdma {
         bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
     }
+    if !a.baseline.is_empty() && a.fabric == FabricArg::Sim {
+        bail!("--baseline compares real CPU time and wall-clock throughput: use --fabric loopback (sim's time is virtual)");
+    }
+    if !a.baseline.is_empty() && cn > 1 {
+        bail!("--baseline runs the whole operation stream in one process: use --client 0/1");
+    }
     #[cfg(feature = "rdma")]
     let rdma_fabric = match a.fabric {
         FabricArg::Rdma => Some(crate::fabric_arg::connect(&a.ms_spec, &a.rdma)?),
@@ -1043,7 +1059,8 @@ pub(crate) fn measure_with(
                 let outs = dm_runtime::run_threads(fabric, &cores, true, |i| {
                     let (cs, t) = cores[i];
                     let (first, all, ids) = group(ci * ncores + i, cores[i], ph, coros, cn * total);
-                    core_phase(
+                    // The core thread's CPU time over its share (crate::cpu_time).
+                    crate::cpu_time::on_thread(core_phase(
                         Rc::new(open(cs, t)),
                         plan.clone(),
                         ph,
@@ -1052,14 +1069,16 @@ pub(crate) fn measure_with(
                         all,
                         pb.clone(),
                         ids,
-                    )
+                    ))
                 });
                 let mut o = Out::new();
-                for x in outs {
+                let mut cpu = 0;
+                for (x, ns) in outs {
                     o.merge(x);
+                    cpu += ns;
                 }
                 pb.finish();
-                (o, t0.elapsed().as_nanos() as u64)
+                (o, t0.elapsed().as_nanos() as u64, cpu)
             };
             let (lo, lns) = if a.load == "bulk" {
                 let t0 = std::time::Instant::now();
@@ -1075,14 +1094,15 @@ pub(crate) fn measure_with(
                 (lo, t0.elapsed().as_nanos() as u64)
             } else {
                 meet(&mut ex, 1)?;
-                phase(Phase::Load, &load_pb)
+                let (lo, lns, _) = phase(Phase::Load, &load_pb);
+                (lo, lns)
             };
             if let (0, Some(h)) = (ci, plan.heads.clone()) {
                 let t = open(0, 0);
                 ex.block_on(async move { h.pass(&t).await });
             }
             meet(&mut ex, 2)?;
-            let (ro, rns) = phase(Phase::Run, &run_pb);
+            let (ro, rns, rcpu) = phase(Phase::Run, &run_pb);
             if let AnyIndex::Dex(d) = open(0, 0) {
                 // Every process writes its CSs' dirty pages back before any
                 // verifies the pool.
@@ -1091,10 +1111,12 @@ pub(crate) fn measure_with(
             }
             meet(&mut ex, 3)?;
             let v = ex.block_on(verify_view(open(0, 0), plan.clone()));
-            (lo, ro, lns, rns, v)
+            (lo, ro, lns, rns, v, Some(rcpu))
         }};
     }
-    let (load_out, out, load_ns, run_ns, verified, fabric_detail, ms_used) = match a.fabric {
+    let (load_out, out, load_ns, run_ns, verified, run_cpu_ns, fabric_detail, ms_used) = match a
+        .fabric
+    {
         FabricArg::Sim => {
             let tear = match a.tear {
                 TearArg::Off => TearGranularity::Off,
@@ -1182,7 +1204,7 @@ pub(crate) fn measure_with(
             }
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
             let detail = json!({"trace_hash": format!("{:016x}", fabric.trace_hash()), "tear": format!("{tear:?}"), "net": format!("{:?}", cfg.net)});
-            (lo, ro, lns, rns, v, detail, used)
+            (lo, ro, lns, rns, v, None, detail, used)
         }
         FabricArg::Loopback => {
             let fabric = LoopbackFabric::new(LoopbackConfig {
@@ -1193,18 +1215,18 @@ pub(crate) fn measure_with(
             fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
             fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
             let q = fabric.open_queues(0, 0);
-            let (lo, ro, lns, rns, v) = real_run!(fabric, q);
+            let (lo, ro, lns, rns, v, cpu) = real_run!(fabric, q);
             let used: u64 = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
-            (lo, ro, lns, rns, v, json!({}), used)
+            (lo, ro, lns, rns, v, cpu, json!({}), used)
         }
         #[cfg(feature = "rdma")]
         FabricArg::Rdma => {
             let fabric = rdma_fabric.clone().expect("connected above");
             let q = fabric.try_open_queues((ci * a.cs as usize) as u16, 0)?;
-            let (lo, ro, lns, rns, v) = real_run!(fabric, q);
+            let (lo, ro, lns, rns, v, cpu) = real_run!(fabric, q);
             // Chunks this client's cores took (the MSs' own totals stay on the MSs).
             let detail = json!({"device": fabric.device_name(), "chunk_bytes": chunk, "client": ci, "clients": cn});
-            (lo, ro, lns, rns, v, detail, 0)
+            (lo, ro, lns, rns, v, cpu, detail, 0)
         }
         #[cfg(not(feature = "rdma"))]
         FabricArg::Rdma => unreachable!("rejected above"),
@@ -1219,6 +1241,32 @@ pub(crate) fn measure_with(
         CacheReport::tree(&caches, a.cs)
     };
     let wall_s = wall.elapsed().as_secs_f64();
+    // --baseline: the same stream against local maps (crate::ycsb_baseline),
+    // each core thread's operations on one OS thread.
+    let by_thread = |ph: Phase, n: usize| -> Vec<Vec<usize>> {
+        (0..ncores)
+            .map(|i| {
+                let (first, all, ids) = group(i, cores[i], ph, coros, total);
+                crate::ycsb_baseline::core_ops(first, coros, all, ids.as_deref().map(|v| &v[..]), n)
+            })
+            .collect()
+    };
+    let baselines: Vec<_> = a
+        .baseline
+        .iter()
+        .map(|&m| {
+            let stream = crate::ycsb_baseline::Stream {
+                load: &plan.load,
+                run: &plan.run,
+                allowed: &plan.allowed,
+                load_value,
+                run_value,
+                load_by_thread: (a.load != "bulk").then(|| by_thread(Phase::Load, plan.load.len())),
+                run_by_thread: by_thread(Phase::Run, plan.run.len()),
+            };
+            crate::ycsb_baseline::run(m, &stream)
+        })
+        .collect();
     let locks = if dolphin {
         let d = dm_art::dolphin::totals().since(plan.dolphin0);
         (
@@ -1325,6 +1373,8 @@ pub(crate) fn measure_with(
         ms_used,
         cache,
         wall_s,
+        run_cpu_ns,
+        baselines,
     )
 }
 
@@ -1377,6 +1427,8 @@ fn report(
     ms_used: u64,
     cache: CacheReport,
     wall_s: f64,
+    run_cpu_ns: Option<u64>,
+    baselines: Vec<crate::ycsb_baseline::Baseline>,
 ) -> Result<serde_json::Value> {
     let clock = if a.fabric == FabricArg::Sim {
         "virtual"
@@ -1396,6 +1448,20 @@ fn report(
     let loaded = load.counts.iter().sum::<u64>();
     let mops = ops as f64 / (run_ns.max(1) as f64 / 1e9) / 1e6;
     let load_mops = loaded as f64 / (load_ns.max(1) as f64 / 1e9) / 1e6;
+    // Real fabrics: the core threads' CPU time in the run (crate::cpu_time).
+    let cost = run_cpu_ns.map(|c| crate::cpu_time::CpuCost {
+        thread_cpu_ns: c,
+        threads: a.cs as usize * a.threads as usize,
+        ops,
+        run_ns,
+    });
+    let (baseline_lines, baseline_json) = match &cost {
+        Some(c) if !baselines.is_empty() => {
+            let (l, v) = crate::ycsb_baseline::report(&baselines, c);
+            (l, Some(v))
+        }
+        _ => (Vec::new(), None),
+    };
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     // Run phase only; with --client I/N, this process's share.
     let (eff, eff_line) = efficiency(verbs_posted(&total), run_ns, &a.perftest);
@@ -1456,6 +1522,10 @@ fn report(
         "verbs_per_s": eff["verbs_per_s"],
         "perftest_read_mops": eff["perftest_read_mops"],
         "rdma_efficiency": eff["rdma_efficiency"],
+        "cpu_ns_per_op": cost.map(|c| c.cpu_ns_per_op()),
+        "per_core_mops": cost.map(|c| c.per_core_mops()),
+        "cpu": cost.map(|c| c.json()),
+        "baseline": baseline_json,
     });
     if !a.quiet {
         println!(
@@ -1510,6 +1580,9 @@ fn report(
             us(0.99),
             us(0.999)
         );
+        if let Some(c) = &cost {
+            println!("  cpu          {} (run phase)", c.line());
+        }
         if let Some(l) = eff_line {
             println!("  efficiency   {l} (run phase)");
         }
@@ -1539,6 +1612,10 @@ fn report(
             cache.json["items"]
         );
         println!("  verified     {ver} keys, {mismatches} mismatches");
+        for l in &baseline_lines {
+            let head = if l.starts_with(' ') { "" } else { "baseline" };
+            println!("  {head:<12} {}", l.trim_start());
+        }
         if a.fabric == FabricArg::Sim {
             println!("  wall time    {wall_s:.2} s");
         } else {
@@ -1555,6 +1632,14 @@ fn report(
         bail!(
             "{mismatches} mismatches; first: {}",
             first.unwrap_or_default()
+        );
+    }
+    if let Some(b) = baselines.iter().find(|b| b.mismatches > 0) {
+        bail!(
+            "baseline {}: {} mismatches; first: {}",
+            b.map.name(),
+            b.mismatches,
+            b.first_mismatch.as_deref().unwrap_or_default()
         );
     }
     Ok(v)

@@ -1003,3 +1003,114 @@ fn dolphin_check_and_ycsb() {
     );
     rejects(&["ycsb", "--key-order", "random"], "--key-order takes");
 }
+
+/// Issue 9, item 4: on loopback the report has the core threads' CPU ns per
+/// operation and Mops per core; `--baseline` runs the same load and
+/// operations against local maps (RwLock<BTreeMap>, crossbeam's SkipMap) on
+/// as many threads, verifies them and gives the index's ratios to them (for
+/// generated and bulk loads, and DEX's per-CS operation lists); on sim the
+/// CPU keys are null and `--baseline` is an error. No timing is asserted:
+/// only that each number was measured.
+#[test]
+fn ycsb_cpu_per_op_and_baselines_on_loopback() {
+    let base = [
+        "ycsb",
+        "--fabric",
+        "loopback",
+        "--keys",
+        "2000",
+        "--ops",
+        "2000",
+        "--threads",
+        "2",
+        "--coros",
+        "2",
+    ];
+    let positive =
+        |v: &serde_json::Value, p: &str| v.pointer(p).and_then(|x| x.as_f64()) > Some(0.0);
+    for (extra, maps) in [
+        (
+            &["--index", "fg", "--cs", "1", "--workload", "a"][..],
+            &[][..],
+        ),
+        (
+            &[
+                "--index",
+                "fg",
+                "--cs",
+                "1",
+                "--workload",
+                "a",
+                "--baseline",
+                "btree,skiplist",
+            ][..],
+            &["btree", "skiplist"][..],
+        ),
+        (
+            &[
+                "--index",
+                "smart",
+                "--cs",
+                "1",
+                "--workload",
+                "e",
+                "--baseline",
+                "skiplist",
+            ][..],
+            &["skiplist"][..],
+        ),
+        (
+            &[
+                "--index",
+                "dex",
+                "--cs",
+                "2",
+                "--load",
+                "bulk",
+                "--workload",
+                "b",
+                "--baseline",
+                "btree",
+            ][..],
+            &["btree"][..],
+        ),
+    ] {
+        let (ok, text, v) = bench(&[&base[..], extra].concat());
+        assert!(ok && v["mismatches"] == 0, "{extra:?}: {text}");
+        assert!(positive(&v, "/cpu_ns_per_op"), "{extra:?}: {text}");
+        assert!(positive(&v, "/per_core_mops"), "{extra:?}: {text}");
+        assert!(positive(&v, "/cpu/thread_cpu_ns"), "{extra:?}: {text}");
+        assert!(text.contains("ns of thread CPU per op"), "{text}");
+        if maps.is_empty() {
+            assert!(v["baseline"].is_null(), "{text}");
+        }
+        for m in maps {
+            let b = &v["baseline"][m];
+            assert_eq!(b["mismatches"], 0, "{m}: {text}");
+            assert_eq!(b["verified"], v["verified"], "{m}: {text}");
+            assert_eq!(b["ops"], v["ops"], "{m}: {text}");
+            assert_eq!(b["threads"], v["cpu"]["threads"], "{m}: {text}");
+            for k in [
+                "cpu_ns_per_op",
+                "per_core_mops",
+                "throughput_mops",
+                "cpu_ratio",
+                "throughput_ratio",
+            ] {
+                assert!(positive(b, &format!("/{k}")), "{m} {k}: {text}");
+            }
+            assert!(text.contains(&format!("index / {m}:")), "{text}");
+        }
+    }
+    let (ok, text, v) = bench(&["ycsb", "--keys", "500", "--ops", "500"]);
+    assert!(ok, "{text}");
+    assert!(
+        v["cpu_ns_per_op"].is_null() && v["per_core_mops"].is_null(),
+        "{text}"
+    );
+    rejects(&["ycsb", "--baseline", "btree"], "use --fabric loopback");
+    rejects(
+        &["ycsb", "--fabric", "loopback", "--baseline", "hashmap"],
+        "--baseline",
+    );
+}

@@ -1,0 +1,530 @@
+//! `dm-bench ycsb --baseline btree,skiplist` (issue 9, item 4: "CPU cost per
+//! operation on loopback"): the run's operation stream against a local
+//! in-memory ordered map, so that the cost of going through the fabric shows
+//! as a ratio.
+//!
+//! The maps: `btree` is `std::sync::RwLock<BTreeMap<Vec<u8>, u64>>` (gets
+//! and scans under the read lock, writes under the write lock); `skiplist`
+//! is `crossbeam_skiplist::SkipMap<Vec<u8>, u64>` (lock-free). Scans go
+//! through `range` from their start key, `take(len)`, copied out as the
+//! index's scans are.
+//!
+//! The same stream: the load keys and run operations the index got, with the
+//! same values (so the same checks hold), on as many plain OS threads as the
+//! index had core threads, pinned to the same CPUs; thread `i` executes the
+//! operations core `i`'s coroutines did, in stream order (one at a time:
+//! a local map has nothing to wait for). The load phase is the index's too:
+//! the same per-thread inserts, or for `--load bulk` one thread building the
+//! map from the sorted records. Each operation does the bookkeeping the
+//! index's coroutines do (a latency sample of two clock reads into a
+//! histogram, the check of a read against the values ever written), so the
+//! ratio compares the index with the map and not the harness with itself.
+//!
+//! Measured as the index is ([`crate::cpu_time`]): thread CPU time of the
+//! run phase (ns, `CLOCK_THREAD_CPUTIME_ID`, read by each thread around its
+//! operations) per operation, and operations per second of wall time per
+//! thread. Then the final contents are verified like the index's: every key
+//! written holds one of its written values (or is gone, if the run removed
+//! it), and a full scan returns exactly the keys written.
+//!
+//! Ratios are the index's number over the baseline's: `cpu_ratio` > 1 means
+//! the index spends that many times the CPU per operation, and
+//! `throughput_ratio` < 1 that it completes that fraction of the baseline's
+//! operations per second.
+//!
+//! Only on wall-clock fabrics (`loopback`, `rdma` with `--client 0/1`): on
+//! `sim` the index's throughput is in virtual time, so a ratio to a real
+//! map would mean nothing; `ycsb` rejects `--baseline` there.
+
+use crate::cpu_time::{thread_cpu_ns, CpuCost};
+use crate::ycsb::Op;
+use crossbeam_skiplist::SkipMap;
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::RwLock;
+use std::time::Instant;
+
+/// A local ordered map to run the stream against (`--baseline`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaselineMap {
+    /// `std::sync::RwLock<BTreeMap<Vec<u8>, u64>>`.
+    Btree,
+    /// `crossbeam_skiplist::SkipMap<Vec<u8>, u64>` (lock-free).
+    Skiplist,
+}
+
+impl BaselineMap {
+    /// The `--baseline` name (and the report's key).
+    pub fn name(self) -> &'static str {
+        match self {
+            BaselineMap::Btree => "btree",
+            BaselineMap::Skiplist => "skiplist",
+        }
+    }
+
+    /// The map's type, for the report.
+    pub fn what(self) -> &'static str {
+        match self {
+            BaselineMap::Btree => "std::sync::RwLock<BTreeMap<Vec<u8>, u64>>",
+            BaselineMap::Skiplist => "crossbeam_skiplist::SkipMap<Vec<u8>, u64>",
+        }
+    }
+}
+
+/// One ycsb run's operation stream, as the index's core threads ran it.
+pub(crate) struct Stream<'a> {
+    /// Load records; record `i` is written with `load_value(i)`.
+    pub load: &'a [Vec<u8>],
+    /// Run operations; operation `j` writes `run_value(j)`.
+    pub run: &'a [Op],
+    /// Values ever written to each key that something inserted.
+    pub allowed: &'a HashMap<Vec<u8>, Vec<u64>>,
+    pub load_value: fn(usize) -> u64,
+    pub run_value: fn(usize) -> u64,
+    /// The load records each core thread inserted; `None`: a bulk load
+    /// (`--load bulk`), built by one thread from the sorted records.
+    pub load_by_thread: Option<Vec<Vec<usize>>>,
+    /// The run operations each core thread executed, in stream order.
+    pub run_by_thread: Vec<Vec<usize>>,
+}
+
+/// The operations that coroutines `first..first + coros` of a core run, as
+/// `ycsb`'s coroutines pick them: coroutine `id` takes every `all`-th
+/// operation from `id` on, of all `n` (`ids`: `None`), or of the listed ones
+/// (DEX's per-CS lists). In increasing order.
+pub(crate) fn core_ops(
+    first: usize,
+    coros: usize,
+    all: usize,
+    ids: Option<&[usize]>,
+    n: usize,
+) -> Vec<usize> {
+    let all = all.max(1);
+    let mut v: Vec<usize> = match ids {
+        None => (first..first + coros)
+            .flat_map(|id| (id..n).step_by(all))
+            .collect(),
+        Some(l) => (first..first + coros)
+            .flat_map(|id| l.iter().copied().skip(id).step_by(all))
+            .collect(),
+    };
+    v.sort_unstable();
+    v
+}
+
+/// What a baseline run measured.
+pub(crate) struct Baseline {
+    pub map: BaselineMap,
+    /// Wall time of the load phase, ns.
+    pub load_ns: u64,
+    pub loaded: u64,
+    /// The run phase: thread CPU time, threads, operations, wall ns.
+    pub cost: CpuCost,
+    /// Operation latency quantiles (p50, p99, p99.9), us.
+    pub latency_us: [f64; 3],
+    /// Keys whose final value checked out.
+    pub verified: u64,
+    pub mismatches: u64,
+    pub first_mismatch: Option<String>,
+}
+
+/// The operations ycsb needs of a map.
+trait Map: Sync + Sized {
+    fn empty() -> Self;
+    /// The map of `sorted` (ascending, distinct keys).
+    fn from_sorted(sorted: Vec<(Vec<u8>, u64)>) -> Self;
+    /// Insert or overwrite.
+    fn insert(&self, k: &[u8], v: u64);
+    /// Overwrite if present; whether it was.
+    fn update(&self, k: &[u8], v: u64) -> bool;
+    fn remove(&self, k: &[u8]) -> bool;
+    fn get(&self, k: &[u8]) -> Option<u64>;
+    /// At most `n` pairs from `from` on, in key order.
+    fn scan(&self, from: &[u8], n: usize) -> Vec<(Vec<u8>, u64)>;
+}
+
+fn from(k: &[u8]) -> (Bound<&[u8]>, Bound<&[u8]>) {
+    (Bound::Included(k), Bound::Unbounded)
+}
+
+impl Map for RwLock<BTreeMap<Vec<u8>, u64>> {
+    fn empty() -> Self {
+        RwLock::new(BTreeMap::new())
+    }
+    fn from_sorted(sorted: Vec<(Vec<u8>, u64)>) -> Self {
+        // Sorted input: `from_iter` builds the tree bottom-up.
+        RwLock::new(sorted.into_iter().collect())
+    }
+    fn insert(&self, k: &[u8], v: u64) {
+        let k = k.to_vec();
+        self.write().unwrap_or_else(|e| e.into_inner()).insert(k, v);
+    }
+    fn update(&self, k: &[u8], v: u64) -> bool {
+        let mut m = self.write().unwrap_or_else(|e| e.into_inner());
+        m.get_mut(k).map(|x| *x = v).is_some()
+    }
+    fn remove(&self, k: &[u8]) -> bool {
+        let mut m = self.write().unwrap_or_else(|e| e.into_inner());
+        m.remove(k).is_some()
+    }
+    fn get(&self, k: &[u8]) -> Option<u64> {
+        self.read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(k)
+            .copied()
+    }
+    fn scan(&self, k: &[u8], n: usize) -> Vec<(Vec<u8>, u64)> {
+        let m = self.read().unwrap_or_else(|e| e.into_inner());
+        m.range::<[u8], _>(from(k))
+            .take(n)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
+impl Map for SkipMap<Vec<u8>, u64> {
+    fn empty() -> Self {
+        SkipMap::new()
+    }
+    fn from_sorted(sorted: Vec<(Vec<u8>, u64)>) -> Self {
+        let m = SkipMap::new();
+        for (k, v) in sorted {
+            m.insert(k, v);
+        }
+        m
+    }
+    fn insert(&self, k: &[u8], v: u64) {
+        SkipMap::insert(self, k.to_vec(), v);
+    }
+    /// A lookup, then an insert: not atomic with a concurrent remove of the
+    /// same key (which it may undo), unlike the index's update. YCSB's
+    /// generated workloads remove nothing.
+    fn update(&self, k: &[u8], v: u64) -> bool {
+        let found = self.contains_key(k);
+        if found {
+            SkipMap::insert(self, k.to_vec(), v);
+        }
+        found
+    }
+    fn remove(&self, k: &[u8]) -> bool {
+        SkipMap::remove(self, k).is_some()
+    }
+    fn get(&self, k: &[u8]) -> Option<u64> {
+        SkipMap::get(self, k).map(|e| *e.value())
+    }
+    fn scan(&self, k: &[u8], n: usize) -> Vec<(Vec<u8>, u64)> {
+        self.range::<[u8], _>(from(k))
+            .take(n)
+            .map(|e| (e.key().clone(), *e.value()))
+            .collect()
+    }
+}
+
+/// Runs `s` against a new `map`: load, run (measured), verify.
+pub(crate) fn run(map: BaselineMap, s: &Stream) -> Baseline {
+    match map {
+        BaselineMap::Btree => run_on::<RwLock<BTreeMap<Vec<u8>, u64>>>(map, s),
+        BaselineMap::Skiplist => run_on::<SkipMap<Vec<u8>, u64>>(map, s),
+    }
+}
+
+/// Mismatches found by one thread.
+#[derive(Default)]
+struct Check {
+    mismatches: u64,
+    first: Option<String>,
+}
+
+impl Check {
+    fn bad(&mut self, what: String) {
+        self.mismatches += 1;
+        self.first.get_or_insert(what);
+    }
+}
+
+fn allowed(s: &Stream, k: &[u8], v: u64) -> bool {
+    s.allowed.get(k).is_some_and(|vs| vs.contains(&v))
+}
+
+/// One run operation with `ycsb`'s checks (see `ycsb_bench::run_op`).
+fn run_op<M: Map>(m: &M, s: &Stream, j: usize, c: &mut Check) {
+    match &s.run[j] {
+        Op::Read(k) => {
+            if let Some(v) = m.get(k) {
+                if !allowed(s, k, v) {
+                    c.bad(format!("get {k:?} returned {v:#x}, never written"));
+                }
+            }
+        }
+        Op::Insert(k) => m.insert(k, (s.run_value)(j)),
+        Op::Update(k) => {
+            if !m.update(k, (s.run_value)(j)) && s.load.contains(k) {
+                c.bad(format!("update of loaded key {k:?} did not find it"));
+            }
+        }
+        Op::Remove(k) => {
+            m.remove(k);
+        }
+        Op::Scan(k, len) => {
+            let r = m.scan(k, *len as usize);
+            let sorted = r.windows(2).all(|w| w[0].0 < w[1].0);
+            if !sorted || r.len() > *len as usize || r.first().is_some_and(|(f, _)| f < k) {
+                c.bad(format!(
+                    "scan from {k:?} returned an unordered or out-of-range result"
+                ));
+            }
+        }
+        Op::ReadModifyWrite(k) => {
+            let _ = m.get(k);
+            m.update(k, (s.run_value)(j));
+        }
+    }
+}
+
+/// Runs `f(i)` on one OS thread per entry of `n`, thread `i` pinned to CPU
+/// `i` when it exists (as `dm_runtime::run_threads` pins core threads);
+/// returns the outputs in order and the wall time, ns.
+fn threads<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> (Vec<T>, u64) {
+    let cpus = core_affinity::get_core_ids().unwrap_or_default();
+    let t0 = Instant::now();
+    let outs = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let f = &f;
+                let cpu = cpus.get(i).copied();
+                sc.spawn(move || {
+                    if let Some(c) = cpu {
+                        core_affinity::set_for_current(c);
+                    }
+                    f(i)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("baseline thread panicked"))
+            .collect()
+    });
+    (outs, t0.elapsed().as_nanos() as u64)
+}
+
+fn run_on<M: Map>(map: BaselineMap, s: &Stream) -> Baseline {
+    let (m, load_ns) = match &s.load_by_thread {
+        Some(lists) => {
+            let m = M::empty();
+            let (_, ns) = threads(lists.len(), |i| {
+                for &r in &lists[i] {
+                    m.insert(&s.load[r], (s.load_value)(r));
+                }
+            });
+            (m, ns)
+        }
+        None => {
+            let t0 = Instant::now();
+            let mut sorted = BTreeMap::new();
+            for (i, k) in s.load.iter().enumerate() {
+                sorted.insert(k.clone(), (s.load_value)(i));
+            }
+            let m = M::from_sorted(sorted.into_iter().collect());
+            (m, t0.elapsed().as_nanos() as u64)
+        }
+    };
+    let lists = &s.run_by_thread;
+    let (outs, run_ns) = threads(lists.len(), |i| {
+        let mut hist = Histogram::<u64>::new(3).expect("3 significant digits");
+        let mut c = Check::default();
+        let cpu0 = thread_cpu_ns();
+        for &j in &lists[i] {
+            let t0 = Instant::now();
+            run_op(&m, s, j, &mut c);
+            let _ = hist.record((t0.elapsed().as_nanos() as u64).max(1));
+        }
+        (thread_cpu_ns().saturating_sub(cpu0), hist, c)
+    });
+    let mut hist = Histogram::<u64>::new(3).expect("3 significant digits");
+    let mut check = Check::default();
+    let mut cpu = 0;
+    for (ns, h, c) in outs {
+        cpu += ns;
+        let _ = hist.add(&h);
+        check.mismatches += c.mismatches;
+        if check.first.is_none() {
+            check.first = c.first;
+        }
+    }
+    let verified = verify(&m, s, &mut check);
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    Baseline {
+        map,
+        load_ns,
+        loaded: s.load.len() as u64,
+        cost: CpuCost {
+            thread_cpu_ns: cpu,
+            threads: lists.len(),
+            ops: lists.iter().map(|l| l.len() as u64).sum(),
+            run_ns,
+        },
+        latency_us: [us(0.5), us(0.99), us(0.999)],
+        verified,
+        mismatches: check.mismatches,
+        first_mismatch: check.first,
+    }
+}
+
+/// The final check of `ycsb_bench::verify` on the map: every written key
+/// holds a value written to it (or is gone, if the run removed it), and
+/// without removes a full scan returns exactly the written keys. Returns the
+/// keys verified.
+fn verify<M: Map>(m: &M, s: &Stream, c: &mut Check) -> u64 {
+    let mut keys: Vec<&Vec<u8>> = s.allowed.keys().collect();
+    keys.sort();
+    let mut verified = 0;
+    for k in &keys {
+        match m.get(k) {
+            Some(v) if allowed(s, k, v) => verified += 1,
+            Some(v) => c.bad(format!("key {k:?} holds {v:#x}, never written")),
+            None if s.run.iter().any(|o| matches!(o, Op::Remove(r) if r == *k)) => verified += 1,
+            None => c.bad(format!("key {k:?} is missing")),
+        }
+    }
+    let removed = s.run.iter().any(|o| matches!(o, Op::Remove(_)));
+    let all = m.scan(&[], usize::MAX);
+    let present: Vec<&Vec<u8>> = all.iter().map(|(k, _)| k).collect();
+    if !removed && present != keys {
+        c.bad(format!(
+            "full scan returned {} keys, {} were written",
+            present.len(),
+            keys.len()
+        ));
+    }
+    verified
+}
+
+/// The report's lines and its `baseline` object (keyed by map name), each
+/// with its ratios to the index's run `index` (`cpu_ratio`: index CPU ns
+/// per op / the map's; `throughput_ratio`: index Mops / the map's).
+pub(crate) fn report(bs: &[Baseline], index: &CpuCost) -> (Vec<String>, Value) {
+    let mut lines = Vec::new();
+    let mut obj = serde_json::Map::new();
+    for b in bs {
+        let c = &b.cost;
+        let cpu_ratio = index.cpu_ns_per_op() / c.cpu_ns_per_op().max(f64::MIN_POSITIVE);
+        let tput_ratio = index.mops() / c.mops().max(f64::MIN_POSITIVE);
+        let load_mops = b.loaded as f64 / (b.load_ns.max(1) as f64 / 1e9) / 1e6;
+        lines.push(format!(
+            "{}: {}, {} OS thread{}, the same load and operations: load {} Mops, run {} Mops, {:.0} ns of thread CPU per op, {} Mops per core, p50 {:.2} us, p99 {:.2} us; verified {} keys, {} mismatches",
+            b.map.name(),
+            b.map.what(),
+            c.threads,
+            if c.threads == 1 { "" } else { "s" },
+            crate::report::mops(load_mops),
+            crate::report::mops(c.mops()),
+            c.cpu_ns_per_op(),
+            crate::report::mops(c.per_core_mops()),
+            b.latency_us[0],
+            b.latency_us[1],
+            b.verified,
+            b.mismatches
+        ));
+        lines.push(format!(
+            "  index / {}: {cpu_ratio:.2}x the CPU per op, {tput_ratio:.3}x the throughput",
+            b.map.name()
+        ));
+        obj.insert(
+            b.map.name().to_string(),
+            json!({
+                "map": b.map.what(),
+                "threads": c.threads,
+                "ops": c.ops,
+                "load_throughput_mops": load_mops,
+                "throughput_mops": c.mops(),
+                "cpu_ns_per_op": c.cpu_ns_per_op(),
+                "per_core_mops": c.per_core_mops(),
+                "latency_us": {"p50": b.latency_us[0], "p99": b.latency_us[1], "p999": b.latency_us[2]},
+                "cpu": c.json(),
+                "time": {"load_ns": b.load_ns, "run_ns": c.run_ns},
+                "verified": b.verified,
+                "mismatches": b.mismatches,
+                "first_mismatch": b.first_mismatch,
+                "cpu_ratio": cpu_ratio,
+                "throughput_ratio": tput_ratio,
+            }),
+        );
+    }
+    (lines, Value::Object(obj))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_ops_split_every_operation_once() {
+        // 3 cores x 2 coroutines over 20 operations, round-robin.
+        let mut all: Vec<usize> = (0..3)
+            .flat_map(|i| core_ops(i * 2, 2, 6, None, 20))
+            .collect();
+        assert_eq!(core_ops(2, 2, 6, None, 20), vec![2, 3, 8, 9, 14, 15]);
+        all.sort();
+        assert_eq!(all, (0..20).collect::<Vec<_>>());
+        // A listed subset (DEX's per-CS lists), 2 coroutines in one core.
+        let l = [4, 7, 9, 11, 12];
+        assert_eq!(core_ops(0, 1, 2, Some(&l), 20), vec![4, 9, 12]);
+        assert_eq!(core_ops(1, 1, 2, Some(&l), 20), vec![7, 11]);
+    }
+
+    fn stream_checks_out<M: Map>() {
+        let load: Vec<Vec<u8>> = (0u64..50).map(|i| (i * 2).to_be_bytes().to_vec()).collect();
+        let run = vec![
+            Op::Read(4u64.to_be_bytes().to_vec()),
+            Op::Insert(5u64.to_be_bytes().to_vec()),
+            Op::Update(6u64.to_be_bytes().to_vec()),
+            Op::Scan(7u64.to_be_bytes().to_vec(), 3),
+            Op::ReadModifyWrite(8u64.to_be_bytes().to_vec()),
+        ];
+        let lv = |i: usize| i as u64 + 1000;
+        let rv = |j: usize| j as u64 + 2000;
+        let mut allowed: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
+        for (i, k) in load.iter().enumerate() {
+            allowed.entry(k.clone()).or_default().push(lv(i));
+        }
+        for (j, o) in run.iter().enumerate() {
+            if !matches!(o, Op::Read(_) | Op::Scan(..)) {
+                allowed.entry(o.key().to_vec()).or_default().push(rv(j));
+            }
+        }
+        let s = Stream {
+            load: &load,
+            run: &run,
+            allowed: &allowed,
+            load_value: lv,
+            run_value: rv,
+            load_by_thread: Some(vec![(0..25).collect(), (25..50).collect()]),
+            run_by_thread: vec![vec![0, 2, 4], vec![1, 3]],
+        };
+        let b = run_on::<M>(BaselineMap::Btree, &s);
+        assert_eq!(
+            (b.mismatches, b.verified),
+            (0, 51),
+            "{:?}",
+            b.first_mismatch
+        );
+        assert_eq!((b.cost.ops, b.cost.threads), (5, 2));
+        // A map missing a loaded key fails the final check.
+        let bulk = Stream {
+            load_by_thread: None,
+            ..s
+        };
+        let m = M::from_sorted(vec![(0u64.to_be_bytes().to_vec(), lv(0))]);
+        let mut c = Check::default();
+        assert_eq!(verify(&m, &bulk, &mut c), 1);
+        assert!(c.first.unwrap().contains("missing"));
+    }
+
+    #[test]
+    fn btree_and_skiplist_run_and_verify_a_small_stream() {
+        stream_checks_out::<RwLock<BTreeMap<Vec<u8>, u64>>>();
+        stream_checks_out::<SkipMap<Vec<u8>, u64>>();
+    }
+}

@@ -210,9 +210,6 @@ struct Plan {
     /// `dm-bench figure`), subtracted in the report.
     carved0: u64,
     dolphin0: dm_art::dolphin::DolphinStats,
-    /// CS CPU charged per operation before it starts (the sim's
-    /// `cpu.op_ns`; charging is a no-op on real fabrics).
-    op_cpu_ns: u64,
 }
 
 pub(crate) fn load_value(i: usize) -> u64 {
@@ -291,7 +288,7 @@ async fn coroutine(
     };
     for j in mine {
         let t0 = dm_runtime::now_ns();
-        dm_runtime::charge_cpu(plan.op_cpu_ns);
+        dm_runtime::charge_op();
         let s0 = dm_runtime::task_stats();
         let kind = match phase {
             Phase::Load => {
@@ -613,7 +610,6 @@ fn build_plan(a: &Args) -> Result<Plan> {
         keys_info,
         repartition: None,
         heads: None,
-        op_cpu_ns: 0,
     })
 }
 
@@ -920,7 +916,6 @@ pub(crate) fn measure_with(
     }
     let one_sided_btree = !smart && !dex && !dolphin && design != Design::Coarse;
     plan.heads = crate::ycsb_head::HeadMaint::plan(&a.head, one_sided_btree)?;
-    plan.op_cpu_ns = a.net.net().cpu.op_ns;
     let plan = Arc::new(plan);
     // DEX: each CS's coroutines run the operations on its own keys.
     let routes = match &dexcl {

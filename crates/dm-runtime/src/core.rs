@@ -55,6 +55,9 @@ pub(crate) struct CoreState {
     pub(crate) clock: Clock,
     pub(crate) inbox: Arc<Inbox>,
     pub(crate) num_ms: u16,
+    /// The fabric's CPU charge per index operation (`CpuCost::op_ns`), for
+    /// [`crate::charge_op`].
+    pub(crate) op_ns: u64,
 }
 
 thread_local! {

@@ -54,6 +54,7 @@ impl<Q: Queues> Executor<Q> {
     /// An executor for `queues`, which reach `num_ms` memory servers.
     pub fn new(queues: Q, num_ms: u16, cfg: ExecConfig) -> Self {
         let (exec_id, inbox) = task::register_executor();
+        let cost = queues.cpu_cost();
         let core = Rc::new(CoreState {
             exec_id,
             tasks: RefCell::new(Slab::new()),
@@ -71,10 +72,11 @@ impl<Q: Queues> Executor<Q> {
             clock: queues.clock(),
             inbox,
             num_ms,
+            op_ns: cost.op_ns,
         });
         Executor {
             core,
-            cost: queues.cpu_cost(),
+            cost,
             queues,
             cfg,
             cq_buf: Vec::with_capacity(cfg.cq_batch),

@@ -105,6 +105,15 @@ pub fn charge_cpu(ns: u64) {
     core::with_current(|c| c.clock.charge(ns))
 }
 
+/// Charges the fabric's CPU cost of one index operation
+/// ([`dm_verbs::CpuCost::op_ns`], set by the sim's network model; 0 on real
+/// fabrics, where the CPU is really spent) to the current core. Called by
+/// the client that issues operations (dm-bench's `ycsb` driver), once per
+/// operation before it starts.
+pub fn charge_op() {
+    core::with_current(|c| c.clock.charge(c.op_ns))
+}
+
 /// Verb counters of the running task so far (take a difference around an
 /// operation to get its per-operation cost).
 pub fn task_stats() -> VerbStats {

@@ -51,6 +51,18 @@ impl Verb {
         }
     }
 
+    /// The remote address a one-sided verb targets; `None` for an RPC.
+    pub fn addr(&self) -> Option<GlobalAddr> {
+        match self {
+            Verb::Read { addr, .. }
+            | Verb::Write { addr, .. }
+            | Verb::Cas { addr, .. }
+            | Verb::MaskedCas { addr, .. }
+            | Verb::Faa { addr, .. } => Some(*addr),
+            Verb::Rpc { .. } => None,
+        }
+    }
+
     /// The kind, for accounting.
     pub fn kind(&self) -> VerbKind {
         match self {

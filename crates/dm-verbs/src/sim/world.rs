@@ -358,14 +358,8 @@ impl World {
             let arrive = nic.tx_free + net.rtt_ns / 2;
             // MS NIC: message rate; in-order execution per QP.
             let m = &mut self.ms[ms as usize];
-            let on_chip = match &wr.verb {
-                Verb::Read { addr, .. }
-                | Verb::Write { addr, .. }
-                | Verb::Cas { addr, .. }
-                | Verb::MaskedCas { addr, .. }
-                | Verb::Faa { addr, .. } => addr.is_device(),
-                Verb::Rpc { .. } => false,
-            };
+            let target = wr.verb.addr();
+            let on_chip = target.is_some_and(|a| a.is_device());
             let mut exec = arrive.max(m.nic_free);
             m.nic_free = exec
                 + if on_chip {
@@ -377,17 +371,11 @@ impl World {
                 wr.verb,
                 Verb::Cas { .. } | Verb::MaskedCas { .. } | Verb::Faa { .. }
             );
-            if is_atomic {
-                let (addr, dev) = match &wr.verb {
-                    Verb::Cas { addr, .. }
-                    | Verb::MaskedCas { addr, .. }
-                    | Verb::Faa { addr, .. } => (*addr, addr.is_device()),
-                    _ => unreachable!(),
-                };
+            if let (true, Some(addr)) = (is_atomic, target) {
                 let b = (addr.local_offset() & 0xfff) as usize % m.buckets.len();
                 exec = exec.max(m.buckets[b]);
                 m.buckets[b] = exec
-                    + if dev {
+                    + if on_chip {
                         net.device_atomic_ns
                     } else {
                         net.host_atomic_ns

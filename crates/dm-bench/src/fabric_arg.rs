@@ -128,6 +128,12 @@ pub struct SimNetArgs {
     /// Override how long a host-memory atomic holds its NIC bucket, virtual ns.
     #[arg(long)]
     pub host_atomic_ns: Option<u64>,
+    /// Override how long a failed host-memory CAS holds its bucket, virtual ns.
+    #[arg(long)]
+    pub host_cas_fail_ns: Option<u64>,
+    /// Override the address bits below a NIC atomic bucket's 12 bits.
+    #[arg(long)]
+    pub atomic_bucket_shift: Option<u32>,
     /// Override the CS CPU charged per index operation, virtual ns.
     #[arg(long)]
     pub op_cpu_ns: Option<u64>,
@@ -145,6 +151,12 @@ impl SimNetArgs {
         }
         if let Some(v) = self.host_atomic_ns {
             m.host_atomic_ns = v;
+        }
+        if let Some(v) = self.host_cas_fail_ns {
+            m.host_cas_fail_ns = v;
+        }
+        if let Some(v) = self.atomic_bucket_shift {
+            m.atomic_bucket_shift = v;
         }
         if let Some(v) = self.op_cpu_ns {
             m.cpu.op_ns = v;

@@ -504,3 +504,41 @@ fn local_locks_are_exact_per_key_and_orphaned_hand_overs_survive() {
     assert!(out, "the orphaned remote lock went to the next holder");
     assert_eq!(table.held_keys(), 0, "released after the block");
 }
+
+/// Sherman §3.2.2: host-memory atomics on one NIC bucket run one after the
+/// other, each holding it for its PCIe transactions: two (read, write-back)
+/// for an FAA, one for a failed CAS. Eight of each in one doorbell on one
+/// word: the eight FAAs take 7 x (1,000 - 500) ns longer than the CASes.
+#[test]
+fn host_atomics_serialise_per_bucket_and_a_failed_cas_skips_the_write_back() {
+    let elapsed = |use_faa: bool| {
+        let mut r = rt(small_cfg());
+        let net = dm_verbs::sim::NetModel::default();
+        let c = r.add_core(0, 0);
+        let a = GlobalAddr::new(0, 4096);
+        let t = r
+            .block_on(c, async move {
+                let t0 = dm_runtime::now_ns();
+                let ops = (0..8).map(|_| async move {
+                    if use_faa {
+                        faa(a, 0).await.unwrap()
+                    } else {
+                        cas(a, 1, 2).await.unwrap() // the word is 0: fails
+                    }
+                });
+                futures::future::join_all(ops).await;
+                dm_runtime::now_ns() - t0
+            })
+            .unwrap();
+        (t, net)
+    };
+    let (cas_ns, net) = elapsed(false);
+    let (faa_ns, _) = elapsed(true);
+    assert!(cas_ns >= net.rtt_ns + 7 * net.host_cas_fail_ns, "{cas_ns}");
+    let extra = faa_ns - cas_ns;
+    let want = 7 * (net.host_atomic_ns - net.host_cas_fail_ns);
+    assert!(
+        extra.abs_diff(want) < 100,
+        "FAAs {faa_ns} ns, failed CASes {cas_ns} ns: {extra} ns apart, want ~{want}"
+    );
+}

@@ -89,8 +89,10 @@ impl TearGranularity {
 /// | `link_bytes_per_ns` | 12.5 | 100 Gbps link = 12.5 GB/s (Sherman §5.1; SMART §3.2.2: Sherman's READs saturate it at 4.17 Mops of ~3 KB leaves) |
 /// | `nic_msg_ns` | 22 | one RNIC's ~45 Mops of small verbs to host memory (SMART §3.2.2, §5.2), on CS and MS side |
 /// | `device_msg_ns` | 9 | MS NIC time of a verb on device (on-chip) memory, no PCIe: ~110 Mops of on-chip CAS (Sherman §4.3) |
-/// | `host_atomic_ns` | 1000 | a host-memory atomic holds its NIC bucket for 2 PCIe transactions (Sherman §3.2.2); fitted to Table 1's skewed collapse |
+/// | `host_atomic_ns` | 1000 | a host-memory atomic that writes holds its NIC bucket for 2 PCIe transactions, read and write-back (Sherman §3.2.2); not fitted: docs/simulator.md measures Table 1 with it |
+/// | `host_cas_fail_ns` | 500 | a failed host-memory CAS skips the write-back, one PCIe transaction (Sherman §3.2.2: "② can be omitted for failed RDMA_CAS") |
 /// | `atomic_buckets` | 4096 | NIC atomic buckets keyed by 12 LSBs of the address (Sherman §3.2.2) |
+/// | `atomic_bucket_shift` | 3 | the 12 bits are taken above the 3 that an 8-byte atomic's address always has 0: with byte bits 0..12, every 1 KB node's lock word would share 4 buckets per MS, and Table 1's read-intensive skewed column collapses (docs/simulator.md) |
 /// | `device_atomic_ns` | 9 | ~110 Mops of CAS on on-chip memory (Sherman §4.3) |
 /// | `ms_rpc_ns` | 1000 | MS CPU time to receive, dispatch and answer one RPC (order of one RTT's software path) |
 /// | `cpu` | poll 60, post 30, cq_poll 40, op 1800 | CS CPU per task poll / WR posted / CQ poll (a few cache misses each), and per index operation (fitted to Table 1's read-intensive p50) |
@@ -104,10 +106,16 @@ pub struct NetModel {
     pub nic_msg_ns: u64,
     /// MS NIC time per verb on device memory, ns.
     pub device_msg_ns: u64,
-    /// Time a host-memory atomic holds its NIC atomic bucket, ns.
+    /// Time a host-memory atomic that writes (FAA, a CAS that succeeds)
+    /// holds its NIC atomic bucket, ns.
     pub host_atomic_ns: u64,
-    /// Number of NIC atomic buckets (address bits 0..12 pick one).
+    /// Time a host-memory CAS that fails holds its bucket, ns (no write-back).
+    pub host_cas_fail_ns: u64,
+    /// Number of NIC atomic buckets: `(offset >> atomic_bucket_shift) %
+    /// atomic_buckets` picks an atomic's bucket.
     pub atomic_buckets: u64,
+    /// Address bits below the bucket bits (3: an 8-byte word's index).
+    pub atomic_bucket_shift: u32,
     /// Time a device-memory atomic holds its bucket, ns.
     pub device_atomic_ns: u64,
     /// MS CPU time per RPC, ns.
@@ -135,7 +143,9 @@ impl NetModel {
             nic_msg_ns: 22,
             device_msg_ns: 9,
             host_atomic_ns: 1000,
+            host_cas_fail_ns: 500,
             atomic_buckets: 4096,
+            atomic_bucket_shift: 3,
             device_atomic_ns: 9,
             ms_rpc_ns: 1000,
             cpu: CpuCost {

@@ -372,13 +372,17 @@ impl World {
                 Verb::Cas { .. } | Verb::MaskedCas { .. } | Verb::Faa { .. }
             );
             if let (true, Some(addr)) = (is_atomic, target) {
-                let b = (addr.local_offset() & 0xfff) as usize % m.buckets.len();
+                // The bucket is reserved here, in post order; a host CAS
+                // reserves its PCIe read only, and `atomic` extends the
+                // reservation by the write-back if it succeeds (Sherman
+                // §3.2.2: a failed CAS skips it).
+                let b = bucket(addr, &net, m.buckets.len());
                 exec = exec.max(m.buckets[b]);
                 m.buckets[b] = exec
-                    + if on_chip {
-                        net.device_atomic_ns
-                    } else {
-                        net.host_atomic_ns
+                    + match wr.verb {
+                        _ if on_chip => net.device_atomic_ns,
+                        Verb::Faa { .. } => net.host_atomic_ns,
+                        _ => net.host_cas_fail_ns,
                     };
             }
             let q = &mut self.cores[core].qp_last_exec[ms as usize];
@@ -559,6 +563,15 @@ impl World {
         let old = u64::from_le_bytes(*word);
         if let Some(new) = f(old) {
             *word = new.to_le_bytes();
+            if !addr.is_device() {
+                // The write-back's PCIe transaction holds the bucket on
+                // (post reserved the read only, for a CAS). Atomics already
+                // queued behind keep their times: a model approximation, see
+                // docs/simulator.md.
+                let b = bucket(addr, &self.cfg.net, m.buckets.len());
+                let end = self.now + self.cfg.net.host_atomic_ns;
+                m.buckets[b] = m.buckets[b].max(end);
+            }
         }
         self.trace_hash = mix(self.trace_hash, old);
         Ok(old)
@@ -670,4 +683,10 @@ impl MsMemory for MsView<'_> {
     fn charge_cpu(&mut self, ns: u64) {
         self.cpu_ns += ns;
     }
+}
+
+/// The NIC atomic bucket of `addr`: the 12 LSBs of its 8-byte word's index
+/// by default (Sherman §3.2.2; [`super::NetModel::atomic_bucket_shift`]).
+fn bucket(addr: GlobalAddr, net: &super::NetModel, buckets: usize) -> usize {
+    (addr.local_offset() >> net.atomic_bucket_shift) as usize % buckets
 }

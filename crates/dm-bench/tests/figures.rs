@@ -133,3 +133,37 @@ fn experiments_table_matches_the_claims_files() {
         docs.join("README.md").to_str().unwrap(),
     ]);
 }
+
+/// `--keys` and `--ops` resize every row (a larger run than the full size,
+/// e.g. Sherman's ladder at 10 M keys): the args column records the sizes
+/// the rows ran, and each row verified the loaded keys plus its inserts.
+#[test]
+fn figure_keys_and_ops_override_every_row() {
+    let dir = std::env::temp_dir().join(format!("dm-bench-figure-resize-{}", std::process::id()));
+    bench(&[
+        "figure",
+        "sherman-table1",
+        "--quick",
+        "--keys",
+        "3000",
+        "--ops",
+        "2000",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let mut csv = csv::Reader::from_path(dir.join("sherman-table1.csv")).unwrap();
+    let heads = csv.headers().unwrap().clone();
+    let col = |h: &str| heads.iter().position(|x| x == h).unwrap();
+    let recs: Vec<csv::StringRecord> = csv.records().map(|r| r.unwrap()).collect();
+    assert_eq!(recs.len(), 4);
+    for r in &recs {
+        let args = &r[col("args")];
+        assert!(
+            args.contains("--keys 3000 ") && args.contains("--ops 2000 "),
+            "{args}"
+        );
+        assert!(!args.contains("--keys 10000"), "{args}");
+        let verified: u64 = r[col("verified")].parse().unwrap();
+        assert!((3000..5000).contains(&verified), "{r:?}");
+    }
+}

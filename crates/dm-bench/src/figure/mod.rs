@@ -57,6 +57,26 @@ pub struct Args {
     /// Only the rows whose series is one of these (comma list).
     #[arg(long, value_delimiter = ',')]
     pub series: Vec<String>,
+    /// Load this many keys in every row instead of the figure's size (a
+    /// larger run than the full size; the CSV's `args` column records it).
+    #[arg(long)]
+    pub keys: Option<u64>,
+    /// Run this many operations in every row instead of the figure's size.
+    #[arg(long)]
+    pub ops: Option<u64>,
+}
+
+/// `args` with the value after `flag` replaced by `v` (`None`: unchanged).
+fn with_flag(args: &str, flag: &str, v: Option<u64>) -> String {
+    let Some(v) = v else {
+        return args.to_string();
+    };
+    let mut toks: Vec<String> = args.split_whitespace().map(str::to_string).collect();
+    match toks.iter().position(|t| t == flag) {
+        Some(i) if i + 1 < toks.len() => toks[i + 1] = v.to_string(),
+        _ => toks.extend([flag.to_string(), v.to_string()]),
+    }
+    toks.join(" ")
 }
 
 /// One row of a figure's CSV: what the row ran and what it measured (the
@@ -187,6 +207,11 @@ pub fn run(a: Args) -> Result<()> {
         let rows: Vec<Row> = (fig.rows)(a.quick)
             .into_iter()
             .filter(|r| a.series.is_empty() || a.series.contains(&r.series))
+            .map(|mut r| {
+                r.args = with_flag(&r.args, "--keys", a.keys);
+                r.args = with_flag(&r.args, "--ops", a.ops);
+                r
+            })
             .collect();
         if rows.is_empty() {
             bail!("{}: no rows of series {:?}", fig.name, a.series);

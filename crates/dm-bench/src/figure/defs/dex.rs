@@ -8,9 +8,12 @@
 //! update) = `b`, write-intensive (50/50) = `a`. Not expressible here: the
 //! P-Sherman and P-SMART baselines, the insert- and scan-intensive panels,
 //! thread counts that are not multiples of 36 above 36.
-//! A known limit of the sim model (docs/experiments/dolphin.md): DEX's
-//! per-CS cache is serialised by a Lamport-clock rule in virtual time, which
-//! caps an all-cached CS near 6 Mops.
+//! A known limit of the sim model (docs/experiments/README.md, dex-fig6):
+//! DEX's per-CS cache is serialised by a Lamport-clock rule in virtual time,
+//! and a core whose operations hit the cache runs ahead within its
+//! scheduling round; with the per-operation CPU charge a CS runs about one
+//! operation per 1,800 ns (0.55 Mops at 36 threads), so DEX's rows of
+//! Fig. 6 do not measure DEX.
 
 use super::{row, Claim, Figure, Metric, Row, Shape};
 

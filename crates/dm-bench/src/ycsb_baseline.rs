@@ -184,6 +184,10 @@ impl Map for RwLock<BTreeMap<Vec<u8>, u64>> {
     }
 }
 
+/// Lookups before a skiplist update decides that its key is absent (see
+/// the `update` of `SkipMap`'s [`Map`] impl).
+const SKIPLIST_MISS_RETRIES: usize = 100;
+
 impl Map for SkipMap<Vec<u8>, u64> {
     fn empty() -> Self {
         SkipMap::new()
@@ -201,8 +205,19 @@ impl Map for SkipMap<Vec<u8>, u64> {
     /// A lookup, then an insert: not atomic with a concurrent remove of the
     /// same key (which it may undo), unlike the index's update. YCSB's
     /// generated workloads remove nothing.
+    ///
+    /// crossbeam-skiplist 0.1.3 replaces an entry by marking the old node
+    /// removed and then inserting the new one (its issue #1023), so a lookup
+    /// between the two misses a key that is present before and after. A
+    /// miss is therefore retried, yielding the OS thread so that a replacing
+    /// thread that was preempted in that window can finish; only a key that
+    /// stays absent through [`SKIPLIST_MISS_RETRIES`] lookups is absent.
     fn update(&self, k: &[u8], v: u64) -> bool {
-        let found = self.contains_key(k);
+        let found = self.contains_key(k)
+            || (0..SKIPLIST_MISS_RETRIES).any(|_| {
+                std::thread::yield_now();
+                self.contains_key(k)
+            });
         if found {
             SkipMap::insert(self, k.to_vec(), v);
         }

@@ -444,6 +444,9 @@ impl World {
             }
             Verb::Cas { addr, expect, swap } => {
                 let res = self.atomic(addr, |old| (old == expect).then_some(swap));
+                if res == Ok(expect) {
+                    self.cas_write_back(addr);
+                }
                 let t = self.return_path(core, now, 8);
                 self.complete(core, wr_id, t, res.map(VerbOutput::Atomic));
             }
@@ -455,9 +458,12 @@ impl World {
                 swap_mask,
             } => {
                 let res = if self.cfg.masked_cas {
-                    self.atomic(addr, |old| {
-                        masked_cas_apply(old, expect, swap, compare_mask, swap_mask)
-                    })
+                    let cas = |old| masked_cas_apply(old, expect, swap, compare_mask, swap_mask);
+                    let res = self.atomic(addr, cas);
+                    if res.as_ref().is_ok_and(|&old| cas(old).is_some()) {
+                        self.cas_write_back(addr);
+                    }
+                    res
                 } else {
                     Err(VerbError::Unsupported(Capability::MaskedCas))
                 };
@@ -563,18 +569,23 @@ impl World {
         let old = u64::from_le_bytes(*word);
         if let Some(new) = f(old) {
             *word = new.to_le_bytes();
-            if !addr.is_device() {
-                // The write-back's PCIe transaction holds the bucket on
-                // (post reserved the read only, for a CAS). Atomics already
-                // queued behind keep their times: a model approximation, see
-                // docs/simulator.md.
-                let b = bucket(addr, &self.cfg.net, m.buckets.len());
-                let end = self.now + self.cfg.net.host_atomic_ns;
-                m.buckets[b] = m.buckets[b].max(end);
-            }
         }
         self.trace_hash = mix(self.trace_hash, old);
         Ok(old)
+    }
+
+    /// A CAS verb on `addr` succeeded: on host memory its write-back's PCIe
+    /// transaction holds the NIC bucket on (post reserved the read only).
+    /// Atomics already queued behind keep their times: a model
+    /// approximation, see docs/simulator.md. Not for the MS CPU's atomics
+    /// in RPC handlers, which do not go through the NIC.
+    fn cas_write_back(&mut self, addr: GlobalAddr) {
+        if !addr.is_device() {
+            let net = self.cfg.net;
+            let m = &mut self.ms[addr.ms() as usize];
+            let b = bucket(addr, &net, m.buckets.len());
+            m.buckets[b] = m.buckets[b].max(self.now + net.host_atomic_ns);
+        }
     }
 
     fn run_rpc(

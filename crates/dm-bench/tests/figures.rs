@@ -1,7 +1,8 @@
 //! `dm-bench figure NAME --quick` for every figure (issue 9: every figure
 //! command runs in quick mode in CI and its CSV has the expected rows): the
 //! CSV has one verified row per row the figure lists, the claims CSV has a
-//! measured value for every claim, and the SVG names every series.
+//! measured value for every claim, the SVG names every series, and
+//! `--replot` rewrites the same claims from the CSV.
 
 use std::process::Command;
 
@@ -67,6 +68,12 @@ fn figure_runs_quick(name: &str) {
         );
     }
     let claims_path = dir.join(format!("{name}.claims.csv"));
+    // --replot redraws the SVG and rewrites the same claims from the CSV.
+    let written = std::fs::read_to_string(&claims_path).unwrap();
+    std::fs::remove_file(&claims_path).unwrap();
+    let dir_s = dir.to_str().unwrap();
+    bench(&["figure", name, "--quick", "--replot", "--out", dir_s]);
+    assert_eq!(std::fs::read_to_string(&claims_path).unwrap(), written);
     if claims == 0 {
         // No claims (the paper states no number): an empty file.
         assert_eq!(std::fs::read_to_string(&claims_path).unwrap(), "");

@@ -84,6 +84,9 @@ pub struct Figure {
 
 /// A headline claim of the paper: a number (`den` = None) or a ratio of two
 /// rows' values of `metric`, each row named by (series, x).
+/// The x of a claim's row that stands for the series' peak ([`Claim::ours`]).
+pub const PEAK: &str = "peak";
+
 pub struct Claim {
     pub what: &'static str,
     pub metric: Metric,
@@ -128,12 +131,20 @@ impl Claim {
     }
 
     /// Ours, from the figure's records; None if a row is missing (a
-    /// `--series` selection) or the denominator is 0.
+    /// `--series` selection) or the denominator is 0. A row named
+    /// `(series, PEAK)` is the series' largest value over its x (the
+    /// paper quotes a peak, wherever it falls).
     pub fn ours(&self, recs: &[Record]) -> Option<f64> {
         let v = |(s, x): (&str, &str)| {
-            recs.iter()
-                .find(|r| r.series == s && r.x == x)
-                .map(|r| self.metric.of(r))
+            let mut vals = recs
+                .iter()
+                .filter(|r| r.series == s && (x == PEAK || r.x == x))
+                .map(|r| self.metric.of(r));
+            if x == PEAK {
+                vals.reduce(f64::max)
+            } else {
+                vals.next()
+            }
         };
         let n = v(self.num)?;
         match self.den {
@@ -202,3 +213,36 @@ pub static FIGURES: &[Figure] = &[
     dolphin::MEMORY,
     dolphin::YCSB,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(series: &str, x: &str, mops: f64) -> Record {
+        Record {
+            series: series.into(),
+            x: x.into(),
+            mops,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_peak_row_is_the_series_largest_value_wherever_it_falls() {
+        let recs = [
+            rec("a", "88", 3.0),
+            rec("a", "176", 9.0),
+            rec("a", "528", 6.0),
+            rec("b", "88", 4.0),
+            rec("b", "176", 2.0),
+        ];
+        let peak = Claim::value("", Metric::Mops, ("a", PEAK), 0.0);
+        assert_eq!(peak.ours(&recs), Some(9.0));
+        let peaks = Claim::ratio("", Metric::Mops, ("a", PEAK), ("b", PEAK), 0.0);
+        assert_eq!(peaks.ours(&recs), Some(9.0 / 4.0));
+        let at = Claim::ratio("", Metric::Mops, ("a", "528"), ("b", "176"), 0.0);
+        assert_eq!(at.ours(&recs), Some(3.0));
+        let missing = Claim::value("", Metric::Mops, ("c", PEAK), 0.0);
+        assert_eq!(missing.ours(&recs), None);
+    }
+}

@@ -42,7 +42,8 @@ pub struct Args {
     /// With `table`: write the table into this file, between its markers.
     #[arg(long)]
     pub update: Option<PathBuf>,
-    /// Redraw the SVG from the figure's CSV in --out instead of running it.
+    /// Redraw the SVG and rewrite the claims file from the figure's CSV in
+    /// --out instead of running it (after merging rows of separate runs).
     #[arg(long)]
     pub replot: bool,
     /// CI size: 10,000 keys at the figure's cluster shape (SMART's with 4
@@ -81,7 +82,7 @@ fn with_flag(args: &str, flag: &str, v: Option<u64>) -> String {
 
 /// One row of a figure's CSV: what the row ran and what it measured (the
 /// `ycsb --json` report, flattened). Times are virtual (sim).
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct Record {
     pub figure: String,
     pub series: String,
@@ -220,7 +221,15 @@ pub fn run(a: Args) -> Result<()> {
             let path = out.join(format!("{}.csv", fig.name));
             let recs: Vec<Record> = read_csv(&path)?;
             plot::svg(&out.join(format!("{}.svg", fig.name)), fig, &recs, a.quick)?;
-            println!("  redrew {}.svg from {}", fig.name, path.display());
+            print_table(fig, &recs);
+            let claims = claim_records(fig, &recs);
+            print_claims(&claims);
+            write_csv(&out.join(format!("{}.claims.csv", fig.name)), &claims)?;
+            println!(
+                "  redrew {0}.svg and rewrote {0}.claims.csv from {1}",
+                fig.name,
+                path.display()
+            );
             continue;
         }
         println!(

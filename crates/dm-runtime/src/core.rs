@@ -37,6 +37,10 @@ pub(crate) struct CoreState {
     pub(crate) exec_id: u32,
     pub(crate) tasks: RefCell<Slab<TaskSlot>>,
     pub(crate) run_queue: RefCell<VecDeque<u32>>,
+    /// Tasks that ended their round ([`crate::sync_virtual_time`]): queued
+    /// (their `queued` flag is set) but moved to `run_queue` only when the
+    /// round is over, so the executor does not poll them again this round.
+    pub(crate) deferred: RefCell<Vec<u32>>,
     pub(crate) inflight: RefCell<Slab<InFlight>>,
     pub(crate) next_gen: Cell<u32>,
     /// WRs posted this round, per MS plus one list for invalid MS ids (one post list = one doorbell each).
@@ -99,6 +103,22 @@ impl CoreState {
                 self.run_queue.borrow_mut().push_back(key);
             }
         }
+    }
+
+    /// Queues the task of waker `w` for the next round, not this one; false
+    /// if `w` is not a task waker of this core (the caller wakes it instead).
+    pub(crate) fn defer(&self, w: &Waker) -> bool {
+        let Some(key) = crate::task::local_key(w, self.exec_id) else {
+            return false;
+        };
+        let mut tasks = self.tasks.borrow_mut();
+        if let Some(t) = tasks.get_mut(key as usize) {
+            if !t.queued {
+                t.queued = true;
+                self.deferred.borrow_mut().push(key);
+            }
+        }
+        true
     }
 
     /// The [`Waiter`] for a future polled with `w`.

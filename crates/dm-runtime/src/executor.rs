@@ -4,7 +4,9 @@
 //! 1. drain the cross-core inbox (if its flag is set);
 //! 2. poll the CQ in batches of [`ExecConfig::cq_batch`], storing each result in
 //!    its in-flight slot and waking the owner;
-//! 3. poll at most [`ExecConfig::max_polls_per_round`] ready tasks, FIFO;
+//! 3. poll at most [`ExecConfig::max_polls_per_round`] ready tasks, FIFO
+//!    (a task that ended its round with [`crate::sync_virtual_time`] waits
+//!    for the next round);
 //! 4. hand each QP that got WRs this round one post list (one doorbell).
 //!
 //! On `sim` every task poll, WR and non-empty CQ poll charges the core's
@@ -59,6 +61,7 @@ impl<Q: Queues> Executor<Q> {
             exec_id,
             tasks: RefCell::new(Slab::new()),
             run_queue: RefCell::new(VecDeque::new()),
+            deferred: RefCell::new(Vec::new()),
             inflight: RefCell::new(Slab::new()),
             next_gen: Cell::new(0),
             pending: RefCell::new((0..=num_ms).map(|_| Vec::new()).collect()),
@@ -110,7 +113,9 @@ impl<Q: Queues> Executor<Q> {
 
     /// True if some task is ready to run.
     pub fn has_ready(&self) -> bool {
-        !self.core.run_queue.borrow().is_empty() || self.core.inbox.flag.load(Ordering::Relaxed)
+        !self.core.run_queue.borrow().is_empty()
+            || !self.core.deferred.borrow().is_empty()
+            || self.core.inbox.flag.load(Ordering::Relaxed)
     }
 
     /// WRs posted and not yet completed.
@@ -203,6 +208,12 @@ impl<Q: Queues> Executor<Q> {
                     }
                 }
             }
+        }
+        // Tasks that ended their round run in the next one.
+        if !core.deferred.borrow().is_empty() {
+            core.run_queue
+                .borrow_mut()
+                .extend(core.deferred.borrow_mut().drain(..));
         }
         // 4. one post list (doorbell) per QP
         let mask = core.pending_mask.replace(0);

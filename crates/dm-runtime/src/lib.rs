@@ -11,7 +11,8 @@
 //! - `task` (private): task slots, allocation-free wakers, [`JoinHandle`].
 //! - `core` (private): per-core state the futures reach through a thread local.
 //! - [`verbs`]: [`read`], [`write`](fn@write), [`cas`], [`masked_cas`], [`faa`], [`rpc`].
-//! - [`sync`]: [`yield_now`], the local lock table with FIFO hand-over
+//! - [`sync`]: [`yield_now`], [`sync_virtual_time`] (orders accesses to
+//!   CS-shared state by virtual time on sim), the local lock table with FIFO hand-over
 //!   (Sherman's HOCL, §4.3), and [`sync::SharedCell`] for CS-wide state with
 //!   cross-core wakes (SMART's read delegation, §4.2).
 //! - [`alloc`]: chunk allocation through the MS RPC, carved locally (Sherman §4.2).
@@ -71,7 +72,7 @@ pub mod verbs;
 
 pub use executor::{ExecConfig, Executor};
 pub use sim_driver::{SimCore, SimRuntime};
-pub use sync::{yield_now, yield_until};
+pub use sync::{sync_virtual_time, yield_now, yield_until};
 pub use task::JoinHandle;
 pub use threads::run_threads;
 pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture};

@@ -38,6 +38,47 @@ pub async fn yield_until(ns: u64) {
     }
 }
 
+/// Orders an access to state that the cores of one CS share through CS
+/// memory (DEX's cache, DEX §4) by virtual time: on a virtual clock (`sim`)
+/// it ends the core's scheduling round, so the simulator resumes this task
+/// at the core's clock only after every core whose clock is behind has run
+/// up to this time (conservative synchronisation, as in parallel
+/// discrete-event simulation). On a wall clock (`loopback`, `rdma`) it
+/// returns at once: real cores already act in time order.
+///
+/// Why it exists: a core's round runs its tasks back to back, so an
+/// operation that posts no WR (a cache hit) lets the core's clock run ahead
+/// of the other cores' within one round. Without this, the core's accesses
+/// land in shared state "from the future" of cores that run later, and a
+/// Lamport-clock wait (the other cores wait for the latest stamp) turns that
+/// into serialisation of the whole CS. Costs one extra task poll
+/// ([`dm_verbs::CpuCost::poll_ns`], 60 ns virtual by default) per call on sim.
+pub async fn sync_virtual_time() {
+    let virtual_clock =
+        crate::core::with_current(|c| matches!(c.clock, dm_verbs::Clock::Virtual(_)));
+    if virtual_clock {
+        EndRound(false).await
+    }
+}
+
+/// Future of [`sync_virtual_time`] on a virtual clock: pending once, queued
+/// for the core's next round.
+struct EndRound(bool);
+
+impl Future for EndRound {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        if !crate::core::with_current(|c| c.defer(cx.waker())) {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
+
 /// Future of [`yield_now`].
 pub struct YieldNow(bool);
 

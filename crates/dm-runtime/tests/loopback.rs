@@ -142,3 +142,15 @@ fn broken_qp_and_bad_address_complete_with_errors() {
     assert!(matches!(c, Err(VerbError::OutOfBounds { .. })));
     assert_eq!(ex.inflight(), 0);
 }
+
+#[test]
+fn sync_virtual_time_returns_at_once_on_a_wall_clock() {
+    let f = fabric();
+    let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
+    let h = ex.spawn(async {
+        dm_runtime::sync_virtual_time().await;
+        7
+    });
+    ex.tick();
+    assert_eq!(h.try_take(), Some(7), "finished in its first poll");
+}

@@ -542,3 +542,49 @@ fn host_atomics_serialise_per_bucket_and_a_failed_cas_skips_the_write_back() {
         "FAAs {faa_ns} ns, failed CASes {cas_ns} ns: {extra} ns apart, want ~{want}"
     );
 }
+
+/// Two cores share a log through CS memory: five times, each charges CPU
+/// (core 0 3 µs a step, core 1 2 µs), then (if `use_sync`) awaits
+/// `sync_virtual_time`, then logs `(virtual ns, core)`.
+fn shared_log(use_sync: bool) -> Vec<(u64, usize)> {
+    let mut r = rt(small_cfg());
+    let log = Rc::new(RefCell::new(Vec::new()));
+    for (i, step) in [(0usize, 3_000u64), (1, 2_000)] {
+        let c = r.add_core(0, i as u16);
+        let log = log.clone();
+        r.spawn_on(c, async move {
+            for _ in 0..5 {
+                dm_runtime::charge_cpu(step);
+                if use_sync {
+                    dm_runtime::sync_virtual_time().await;
+                }
+                log.borrow_mut().push((dm_runtime::now_ns(), i));
+            }
+        });
+    }
+    r.run();
+    let v = log.borrow().clone();
+    v
+}
+
+#[test]
+fn sync_virtual_time_orders_cs_shared_accesses_by_virtual_time() {
+    // Without it, core 0 runs all five steps in its first round (no WR, no
+    // suspension) and logs 15 µs before core 1 logs 2 µs.
+    let ahead = shared_log(false);
+    assert_eq!(ahead.iter().filter(|e| e.1 == 0).count(), 5);
+    assert!(!ahead.is_sorted(), "the test must see run-ahead: {ahead:?}");
+    // With it, every access waits for the cores that are behind: the log is
+    // in virtual-time order and both cores interleave.
+    let synced = shared_log(true);
+    assert_eq!(synced.len(), 10);
+    assert!(
+        synced.is_sorted(),
+        "accesses out of virtual-time order: {synced:?}"
+    );
+    assert_eq!(synced[0].1, 1, "core 1 (2 µs) acts before core 0 (3 µs)");
+    // Each sync costs one extra task poll (60 ns virtual by default), no more.
+    let poll = dm_verbs::sim::SimConfig::default().net.cpu.poll_ns;
+    let last0 = synced.iter().rev().find(|e| e.1 == 0).unwrap().0;
+    assert!(last0 <= 15_000 + 6 * poll, "core 0 ended at {last0} ns");
+}

@@ -215,8 +215,12 @@ impl DexCs {
     /// and a core may run ahead of another within one tick; state shared
     /// through CS memory (this cache) must not let a core observe a change
     /// stamped later than its own clock, or an operation would see an
-    /// effect from its future (a Lamport clock for in-CS sharing). With
-    /// wall clocks (loopback, rdma) it never waits.
+    /// effect from its future (a Lamport clock for in-CS sharing). Before
+    /// that wait, [`dm_runtime::sync_virtual_time`] lets every core whose
+    /// clock is behind run first, so accesses arrive in virtual-time order
+    /// and the wait is rare (without it, a core whose operations hit the
+    /// cache posted no WR, ran ahead within its round, and the wait
+    /// serialised the CS). With wall clocks (loopback, rdma) neither waits.
     pub(crate) async fn locked(&self) -> MutexGuard<'_, Cache> {
         let g = self.peek().await;
         self.stamp();
@@ -229,6 +233,10 @@ impl DexCs {
     /// Waiting accesses that stamped would push the clock ahead of the
     /// core they wait for, which then never catches up.
     pub(crate) async fn peek(&self) -> MutexGuard<'_, Cache> {
+        // Let every core whose virtual clock is behind act first, so that
+        // accesses reach the cache in virtual-time order and the wait below
+        // is the exception, not the rule (a no-op on wall clocks).
+        dm_runtime::sync_virtual_time().await;
         while dm_runtime::now_ns() < self.last_ns.load(SeqCst) {
             yield_now().await;
         }

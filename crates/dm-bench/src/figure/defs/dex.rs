@@ -8,12 +8,11 @@
 //! update) = `b`, write-intensive (50/50) = `a`. Not expressible here: the
 //! P-Sherman and P-SMART baselines, the insert- and scan-intensive panels,
 //! thread counts that are not multiples of 36 above 36.
-//! A known limit of the sim model (docs/experiments/README.md, dex-fig6):
-//! DEX's per-CS cache is serialised by a Lamport-clock rule in virtual time,
-//! and a core whose operations hit the cache runs ahead within its
-//! scheduling round; with the per-operation CPU charge a CS runs about one
-//! operation per 1,800 ns (0.55 Mops at 36 threads), so DEX's rows of
-//! Fig. 6 do not measure DEX.
+//! On `sim`, DEX's per-CS cache is kept in virtual-time order by
+//! [`dm_runtime::sync_virtual_time`] before each access (a cache hit posts no
+//! WR, so without it a core's clock ran ahead within its scheduling round and
+//! the Lamport-clock rule of `DexCs::locked` serialised the whole CS at about
+//! one operation per 1,800 ns CPU charge: 0.52 Mops per CS in every mix).
 
 use super::{row, Claim, Figure, Metric, Row, Shape};
 

@@ -115,6 +115,7 @@ impl CoreState {
         if let Some(t) = tasks.get_mut(key as usize) {
             if !t.queued {
                 t.queued = true;
+                t.free_poll = true;
                 self.deferred.borrow_mut().push(key);
             }
         }

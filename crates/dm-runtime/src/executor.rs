@@ -163,24 +163,23 @@ impl<Q: Queues> Executor<Q> {
             let Some(key) = core.run_queue.borrow_mut().pop_front() else {
                 break;
             };
-            let fut = {
+            let (mut fut, free_poll) = {
                 let mut tasks = core.tasks.borrow_mut();
                 let Some(t) = tasks.get_mut(key as usize) else {
                     continue;
                 };
                 t.queued = false;
                 match t.future.take() {
-                    Some(f) => f,
+                    Some(f) => (f, std::mem::take(&mut t.free_poll)),
                     None => continue,
                 }
             };
             polls += 1;
-            if cost.poll_ns > 0 {
+            if cost.poll_ns > 0 && !free_poll {
                 self.queues.charge_cpu(cost.poll_ns);
             }
             core.cur_task.set(Some(key));
             let waker = task::waker(core.exec_id, key);
-            let mut fut = fut;
             let res = fut.as_mut().poll(&mut Context::from_waker(&waker));
             core.cur_task.set(None);
             tracing::trace!(task = key, ready = res.is_ready(), "switch");
@@ -286,6 +285,7 @@ pub(crate) fn spawn_on<F: Future + 'static>(core: &CoreState, fut: F) -> JoinHan
     let key = core.tasks.borrow_mut().insert(TaskSlot {
         future: Some(boxed),
         queued: true,
+        free_poll: false,
         stats: VerbStats::default(),
     }) as u32;
     core.run_queue.borrow_mut().push_back(key);

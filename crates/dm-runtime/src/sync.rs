@@ -51,8 +51,9 @@ pub async fn yield_until(ns: u64) {
 /// of the other cores' within one round. Without this, the core's accesses
 /// land in shared state "from the future" of cores that run later, and a
 /// Lamport-clock wait (the other cores wait for the latest stamp) turns that
-/// into serialisation of the whole CS. Costs one extra task poll
-/// ([`dm_verbs::CpuCost::poll_ns`], 60 ns virtual by default) per call on sim.
+/// into serialisation of the whole CS. Costs no virtual time: the poll that
+/// resumes the task is not charged ([`dm_verbs::CpuCost::poll_ns`]), since
+/// the round it ends is an artefact of simulating many cores in one thread.
 pub async fn sync_virtual_time() {
     let virtual_clock =
         crate::core::with_current(|c| matches!(c.clock, dm_verbs::Clock::Virtual(_)));

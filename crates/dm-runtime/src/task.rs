@@ -23,6 +23,10 @@ pub(crate) type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
 pub(crate) struct TaskSlot {
     pub(crate) future: Option<BoxedTask>,
     pub(crate) queued: bool,
+    /// The next poll resumes the task after it ended its round
+    /// ([`crate::sync_virtual_time`]): a simulation artefact, so it charges
+    /// no CPU time.
+    pub(crate) free_poll: bool,
     pub(crate) stats: dm_verbs::VerbStats,
 }
 

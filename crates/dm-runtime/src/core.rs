@@ -40,6 +40,7 @@ pub(crate) struct CoreState {
     /// Tasks that ended their round ([`crate::sync_virtual_time`]): queued
     /// (their `queued` flag is set) but moved to `run_queue` only when the
     /// round is over, so the executor does not poll them again this round.
+    /// Empty outside a tick.
     pub(crate) deferred: RefCell<Vec<u32>>,
     pub(crate) inflight: RefCell<Slab<InFlight>>,
     pub(crate) next_gen: Cell<u32>,

@@ -113,9 +113,9 @@ impl<Q: Queues> Executor<Q> {
 
     /// True if some task is ready to run.
     pub fn has_ready(&self) -> bool {
-        !self.core.run_queue.borrow().is_empty()
-            || !self.core.deferred.borrow().is_empty()
-            || self.core.inbox.flag.load(Ordering::Relaxed)
+        // `deferred` is always empty between ticks (each tick moves it to
+        // the run queue), so it needs no check here.
+        !self.core.run_queue.borrow().is_empty() || self.core.inbox.flag.load(Ordering::Relaxed)
     }
 
     /// WRs posted and not yet completed.

@@ -217,18 +217,15 @@ pub fn run(a: Args) -> Result<()> {
         if rows.is_empty() {
             bail!("{}: no rows of series {:?}", fig.name, a.series);
         }
+        let csv_path = out.join(format!("{}.csv", fig.name));
         if a.replot {
-            let path = out.join(format!("{}.csv", fig.name));
-            let recs: Vec<Record> = read_csv(&path)?;
-            plot::svg(&out.join(format!("{}.svg", fig.name)), fig, &recs, a.quick)?;
-            print_table(fig, &recs);
-            let claims = claim_records(fig, &recs);
-            print_claims(&claims);
-            write_csv(&out.join(format!("{}.claims.csv", fig.name)), &claims)?;
+            let recs: Vec<Record> = read_csv(&csv_path)?;
+            let (svg_path, claims_path) = report(fig, &out, &recs, a.quick)?;
             println!(
-                "  redrew {0}.svg and rewrote {0}.claims.csv from {1}",
-                fig.name,
-                path.display()
+                "  redrew {} and rewrote {} from {}",
+                svg_path.display(),
+                claims_path.display(),
+                csv_path.display()
             );
             continue;
         }
@@ -255,15 +252,8 @@ pub fn run(a: Args) -> Result<()> {
             );
             recs.push(r);
         }
-        let csv_path = out.join(format!("{}.csv", fig.name));
         write_csv(&csv_path, &recs)?;
-        let svg_path = out.join(format!("{}.svg", fig.name));
-        plot::svg(&svg_path, fig, &recs, a.quick)?;
-        print_table(fig, &recs);
-        let claims = claim_records(fig, &recs);
-        print_claims(&claims);
-        let claims_path = out.join(format!("{}.claims.csv", fig.name));
-        write_csv(&claims_path, &claims)?;
+        let (svg_path, claims_path) = report(fig, &out, &recs, a.quick)?;
         println!(
             "  wrote {}, {} and {}",
             csv_path.display(),
@@ -272,6 +262,19 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// From a figure's records: draws `<name>.svg`, prints the table and the
+/// claims, and writes `<name>.claims.csv` into `out`. Returns both paths.
+fn report(fig: &Figure, out: &Path, recs: &[Record], quick: bool) -> Result<(PathBuf, PathBuf)> {
+    let svg_path = out.join(format!("{}.svg", fig.name));
+    plot::svg(&svg_path, fig, recs, quick)?;
+    print_table(fig, recs);
+    let claims = claim_records(fig, recs);
+    print_claims(&claims);
+    let claims_path = out.join(format!("{}.claims.csv", fig.name));
+    write_csv(&claims_path, &claims)?;
+    Ok((svg_path, claims_path))
 }
 
 /// One headline claim as measured: a line of `<name>.claims.csv`, which

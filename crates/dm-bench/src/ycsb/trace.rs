@@ -17,8 +17,10 @@ pub fn open(path: &Path) -> Result<Box<dyn BufRead>, String> {
     let r: Box<dyn Read> = if name.ends_with(".gz") {
         Box::new(flate2::read::MultiGzDecoder::new(f))
     } else if name.ends_with(".zst") {
+        // ruzstd's StreamingDecoder reads one frame; the traces are single-frame files.
         Box::new(
-            zstd::stream::read::Decoder::new(f).map_err(|e| format!("{}: {e}", path.display()))?,
+            ruzstd::decoding::StreamingDecoder::new(f)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
         )
     } else {
         Box::new(f)

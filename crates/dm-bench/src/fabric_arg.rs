@@ -62,6 +62,13 @@ pub struct RdmaArgs {
     /// (`RdmaConfig::default()`, 18 = 1.07 s).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=31))]
     pub rdma_timeout: Option<u8>,
+    /// Per-core staging MR (READ results, atomic old values, WRITEs too long
+    /// to post inline), KiB. Smaller means less memory to zero and register
+    /// per core (what a client's start-up costs in a TCG guest); a WR waits
+    /// while the MR is full, and one longer than the whole MR fails with
+    /// `OutOfBounds`. Default: the backend's (`RdmaConfig::default()`, 32 MiB).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(64..))]
+    pub rdma_staging_kib: Option<u64>,
 }
 
 /// Checks that `--ms` fits the fabric: a count for sim/loopback, addresses for rdma.
@@ -93,6 +100,9 @@ pub fn connect(ms: &MsArg, r: &RdmaArgs) -> Result<dm_verbs::rdma::RdmaFabric> {
     };
     if let Some(t) = r.rdma_timeout {
         cfg.timers.timeout = t;
+    }
+    if let Some(k) = r.rdma_staging_kib {
+        cfg.staging_bytes = k << 10;
     }
     Ok(RdmaFabric::connect(cfg, &addrs)?)
 }

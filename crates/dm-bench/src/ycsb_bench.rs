@@ -23,7 +23,7 @@ use crate::fabric_arg::{barrier, check_ms, parse_client, parse_ms, MsArg, RdmaAr
 use crate::kv::{parse_index, AnyIndex, Kv, SMART};
 use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
 use crate::verbs_bench::{FabricArg, TearArg};
-use crate::ycsb::workload::{Spec, Stream};
+use crate::ycsb::workload::{Mix, Spec, Stream};
 use crate::ycsb::{gen::fnvhash64, keys, trace, Op};
 use crate::ycsb_dex::DEX;
 use anyhow::{anyhow, bail, Result};
@@ -56,6 +56,12 @@ pub struct Args {
     /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.
     #[arg(long, default_value = "a")]
     pub workload: String,
+    /// Operation proportions in percent, `read,update,insert,scan,rmw`
+    /// (summing to 100), replacing the workload's; the workload still sets
+    /// the key distribution, the scan lengths and how inserts pick keys
+    /// (new keys, or Sherman's mixes' upserts). Generated workloads only.
+    #[arg(long)]
+    pub mix: Option<String>,
     /// Records loaded before the run (generator mode).
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
@@ -507,6 +513,9 @@ fn build_plan(a: &Args) -> Result<Plan> {
         Some(_) if a.key_file.is_some() => {
             bail!("--key-file applies to generated workloads; a trace brings its own keys")
         }
+        Some(_) if a.mix.is_some() => {
+            bail!("--mix applies to generated workloads; a trace brings its own operations")
+        }
         Some(dir) => {
             let ints = a.key_type == "randint";
             if !ints {
@@ -537,7 +546,10 @@ fn build_plan(a: &Args) -> Result<Plan> {
             (load, run)
         }
         None => {
-            let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
+            let mut spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
+            if let Some(m) = &a.mix {
+                spec.mix = Mix::parse_percent(m).map_err(|e| anyhow!(e))?;
+            }
             let mut s = Stream::new(spec, a.keys, a.ops, a.seed);
             match &a.key_file {
                 Some(path) => {
@@ -1486,6 +1498,7 @@ fn report(
     let v = json!({
         "index": a.index,
         "workload": a.workload,
+        "mix": a.mix,
         "source": source,
         "fabric": format!("{:?}", a.fabric).to_lowercase(),
         "clock": clock,
@@ -1524,9 +1537,12 @@ fn report(
     });
     if !a.quiet {
         println!(
-            "dm-bench ycsb: index {}, workload {} ({source}), {} fabric ({clock} time)",
+            "dm-bench ycsb: index {}, workload {}{} ({source}), {} fabric ({clock} time)",
             a.index,
             a.workload,
+            a.mix
+                .as_ref()
+                .map_or(String::new(), |m| format!(" with --mix {m}")),
             v["fabric"].as_str().unwrap()
         );
         println!(

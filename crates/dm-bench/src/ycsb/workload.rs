@@ -56,6 +56,34 @@ pub struct Mix {
     pub rmw: f64,
 }
 
+impl Mix {
+    /// Parses `--mix R,U,I,S,M`: five whole percentages (read, update,
+    /// insert, scan, read-modify-write; YCSB's `readproportion`,
+    /// `updateproportion`, `insertproportion`, `scanproportion`,
+    /// `readmodifywriteproportion`) summing to 100.
+    pub fn parse_percent(s: &str) -> Result<Mix, String> {
+        let bad = || {
+            format!("--mix wants five percentages read,update,insert,scan,rmw summing to 100, got {s:?}")
+        };
+        let v: Vec<u32> = s
+            .split(',')
+            .map(|p| p.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        if v.len() != 5 || v.iter().sum::<u32>() != 100 {
+            return Err(bad());
+        }
+        let f = |i: usize| v[i] as f64 / 100.0;
+        Ok(Mix {
+            read: f(0),
+            update: f(1),
+            insert: f(2),
+            scan: f(3),
+            rmw: f(4),
+        })
+    }
+}
+
 /// A workload: mix, distribution and how inserts choose keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spec {
@@ -280,6 +308,26 @@ mod tests {
             seed,
         );
         (0..n).map(|_| s.next_op()).collect()
+    }
+
+    #[test]
+    fn a_mix_replaces_the_proportions_and_is_checked() {
+        let m = Mix::parse_percent("40, 30,10,20,0").unwrap();
+        assert_eq!(
+            (m.read, m.update, m.insert, m.scan, m.rmw),
+            (0.4, 0.3, 0.1, 0.2, 0.0)
+        );
+        for bad in ["40,30,10,20", "40,30,10,20,1", "a,b,c,d,e", ""] {
+            assert!(Mix::parse_percent(bad).is_err(), "{bad}");
+        }
+        let mut spec = Spec::named("a", 0.99, 100).unwrap();
+        spec.mix = m;
+        let mut s = Stream::new(spec, 1000, 2000, 1);
+        let v: Vec<Op> = (0..2000).map(|_| s.next_op()).collect();
+        for kind in ["read", "update", "insert", "scan"] {
+            assert!(v.iter().any(|o| o.kind() == kind), "{kind}");
+        }
+        assert!(v.iter().all(|o| !matches!(o, Op::ReadModifyWrite(_))));
     }
 
     #[test]

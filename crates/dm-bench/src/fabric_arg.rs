@@ -1,6 +1,7 @@
 //! Fabric selection shared by `verbs`, `ycsb` and `check`: `--ms` as a count
 //! (sim, loopback) or a memory-server address list (rdma), the RDMA flags, and
-//! `--client I/N` (several client processes meeting at barriers).
+//! `--client I/N` (several client processes meeting at barriers); and the
+//! `--mix` percentages of `verbs` and `ycsb`.
 
 use anyhow::{anyhow, bail, Result};
 
@@ -192,6 +193,22 @@ pub async fn barrier(n: u64, k: u64) -> Result<(), dm_verbs::VerbError> {
         }
         dm_runtime::yield_now().await;
     }
+}
+
+/// Parses `--mix`: `N` comma-separated whole percentages summing to 100;
+/// `names` (e.g. `"read,write,cas,faa"`) says what they are in the error.
+pub fn parse_percentages<const N: usize>(s: &str, names: &str) -> Result<[u32; N]> {
+    let bad = || anyhow!("--mix needs {N} percentages ({names}) summing to 100, got {s:?}");
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|x| x.trim().parse())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    let v: [u32; N] = v.try_into().map_err(|_| bad())?;
+    if v.iter().sum::<u32>() != 100 {
+        return Err(bad());
+    }
+    Ok(v)
 }
 
 /// Parses `--client I/N` (`I < N`) into `(I, N)`.

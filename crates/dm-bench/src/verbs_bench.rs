@@ -13,7 +13,7 @@
 
 use crate::fabric_arg::{check_ms, parse_ms, MsArg, RdmaArgs};
 use crate::report::{efficiency, per_op, verbs_posted, write_json, PerftestArgs};
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use clap::ValueEnum;
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::{cas, faa, read, write, ExecConfig, Executor, SimRuntime};
@@ -108,18 +108,6 @@ struct CoroOut {
     bad_words: u64,
     /// The verb error that stopped this coroutine early, if any.
     error: Option<dm_verbs::VerbError>,
-}
-
-fn parse_mix(s: &str) -> Result<[u32; 4]> {
-    let v: Vec<u32> = s
-        .split(',')
-        .map(|x| x.trim().parse())
-        .collect::<Result<_, _>>()
-        .context("--mix")?;
-    if v.len() != 4 || v.iter().sum::<u32>() != 100 {
-        bail!("--mix needs four percentages (read,write,cas,faa) summing to 100, got {s:?}");
-    }
-    Ok([v[0], v[1], v[2], v[3]])
 }
 
 async fn coroutine(plan: Plan, id: u64, ops: u64) -> CoroOut {
@@ -304,7 +292,7 @@ fn run_threads_fabric<F: Fabric + Send + Sync>(
 pub fn run(mut a: Args) -> Result<()> {
     a.ms = a.ms_spec.count();
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
-    let mix = parse_mix(&a.mix)?;
+    let mix = crate::fabric_arg::parse_percentages::<4>(&a.mix, "read,write,cas,faa")?;
     a.perftest.check(a.fabric == FabricArg::Sim)?;
     if a.size == 0 || !a.size.is_multiple_of(8) {
         bail!("--size must be a positive multiple of 8");

@@ -548,7 +548,7 @@ fn build_plan(a: &Args) -> Result<Plan> {
         None => {
             let mut spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
             if let Some(m) = &a.mix {
-                spec.mix = Mix::parse_percent(m).map_err(|e| anyhow!(e))?;
+                spec.mix = Mix::parse_percent(m)?;
             }
             let mut s = Stream::new(spec, a.keys, a.ops, a.seed);
             match &a.key_file {

@@ -61,18 +61,8 @@ impl Mix {
     /// insert, scan, read-modify-write; YCSB's `readproportion`,
     /// `updateproportion`, `insertproportion`, `scanproportion`,
     /// `readmodifywriteproportion`) summing to 100.
-    pub fn parse_percent(s: &str) -> Result<Mix, String> {
-        let bad = || {
-            format!("--mix wants five percentages read,update,insert,scan,rmw summing to 100, got {s:?}")
-        };
-        let v: Vec<u32> = s
-            .split(',')
-            .map(|p| p.trim().parse::<u32>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad())?;
-        if v.len() != 5 || v.iter().sum::<u32>() != 100 {
-            return Err(bad());
-        }
+    pub fn parse_percent(s: &str) -> anyhow::Result<Mix> {
+        let v = crate::fabric_arg::parse_percentages::<5>(s, "read,update,insert,scan,rmw")?;
         let f = |i: usize| v[i] as f64 / 100.0;
         Ok(Mix {
             read: f(0),

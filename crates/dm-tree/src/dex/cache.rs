@@ -54,8 +54,16 @@ pub(crate) struct Frame {
 /// A mapping-table entry (§5.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Slot {
-    /// IO_FLAG: being fetched, processed as a scratch page, or offloaded.
-    Io,
+    /// IO_FLAG: being fetched, processed as a scratch page, or offloaded,
+    /// by the miss holding this token ([`Cache::io_token`]). Only that miss
+    /// may clear it: between a miss's admission and the end of its clean-up
+    /// (two critical sections), another thread can evict the new frame and
+    /// start a miss of its own on the same node, whose flag the first
+    /// miss's clean-up must leave alone (without tokens it cleared it, two
+    /// misses then admitted two frames for one node and updates to one of
+    /// them were lost: `dm-bench check --index dex --fabric loopback`, about
+    /// 1 run in 100, 3 in 100 with leaf admission 1 and no offloading).
+    Io(u64),
     At(u32),
 }
 
@@ -88,6 +96,8 @@ pub(crate) struct Cache {
     cooling: Vec<Vec<u32>>,
     pub budget: usize,
     rng: u64,
+    /// The last [`Slot::Io`] token handed out.
+    io_tokens: u64,
     pub counters: CacheCounters,
 }
 
@@ -102,6 +112,7 @@ impl Cache {
             cooling: vec![Vec::new(); buckets],
             budget,
             rng: seed | 1,
+            io_tokens: 0,
             counters: CacheCounters::default(),
         }
     }
@@ -114,6 +125,12 @@ impl Cache {
         x ^= x >> 27;
         self.rng = x;
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A fresh token for a [`Slot::Io`] flag.
+    pub fn io_token(&mut self) -> u64 {
+        self.io_tokens += 1;
+        self.io_tokens
     }
 
     /// A draw in [0, 1).

@@ -115,6 +115,8 @@ pub(crate) struct Miss {
     level: u8,
     low: Fence,
     high: Fence,
+    /// The token of the in-flight flag this miss set on `child`.
+    token: u64,
 }
 
 enum Step {
@@ -183,7 +185,7 @@ fn traverse(
         }
         let child = GlobalAddr::from_u64(f.node.entries[i].1);
         match st.map.get(&child.to_u64()).copied() {
-            Some(Slot::Io) => return Step::Wait,
+            Some(Slot::Io(_)) => return Step::Wait,
             Some(Slot::At(c)) => {
                 // Cooling (second chance) or a hot orphan: swizzle it here.
                 st.swizzle(cur, i, c);
@@ -191,15 +193,18 @@ fn traverse(
             }
             None => {
                 let (low, high) = child_range(&f.node, i);
+                let (parent_addr, level) = (f.addr, f.node.level - 1);
+                let token = st.io_token();
                 let m = Miss {
                     parent: cur,
-                    parent_addr: f.addr,
+                    parent_addr,
                     child,
-                    level: f.node.level - 1,
+                    level,
                     low,
                     high,
+                    token,
                 };
-                st.map.insert(child.to_u64(), Slot::Io);
+                st.map.insert(child.to_u64(), Slot::Io(token));
                 st.frames[cur as usize].pins += 1;
                 st.counters.misses += 1;
                 return Step::Miss(m);
@@ -221,12 +226,13 @@ struct MissGuard<'a> {
     c: &'a DexCs,
     parent: u32,
     child: GlobalAddr,
+    token: u64,
 }
 
 impl Drop for MissGuard<'_> {
     fn drop(&mut self) {
         let mut st = self.c.lock();
-        if st.map.get(&self.child.to_u64()) == Some(&Slot::Io) {
+        if st.map.get(&self.child.to_u64()) == Some(&Slot::Io(self.token)) {
             st.map.remove(&self.child.to_u64());
         }
         if let Some(p) = st.frames.get_mut(self.parent as usize) {
@@ -314,7 +320,7 @@ impl DexTree {
                     }
                     st.refresh(x, node);
                 }
-                Some(Slot::Io) => {}
+                Some(Slot::Io(_)) => {}
                 None => {
                     let old = st.root;
                     let x = st.admit(rp, node, NONE);
@@ -349,6 +355,7 @@ impl DexTree {
             c,
             parent: m.parent,
             child: m.child,
+            token: m.token,
         };
         let cfg = &self.cl.cfg;
         if m.level == 0 {
@@ -643,5 +650,60 @@ impl DexTree {
                 r => r,
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::TreeConfig;
+    use crate::{DexCluster, DexConfig};
+    use dm_runtime::{ExecConfig, Executor};
+    use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
+    use dm_verbs::Fabric;
+
+    /// A miss's clean-up clears only its own in-flight flag. The race it
+    /// guards against needs threads (the two critical sections of a miss's
+    /// admission and its clean-up run back to back on sim), so the test
+    /// plays the other thread's steps between them by hand: the new frame
+    /// is evicted and a second miss flags the same node.
+    #[test]
+    fn a_miss_clears_only_its_own_in_flight_flag() {
+        let f = LoopbackFabric::new(LoopbackConfig::default());
+        let mut ex = Executor::new(f.open_queues(0, 0), 1, ExecConfig::default());
+        let cl = DexCluster::new(TreeConfig::default(), DexConfig::default(), 1).unwrap();
+        let x = GlobalAddr::new(0, 4096);
+        ex.block_on(async move {
+            let c = &cl.css[0];
+            let first = {
+                let mut st = c.lock();
+                let t = st.io_token();
+                st.map.insert(x.to_u64(), Slot::Io(t));
+                t
+            };
+            let guard = MissGuard {
+                c,
+                parent: NONE,
+                child: x,
+                token: first,
+            };
+            // Admission, eviction, then another core's miss of `x`.
+            let second = {
+                let mut st = c.lock();
+                st.map.remove(&x.to_u64());
+                let t = st.io_token();
+                st.map.insert(x.to_u64(), Slot::Io(t));
+                t
+            };
+            drop(guard);
+            assert_eq!(c.lock().map.get(&x.to_u64()), Some(&Slot::Io(second)));
+            drop(MissGuard {
+                c,
+                parent: NONE,
+                child: x,
+                token: second,
+            });
+            assert_eq!(c.lock().map.get(&x.to_u64()), None);
+        });
     }
 }

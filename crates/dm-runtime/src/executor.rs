@@ -187,8 +187,11 @@ impl<Q: Queues> Executor<Q> {
             match res {
                 Poll::Ready(()) => {
                     tasks.remove(key as usize);
-                    core.cur_dirty.set(false);
-                    *core.cur.borrow_mut() = VerbStats::default();
+                    if core.cur_dirty.replace(false) {
+                        core.total
+                            .borrow_mut()
+                            .add(&core.cur.replace(VerbStats::default()));
+                    }
                     core.cur_posted.set(0);
                     core.cur_ms_mask.set(0);
                 }
@@ -198,11 +201,13 @@ impl<Q: Queues> Executor<Q> {
                     // Fold this poll's counters (only if it counted anything) into the task.
                     if core.cur_dirty.replace(false) {
                         let mut d = core.cur.replace(VerbStats::default());
-                        d.doorbells += core.cur_ms_mask.replace(0).count_ones() as u64;
                         if core.cur_posted.replace(0) > 0 {
                             d.rtts += 1;
-                            core.total.borrow_mut().rtts += 1;
                         }
+                        core.total.borrow_mut().add(&d);
+                        // Doorbells: the core's are counted when the round
+                        // rings them; the task's are the QPs this poll used.
+                        d.doorbells = core.cur_ms_mask.replace(0).count_ones() as u64;
                         t.stats.add(&d);
                     }
                 }
@@ -260,9 +265,6 @@ fn deliver(core: &CoreState, c: Completion) {
     if matches!(slot.waiter, Waiter::Abandoned) {
         inf.remove(key);
         return;
-    }
-    if let Ok(out) = &c.result {
-        core.total.borrow_mut().count_completion(out);
     }
     slot.result = Some(c.result);
     // Once the result is in, the waiter is no longer needed: a later poll takes

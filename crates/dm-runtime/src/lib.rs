@@ -46,20 +46,38 @@
 //!   the clock never borrow the simulator.
 //!
 //! ## Measured (2-core development machine; release build)
-//! `cargo run --release -p dm-bench -- runtime` (1000 tasks x 1000 awaits, best of 3):
+//! `cargo run --release -p dm-bench -- runtime --reps 5` (1000 tasks x 1000
+//! awaits; the variants interleaved, best of 5), three runs on 2026-11-24
+//! on a machine whose speed drifted by a third from run to run (steal
+//! time; the third run's ratio, 1.00, had dm-runtime's repetitions in a
+//! slow stretch):
 //!
 //! | variant | dm-runtime | tokio current-thread + `LocalSet` | ratio |
 //! |---|---|---|---|
-//! | task awaiting a loopback verb completion | 107 ns | 112 ns | 0.95 |
-//! | pure `yield_now` | 17.7 ns | 40 ns | 0.45 |
+//! | task awaiting a loopback verb completion | 191-196 ns | 235-240 ns | 0.81-0.82 (a third run: 1.00) |
+//! | pure `yield_now` | 38 ns | 123 ns | 0.31 |
+//! | the fabric alone (no runtime) | 72 ns per READ | | |
 //!
-//! The yield path meets the foundation issue's target (at most half of tokio's);
-//! the verb path does not yet (it was 136 ns before in-flight slots named
-//! their task and the verb future's poll was inlined). `callgrind` put a verb
-//! switch at about 1,250 instructions before those changes: the loopback READ itself (bounds check, copy, an allocated
-//! result and its free) about 400 of them, which the tokio variant pays too,
-//! and the verb future (in-flight slot, post list, counters) about 340. The
-//! tokio variant posts each WR on its own and is driven by a poller task.
+//! The yield path meets the foundation issue's target (at most half of
+//! tokio's); the verb path does not. Both verb figures include the fabric's
+//! own work, which no executor removes (executing the READ, allocating and
+//! freeing its result, the CQ): the bench prints it as "the fabric alone".
+//! Above that floor dm-runtime spends about 120 ns per verb switch and
+//! tokio about 165; half of tokio's total would leave dm-runtime about 45 ns
+//! above the floor, little more than a pure yield switch (38 ns) costs.
+//!
+//! Instruction counts are stable where wall time is not: `valgrind
+//! --tool=callgrind dm-bench runtime --dm-only --reps 1 --iters 200` put a
+//! verb switch at 1,240 instructions at 84090b1 and 1,130 after (1) the
+//! loopback READ of whole words stores each word without slicing (the
+//! slice made every 8-byte READ a `memcpy` call), (2) the loopback CQ is a
+//! ring (taking 64 completions off a `Vec` of 256 moved the other 192), (3)
+//! [`read`] and the other verb functions return [`Verbed`], a plain
+//! future, instead of an `async fn`'s state machine around the
+//! [`VerbFuture`], and (4) the core totals are the sum of the per-poll
+//! deltas, so a verb is counted once, not twice. Earlier: the verb path was
+//! 136 ns (on a faster machine, against tokio's 112) before in-flight slots
+//! named their task and the verb future's poll was inlined.
 
 pub mod alloc;
 mod core;
@@ -75,7 +93,7 @@ pub use sim_driver::{SimCore, SimRuntime};
 pub use sync::{sync_virtual_time, yield_now, yield_until};
 pub use task::JoinHandle;
 pub use threads::run_threads;
-pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture};
+pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture, Verbed};
 
 use dm_verbs::VerbStats;
 use std::future::Future;

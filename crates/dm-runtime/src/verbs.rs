@@ -186,56 +186,99 @@ fn expect_atomic(r: Result<VerbOutput, VerbError>) -> Result<u64, VerbError> {
     }
 }
 
+/// A [`VerbFuture`] whose output is mapped to the verb's result type: what
+/// [`read`], [`write`](fn@write), [`cas`], [`masked_cas`], [`faa`] and [`rpc`]
+/// return. A plain struct rather than an `async fn`, so awaiting a verb adds
+/// no state machine of its own (one less resume per poll on the hot path).
+pub struct Verbed<T> {
+    inner: VerbFuture,
+    map: fn(Result<VerbOutput, VerbError>) -> Result<T, VerbError>,
+}
+
+impl<T> Future for Verbed<T> {
+    type Output = Result<T, VerbError>;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `Verbed` is `Unpin` (a `VerbFuture` and a function pointer).
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll(cx) {
+            Poll::Ready(r) => Poll::Ready((this.map)(r)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[inline(always)]
+fn verbed<T>(
+    verb: Verb,
+    map: fn(Result<VerbOutput, VerbError>) -> Result<T, VerbError>,
+) -> Verbed<T> {
+    Verbed {
+        inner: VerbFuture::new(verb),
+        map,
+    }
+}
+
+#[inline(always)]
+fn expect_write(r: Result<VerbOutput, VerbError>) -> Result<(), VerbError> {
+    r.map(|_| ())
+}
+
 /// RDMA READ of `len` bytes at `addr`. Not a snapshot above 8 bytes.
-pub async fn read(addr: GlobalAddr, len: u32) -> Result<Vec<u8>, VerbError> {
-    expect_read(VerbFuture::new(Verb::Read { addr, len }).await)
+#[inline]
+pub fn read(addr: GlobalAddr, len: u32) -> Verbed<Vec<u8>> {
+    verbed(Verb::Read { addr, len }, expect_read)
 }
 
 /// RDMA WRITE of `data` at `addr`.
-pub async fn write(addr: GlobalAddr, data: Vec<u8>) -> Result<(), VerbError> {
-    VerbFuture::new(Verb::Write { addr, data })
-        .await
-        .map(|_| ())
+#[inline]
+pub fn write(addr: GlobalAddr, data: Vec<u8>) -> Verbed<()> {
+    verbed(Verb::Write { addr, data }, expect_write)
 }
 
 /// 8-byte CAS; returns the old value (success iff it equals `expect`).
-pub async fn cas(addr: GlobalAddr, expect: u64, swap: u64) -> Result<u64, VerbError> {
-    expect_atomic(VerbFuture::new(Verb::Cas { addr, expect, swap }).await)
+#[inline]
+pub fn cas(addr: GlobalAddr, expect: u64, swap: u64) -> Verbed<u64> {
+    verbed(Verb::Cas { addr, expect, swap }, expect_atomic)
 }
 
 /// Masked CAS (needs `Capability::MaskedCas`); returns the old value.
-pub async fn masked_cas(
+#[inline]
+pub fn masked_cas(
     addr: GlobalAddr,
     expect: u64,
     swap: u64,
     compare_mask: u64,
     swap_mask: u64,
-) -> Result<u64, VerbError> {
-    expect_atomic(
-        VerbFuture::new(Verb::MaskedCas {
+) -> Verbed<u64> {
+    verbed(
+        Verb::MaskedCas {
             addr,
             expect,
             swap,
             compare_mask,
             swap_mask,
-        })
-        .await,
+        },
+        expect_atomic,
     )
 }
 
 /// 8-byte FAA; returns the old value.
-pub async fn faa(addr: GlobalAddr, add: u64) -> Result<u64, VerbError> {
-    expect_atomic(VerbFuture::new(Verb::Faa { addr, add }).await)
+#[inline]
+pub fn faa(addr: GlobalAddr, add: u64) -> Verbed<u64> {
+    verbed(Verb::Faa { addr, add }, expect_atomic)
 }
 
 /// Two-sided RPC to handler `handler` on MS `ms`; returns the reply.
-pub async fn rpc(ms: u16, handler: u16, payload: Vec<u8>) -> Result<Vec<u8>, VerbError> {
-    expect_read(
-        VerbFuture::new(Verb::Rpc {
+#[inline]
+pub fn rpc(ms: u16, handler: u16, payload: Vec<u8>) -> Verbed<Vec<u8>> {
+    verbed(
+        Verb::Rpc {
             ms,
             handler,
             payload,
-        })
-        .await,
+        },
+        expect_read,
     )
 }

@@ -30,6 +30,7 @@ use crate::{
     MsMemory, Queues, RpcHandler, Verb, VerbError, VerbOutput, WorkRequest,
 };
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, RwLock};
@@ -103,6 +104,15 @@ impl Drop for Words {
 /// word (see the module docs: tearing at 8-byte granularity, never UB).
 /// Panics if the range is outside `w`; callers check bounds first.
 pub(crate) fn read_words(w: &[AtomicU64], off: u64, len: usize) -> Vec<u8> {
+    if off.is_multiple_of(8) && len.is_multiple_of(8) {
+        // Whole words (every node and lock read of the indexes): one load and
+        // one 8-byte store per word, no per-word slicing.
+        let mut out = Vec::with_capacity(len);
+        for word in &w[(off / 8) as usize..][..len / 8] {
+            out.extend_from_slice(&word.load(Acquire).to_le_bytes());
+        }
+        return out;
+    }
     let end = off + len as u64;
     let mut out = Vec::with_capacity(len);
     for i in off / 8..end.div_ceil(8) {
@@ -346,7 +356,7 @@ impl Fabric for LoopbackFabric {
     fn open_queues(&self, _cs: u16, _core: u16) -> LoopbackQueues {
         LoopbackQueues {
             s: self.s.clone(),
-            cq: Vec::new(),
+            cq: VecDeque::new(),
             broken: vec![false; self.s.cfg.num_ms as usize],
         }
     }
@@ -362,8 +372,9 @@ impl Fabric for LoopbackFabric {
 /// One core's QPs and CQ on the loopback fabric. `Send`, not shared.
 pub struct LoopbackQueues {
     s: Arc<Shared>,
-    /// Completions in posting order; a `Vec` so a full drain is one `append`.
-    cq: Vec<Completion>,
+    /// Completions in posting order; a ring, so taking a batch off the front
+    /// does not move the rest.
+    cq: VecDeque<Completion>,
     broken: Vec<bool>,
 }
 
@@ -394,17 +405,13 @@ impl Queues for LoopbackQueues {
                 self.s.execute(wr.verb)
             };
             let wr_id = wr.wr_id;
-            self.cq.push(Completion { wr_id, result });
+            self.cq.push_back(Completion { wr_id, result });
         }
     }
 
     fn poll_cq(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
         let n = self.cq.len().min(max);
-        if n == self.cq.len() {
-            out.append(&mut self.cq);
-        } else {
-            out.extend(self.cq.drain(..n));
-        }
+        out.extend(self.cq.drain(..n));
         n
     }
 

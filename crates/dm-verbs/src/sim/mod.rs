@@ -39,7 +39,11 @@
 //!
 //! Speed (2-core development machine, `cargo run --release -p dm-bench -- sim-speed`,
 //! 16 simulated cores x 8 tasks, 64-byte READ/WRITE/FAA, torn READs on):
-//! 3.5 M simulated verbs per wall second on one core (best of 3). The foundation issue's
+//! 3.5 M simulated verbs per wall second on one core (best of 3); 1.52 M at
+//! a1ed554 on a machine about twice as slow (same run: trace hash
+//! `b17c4138ba4e6329`; `callgrind` of `sim-speed --verbs 1000` counts
+//! 2,570 instructions per simulated verb at 84090b1, 2,496 at a1ed554).
+//! The foundation issue's
 //! target is 5 M; about a third of the time goes to the runtime's verb path
 //! (see dm-runtime's crate docs), the rest to the event queue and the model.
 

@@ -120,20 +120,38 @@ step "dm-verbs rdma tests (in-process memory servers)"
 grep "test result" $L/verbs-tests.log
 
 step "perftest ib_read_bw on rxe0 (64-byte READs, one QP): the READ rate of this guest"
-ib_read_bw -d rxe0 -x 1 -F -s 64 -n 20000 > $L/perftest-srv.log 2>&1 & PS=$!
-# The server may take a while to listen in a loaded guest: the client retries
-# a refused connection (which the server never sees) up to 20 times.
-i=0
-until timeout 120 ib_read_bw -d rxe0 -x 1 -F -s 64 -n 20000 127.0.0.1 > $L/perftest.log 2>&1; do
-  i=$((i + 1))
-  grep -q "Couldn't connect" $L/perftest.log && [ $i -lt 20 ] || fail "ib_read_bw"
-  sleep 1
+# One ib_read_bw server and client pair; prints the message rate (M/s) or
+# nothing. The server may take a while to listen in a loaded guest: the
+# client retries a refused connection (which the server never sees) up to 20
+# times.
+perftest_read() {
+  ib_read_bw -d rxe0 -x 1 -F -s 64 -n 20000 > $L/perftest-srv.log 2>&1 & PS=$!
+  i=0
+  until timeout 120 ib_read_bw -d rxe0 -x 1 -F -s 64 -n 20000 127.0.0.1 > $L/perftest.log 2>&1; do
+    i=$((i + 1))
+    grep -q "Couldn't connect" $L/perftest.log && [ $i -lt 20 ] || { kill $PS 2>/dev/null; return 1; }
+    sleep 1
+  done
+  wait $PS || true
+  # The result line: #bytes #iterations BW-peak[MB/s] BW-average[MB/s] MsgRate[Mpps]
+  awk '$1 == 64 && $2 == 20000 { print $5 }' $L/perftest.log | tail -n 1
+}
+# A reference figure, not a test: a rate of 0 (seen once in a clean-clone
+# rehearsal, with rxe completer retries in the counters) is retried twice,
+# then the clients run without --perftest-read-mops (no rdma_efficiency).
+PERF_MOPS=
+for attempt in 1 2 3; do
+  r=$(perftest_read) || fail "ib_read_bw"
+  if awk -v r="$r" 'BEGIN { exit !(r + 0 > 0) }'; then PERF_MOPS=$r; break; fi
+  echo "  ib_read_bw attempt $attempt: rate '${r}' M READs/s, not positive"
 done
-wait $PS || true
-# The result line: #bytes #iterations BW-peak[MB/s] BW-average[MB/s] MsgRate[Mpps]
-PERF_MOPS=$(awk '$1 == 64 && $2 == 20000 { print $5 }' $L/perftest.log | tail -n 1)
-[ -n "$PERF_MOPS" ] || fail "no READ message rate in the ib_read_bw output"
-echo "  ib_read_bw: $PERF_MOPS M READs/s"
+if [ -n "$PERF_MOPS" ]; then
+  echo "  ib_read_bw: $PERF_MOPS M READs/s"
+  PERF="--perftest-read-mops $PERF_MOPS"
+else
+  echo "  ib_read_bw gave no positive rate: rdma_efficiency is left out"
+  PERF=
+fi
 
 step "two memory servers"
 fresh_ms
@@ -141,7 +159,7 @@ fresh_ms
 grep -h -o "device memory none[^)]*)" $L/ms0.log | head -n 1 || true
 
 step "dm-bench verbs --fabric rdma, two client processes"
-V="--fabric rdma --ms $MS $STAGING --cs 1 --threads 2 --coros 4 --perftest-read-mops $PERF_MOPS"
+V="--fabric rdma --ms $MS $STAGING --cs 1 --threads 2 --coros 4 $PERF"
 timeout 300 "$BIN/dm-bench" verbs $V --ops 4000 --seed 1 --json $L/verbs1.json > $L/verbs1.out 2>&1 & P1=$!
 timeout 300 "$BIN/dm-bench" verbs $V --ops 4000 --seed 2 --json $L/verbs2.json > $L/verbs2.out 2>&1 & P2=$!
 wait $P1 || fail "verbs client 1"
@@ -150,7 +168,7 @@ grep -h -E "throughput|latency|verified|efficiency" $L/verbs1.out $L/verbs2.out
 
 step "dm-bench verbs --fabric rdma, one client, 64-byte READs only (as ib_read_bw)"
 timeout 300 "$BIN/dm-bench" verbs --fabric rdma --ms 127.0.0.1:7471 $STAGING --cs 1 --threads 1 --coros 8 \
-  --mix 100,0,0,0 --size 64 --ops 4000 --perftest-read-mops $PERF_MOPS \
+  --mix 100,0,0,0 --size 64 --ops 4000 $PERF \
   --json $L/verbs-read.json > $L/verbs-read.out 2>&1 || fail "verbs READ-only client"
 grep -h -E "throughput|efficiency" $L/verbs-read.out
 stop_both
@@ -180,7 +198,7 @@ stop_both
 Y="--fabric rdma --ms $MS $STAGING --cs 1 --threads 2 --coros 2 --keys 500 --ops 500"
 # One ycsb step: index $1, workload and mix $2, scan length $3, cache flag $4.
 ycsb_step() {
-  pair ycsb-$1 ycsb $Y $4 --index $1 $2 --scan-len $3 --perftest-read-mops $PERF_MOPS || return 1
+  pair ycsb-$1 ycsb $Y $4 --index $1 $2 --scan-len $3 $PERF || return 1
   grep -h -E " locks | run |verified|wall time" $L/ycsb-$1.0.out $L/ycsb-$1.1.out
   case $1 in sherman-onchip|sherman-hier|sherman)
     grep -q "global lock table: 32768 64-bit CAS slots per MS in host memory" $L/ycsb-$1.0.out \

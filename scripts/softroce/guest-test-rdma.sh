@@ -139,9 +139,11 @@ perftest_read() {
 # A reference figure, not a test: a rate of 0 (seen once in a clean-clone
 # rehearsal, with rxe completer retries in the counters) is retried twice,
 # then the clients run without --perftest-read-mops (no rdma_efficiency).
+# No rate line at all is still a failure (the output is not what we parse).
 PERF_MOPS=
 for attempt in 1 2 3; do
   r=$(perftest_read) || fail "ib_read_bw"
+  [ -n "$r" ] || fail "no READ message rate in the ib_read_bw output"
   if awk -v r="$r" 'BEGIN { exit !(r + 0 > 0) }'; then PERF_MOPS=$r; break; fi
   echo "  ib_read_bw attempt $attempt: rate '${r}' M READs/s, not positive"
 done

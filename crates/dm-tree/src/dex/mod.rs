@@ -56,7 +56,17 @@
 //!   operation, and a cooling copy of the returned leaf is dropped. One
 //!   more guard: a node is not offloaded while a hot "orphan" frame (a
 //!   cached node whose cached parent lost it in a refresh) lies in its key
-//!   range, because that frame could be dirty.
+//!   range, because that frame could be dirty. And a second, found on
+//!   real threads: a node is not offloaded while another miss of this CS
+//!   (a scratch leaf being read, changed and written back, say) is in
+//!   flight over its key range, and a miss whose range meets an offload in
+//!   flight waits for it. A leaf split updates the pool's inner nodes
+//!   before the CS's cached ones are refreshed, so for a while two routes
+//!   reach one leaf: a cached inner node, and an uncached one that misses
+//!   and may be offloaded. Without the guard the scratch leaf's write-back
+//!   overwrote the offloaded change (`dm-bench check --index dex --fabric
+//!   loopback --keys 400 --ops 300`: 4 failed runs in 150; see
+//!   `cache::IoRange`).
 //! - Head nodes and merges are not built (the paper's code does not merge).
 //!
 //! ## Errors

@@ -193,8 +193,12 @@ fn traverse(
             }
             None => {
                 let (low, high) = child_range(&f.node, i);
+                if st.offload_over(&low, &high) {
+                    return Step::Wait;
+                }
                 let (parent_addr, level) = (f.addr, f.node.level - 1);
                 let token = st.io_token();
+                st.start_io(token, low.clone(), high.clone());
                 let m = Miss {
                     parent: cur,
                     parent_addr,
@@ -232,6 +236,7 @@ struct MissGuard<'a> {
 impl Drop for MissGuard<'_> {
     fn drop(&mut self) {
         let mut st = self.c.lock();
+        st.end_io(self.token);
         if st.map.get(&self.child.to_u64()) == Some(&Slot::Io(self.token)) {
             st.map.remove(&self.child.to_u64());
         }
@@ -392,11 +397,14 @@ impl DexTree {
             && !matches!(op, Op::Scan { .. })
             && m.level <= cfg.offload_level
             && within(&m.low, &m.high, part)
-            && !c.locked().await.orphan_in(&m.low, &m.high)
-            && c.cost
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .offload(m.level);
+            && c.locked()
+                .await
+                .claim_offload(m.token, &m.low, &m.high, || {
+                    c.cost
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .offload(m.level)
+                });
         if offload {
             return self.offload(c, key, op, &m).await;
         }

@@ -45,9 +45,24 @@ pub struct Args {
     pub reps: u32,
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Run only dm-runtime's verb variant (for profiling); prints its ns per switch.
+    /// Run only dm-runtime's verb variant (for profiling); prints its ns per
+    /// switch. Same as `--only dm-verb`.
     #[arg(long)]
     pub dm_only: bool,
+    /// Run only one variant (for profiling, e.g. under callgrind); prints its
+    /// ns per switch (per READ for `fabric`).
+    #[arg(long, value_enum)]
+    pub only: Option<Variant>,
+}
+
+/// One of the five measured runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    DmVerb,
+    TokioVerb,
+    DmYield,
+    TokioYield,
+    Fabric,
 }
 
 fn fabric() -> LoopbackFabric {
@@ -215,11 +230,21 @@ fn best(reps: u32, mut f: impl FnMut() -> f64) -> f64 {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if a.dm_only {
-        println!(
-            "dm-runtime verb switch: {:.1} ns",
-            best(a.reps, || dm_verbs_run(a.tasks, a.iters))
-        );
+    let only = if a.dm_only {
+        Some(Variant::DmVerb)
+    } else {
+        a.only
+    };
+    if let Some(v) = only {
+        let (t, i) = (a.tasks, a.iters);
+        let ns = best(a.reps, || match v {
+            Variant::DmVerb => dm_verbs_run(t, i),
+            Variant::TokioVerb => tokio_run(t, i, true),
+            Variant::DmYield => dm_yield_run(t, i),
+            Variant::TokioYield => tokio_run(t, i, false),
+            Variant::Fabric => fabric_run(t, i),
+        });
+        println!("{v:?}: {ns:.1} ns");
         return Ok(());
     }
     // Interleaved repetitions: on a shared machine the speed drifts over

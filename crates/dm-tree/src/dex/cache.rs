@@ -112,6 +112,10 @@ pub struct CacheCounters {
     pub refreshes: u64,
     /// Leaves read into a scratch copy (not admitted).
     pub scratch_leaves: u64,
+    /// Offloads whose MS changed a leaf this CS held hot (and maybe dirty):
+    /// a broken path-aware invariant that can lose updates. Must stay 0;
+    /// `dm-bench check --index dex` fails a seed that counts one.
+    pub hot_offloads: u64,
 }
 
 pub(crate) struct Cache {

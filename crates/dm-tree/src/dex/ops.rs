@@ -474,9 +474,12 @@ impl DexTree {
             c.fallbacks.fetch_add(1, SeqCst);
             return Ok(MissOut::NoOffload);
         }
-        if !c.locked().await.invalidate(leaf) {
+        let mut st = c.locked().await;
+        if !st.invalidate(leaf) {
+            st.counters.hot_offloads += 1;
             tracing::error!(?leaf, "offload changed a leaf this CS holds hot");
         }
+        drop(st);
         Ok(MissOut::Done(match op {
             Op::Get => Res::Get((rep[0] == 1).then_some(v)),
             Op::Put { .. } => Res::Put(v == 1),

@@ -16,9 +16,11 @@
 //! (an I/O below it is in flight), not busy (a leaf split) and clean (a dirty
 //! page is written back first, while it is still hot); so a node that is
 //! not cached has no hot descendants except orphans, and the pool holds its
-//! whole sub-tree's newest bytes, except for misses in flight that reached
-//! a leaf below it through another, not yet refreshed, cached inner node
-//! ([`IoRange`] keeps offloads away from those).
+//! whole sub-tree's newest bytes, except below a split that this CS's
+//! cached inner nodes do not show yet: a stale cached inner node can still
+//! route to a leaf the pool already places under an uncached node, with a
+//! miss in flight ([`IoRange`] keeps offloads away from those) or a hot
+//! frame ([`Cache::invalidate`] repairs an offload that reached one).
 
 use crate::node::{Fence, Node};
 use dm_verbs::GlobalAddr;
@@ -112,9 +114,9 @@ pub struct CacheCounters {
     pub refreshes: u64,
     /// Leaves read into a scratch copy (not admitted).
     pub scratch_leaves: u64,
-    /// Offloads whose MS changed a leaf this CS held hot (and maybe dirty):
-    /// a broken path-aware invariant that can lose updates. Must stay 0;
-    /// `dm-bench check --index dex` fails a seed that counts one.
+    /// Offloads whose MS changed a leaf this CS held hot (reached through
+    /// a stale cached inner node): their results were dropped and the
+    /// operations retried through the cache ([`Cache::invalidate`]).
     pub hot_offloads: u64,
 }
 
@@ -316,8 +318,15 @@ impl Cache {
     }
 
     /// Drops the cooling copy of `a` if there is one (offload returned it:
-    /// the MS changed the page, §6.2 step 5). A hot copy is left alone
-    /// (cannot happen: see the module docs) and reported.
+    /// the MS changed the page, §6.2 step 5) and returns true. A hot copy
+    /// (reached through a cached inner node that a split of this CS has
+    /// left stale, while the pool routes the offload to the same leaf: a
+    /// hot frame under an uncached node, which the path-aware rules alone
+    /// do not exclude) is the leaf's owner copy: it is marked dirty, so
+    /// that its write-back overwrites whatever the MS wrote, and false is
+    /// returned (the caller drops the MS's result and retries through the
+    /// cache). Until that write-back no one reads the pool's copy: this
+    /// CS reaches the leaf through its frame, other CSs never touch it.
     pub fn invalidate(&mut self, a: GlobalAddr) -> bool {
         match self.map.get(&a.to_u64()) {
             Some(Slot::At(c)) if self.frames[*c as usize].cooling => {
@@ -327,7 +336,13 @@ impl Cache {
                 self.evict(c);
                 true
             }
-            Some(Slot::At(_)) => false,
+            Some(Slot::At(c)) => {
+                let f = &mut self.frames[*c as usize];
+                f.dirty = true;
+                f.gen += 1;
+                self.counters.hot_offloads += 1;
+                false
+            }
             _ => true,
         }
     }
@@ -511,6 +526,30 @@ mod tests {
         assert!(!c.offload_over(&Fence::NegInf, &k(20)));
         c.end_io(inner);
         assert!(!c.offload_over(&k(30), &k(40)));
+    }
+
+    /// An offload that changed a leaf this CS holds hot: the frame is the
+    /// owner copy, so it turns dirty (its write-back will overwrite the
+    /// MS's change) and the caller is told to retry; a cooling copy is
+    /// simply dropped.
+    #[test]
+    fn invalidate_drops_a_cooling_copy_and_dirties_a_hot_one() {
+        let mut c = Cache::new(16, 1);
+        let (hot, cold) = (GlobalAddr::new(0, 4096), GlobalAddr::new(0, 8192));
+        let h = c.admit(hot, Node::empty(0, k(10), k(20)), NONE);
+        let x = c.admit(cold, Node::empty(0, k(20), k(30)), NONE);
+        c.cool(x);
+        assert!(c.invalidate(cold));
+        assert_eq!(c.map.get(&cold.to_u64()), None, "the cooling copy is gone");
+        let gen = c.frames[h as usize].gen;
+        assert!(!c.invalidate(hot));
+        let f = &c.frames[h as usize];
+        assert!(f.dirty && f.gen == gen + 1 && !f.cooling);
+        assert_eq!(c.counters.hot_offloads, 1);
+        assert!(
+            c.invalidate(GlobalAddr::new(0, 12288)),
+            "not cached: nothing to do"
+        );
     }
 
     #[test]

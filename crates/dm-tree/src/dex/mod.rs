@@ -66,7 +66,14 @@
 //!   and may be offloaded. Without the guard the scratch leaf's write-back
 //!   overwrote the offloaded change (`dm-bench check --index dex --fabric
 //!   loopback --keys 400 --ops 300`: 4 failed runs in 150; see
-//!   `cache::IoRange`).
+//!   `cache::IoRange`). The same window can leave a *hot* leaf frame under
+//!   the stale cached inner node while the uncached one is offloaded
+//!   (`dm-bench check --index dex --keys 2000`, sim seed 5). Then the
+//!   frame, the leaf's owner copy, is marked dirty so that its write-back
+//!   overwrites the MS's change, the MS's result is dropped and the
+//!   operation retried through the cache (`Cache::invalidate`,
+//!   `CacheCounters::hot_offloads`); the paper's invariant alone (no hot
+//!   descendants below an uncached node) does not hold across a split.
 //! - Head nodes and merges are not built (the paper's code does not merge).
 //!
 //! ## Errors

@@ -5,7 +5,9 @@
 //! partition), has marked the missed node in flight in its mapping table
 //! and pinned its parent, has no other miss in flight over the node's key
 //! range (`cache::IoRange`), and by the path-aware cache rules holds no
-//! newer copy of any node below it (see `dex/cache.rs`). Inner nodes are written
+//! newer copy of any node below it (see `dex/cache.rs`; where a stale
+//! cached inner node breaks that rule, the CS finds the returned leaf hot,
+//! drops the reply and retries, and its write-back overwrites the change). Inner nodes are written
 //! through (see [`crate::dex`]), so the pool's images are the newest. The
 //! handler never splits: a full leaf, a pointer to another MS, a key outside
 //! a node's fences without a same-MS sibling, or an image that fails its

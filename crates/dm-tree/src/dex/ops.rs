@@ -474,12 +474,10 @@ impl DexTree {
             c.fallbacks.fetch_add(1, SeqCst);
             return Ok(MissOut::NoOffload);
         }
-        let mut st = c.locked().await;
-        if !st.invalidate(leaf) {
-            st.counters.hot_offloads += 1;
-            tracing::error!(?leaf, "offload changed a leaf this CS holds hot");
+        if !c.locked().await.invalidate(leaf) {
+            // The leaf is hot here: its frame, now dirty, is the truth.
+            return Ok(MissOut::NoOffload);
         }
-        drop(st);
         Ok(MissOut::Done(match op {
             Op::Get => Res::Get((rep[0] == 1).then_some(v)),
             Op::Put { .. } => Res::Put(v == 1),

@@ -58,6 +58,10 @@
 //! | pure `yield_now` | 38 ns | 123 ns | 0.31 |
 //! | the fabric alone (no runtime) | 72 ns per READ | | |
 //!
+//! A fourth run, in a later session the same day (the runtime unchanged since a1ed554):
+//! verb 213 ns against 249 (0.86), yield 27.9 ns against 114 (0.24), the
+//! fabric alone 63 ns.
+//!
 //! The yield path meets the foundation issue's target (at most half of
 //! tokio's); the verb path does not. Both verb figures include the fabric's
 //! own work, which no executor removes (executing the READ, allocating and
@@ -75,9 +79,24 @@
 //! [`read`] and the other verb functions return [`Verbed`], a plain
 //! future, instead of an `async fn`'s state machine around the
 //! [`VerbFuture`], and (4) the core totals are the sum of the per-poll
-//! deltas, so a verb is counted once, not twice. Earlier: the verb path was
-//! 136 ns (on a faster machine, against tokio's 112) before in-flight slots
-//! named their task and the verb future's poll was inlined.
+//! deltas, so a verb is counted once, not twice. Each variant alone
+//! (`dm-bench runtime --only VARIANT --reps 1 --iters 200` under callgrind,
+//! 2026-11-24; instructions per switch or per READ):
+//!
+//! | dm-runtime verb | tokio verb | dm-runtime yield | tokio yield | the fabric alone |
+//! |---|---|---|---|---|
+//! | 1,131 | 1,219 | 261 | 487 | 444 |
+//!
+//! So the verb-specific part (verb minus yield minus fabric) is 426
+//! instructions in dm-runtime against tokio's 288: dm-runtime wins the
+//! switch and loses part of it again in its verb glue (the in-flight slab
+//! with generations, the waiter, the per-MS post lists and mask, the
+//! accounting, the delivery), which is where the verb path's next savings
+//! are. About 175 of the fabric's 444 are `malloc` and `free` of the 8-byte
+//! READ results (a round's 256 results outgrow malloc's per-thread cache).
+//! Earlier: the verb path was 136 ns (on a faster machine, against tokio's
+//! 112) before in-flight slots named their task and the verb future's poll
+//! was inlined.
 
 pub mod alloc;
 mod core;

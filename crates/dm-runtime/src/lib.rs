@@ -58,9 +58,9 @@
 //! | pure `yield_now` | 38 ns | 123 ns | 0.31 |
 //! | the fabric alone (no runtime) | 72 ns per READ | | |
 //!
-//! A fourth run, in a later session the same day (the runtime unchanged since a1ed554):
-//! verb 213 ns against 249 (0.86), yield 27.9 ns against 114 (0.24), the
-//! fabric alone 63 ns.
+//! A fourth run, in a later session the same day (the runtime unchanged
+//! since a1ed554): verb 213 ns against 249 (0.86), yield 27.9 ns against
+//! 114 (0.24), the fabric alone 63 ns.
 //!
 //! The yield path meets the foundation issue's target (at most half of
 //! tokio's); the verb path does not. Both verb figures include the fabric's

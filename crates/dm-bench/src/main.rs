@@ -88,8 +88,17 @@ fn main() {
         eprintln!("dm-bench: error: a core thread failed; stopping");
         std::process::exit(101);
     }));
-    // The rdma backend reports QP failures and retransmission trouble through
-    // `tracing` (RUST_LOG overrides the level).
+    // The fabric and the indexes report trouble that is not an error of the
+    // operation at hand through `tracing` warnings and errors (the rdma
+    // backend: QP failures and retransmissions; the B+trees: a node lock
+    // still taken after many attempts, a separator that keeps missing its parent).
+    // Without a subscriber they would vanish. With the rdma feature,
+    // RUST_LOG overrides the level.
+    #[cfg(not(feature = "rdma"))]
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .init();
     #[cfg(feature = "rdma")]
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -123,6 +123,10 @@ enum Step {
     Done(Res),
     /// In flight or busy: yield and start over.
     Wait,
+    /// The missed node's range meets an offload in flight: yield and start
+    /// over, holding new offloads back until this operation gets past
+    /// ([`Cache::offload_holds`]).
+    WaitOffload,
     /// Re-read this inner node (NULL: the root pointer) and start over.
     Refresh(GlobalAddr),
     Miss(Miss),
@@ -194,7 +198,7 @@ fn traverse(
             None => {
                 let (low, high) = child_range(&f.node, i);
                 if st.offload_over(&low, &high) {
-                    return Step::Wait;
+                    return Step::WaitOffload;
                 }
                 let (parent_addr, level) = (f.addr, f.node.level - 1);
                 let token = st.io_token();
@@ -246,6 +250,21 @@ impl Drop for MissGuard<'_> {
     }
 }
 
+/// Releases an operation's hold on new offloads ([`Step::WaitOffload`])
+/// however the operation ends.
+struct HoldGuard<'a> {
+    c: &'a DexCs,
+    held: bool,
+}
+
+impl Drop for HoldGuard<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.c.lock().offload_holds -= 1;
+        }
+    }
+}
+
 /// Clears a leaf's busy flag when its split ends.
 struct BusyGuard<'a>(&'a DexCs, u32);
 
@@ -277,13 +296,24 @@ impl DexTree {
         let part = self.partition(c.id);
         let cap = self.t.leaf_capacity();
         let mut offload_ok = self.cl.cfg.offload;
+        let mut hold = HoldGuard { c, held: false };
         for _ in 0..MAX_ROUNDS {
             let mut visited = 0;
             let step = {
                 let mut st = c.peek().await;
-                traverse(&mut st, key, &op, cap, &part, &mut visited)
+                let step = traverse(&mut st, key, &op, cap, &part, &mut visited);
+                let waits = matches!(step, Step::WaitOffload);
+                if waits != hold.held {
+                    hold.held = waits;
+                    if waits {
+                        st.offload_holds += 1;
+                    } else {
+                        st.offload_holds -= 1;
+                    }
+                }
+                step
             };
-            if !matches!(step, Step::Wait) {
+            if !matches!(step, Step::Wait | Step::WaitOffload) {
                 c.stamp();
             }
             // The local search of each cached node (§6.1's T_search), which
@@ -291,7 +321,7 @@ impl DexTree {
             dm_runtime::charge_cpu(visited * self.cl.cfg.search_ns);
             match step {
                 Step::Done(r) => return Ok(r),
-                Step::Wait => yield_now().await,
+                Step::Wait | Step::WaitOffload => yield_now().await,
                 Step::Refresh(a) => self.refresh(c, a).await?,
                 Step::Split(lf) => self.split_cached(c, lf).await?,
                 Step::Foreign(a) => return Err(TreeError::Corrupt(a)),

@@ -438,7 +438,7 @@ impl Cache {
     pub fn offload_over(&self, low: &Fence, high: &Fence) -> bool {
         self.io
             .iter()
-            .any(|r| r.offloaded && fence_lt(&r.low, high) && fence_lt(low, &r.high))
+            .any(|r| r.offloaded && meets((&r.low, &r.high), (low, high)))
     }
 
     /// Marks the miss `token` over `[low, high)` offloaded if nothing
@@ -459,7 +459,7 @@ impl Cache {
             || self
                 .io
                 .iter()
-                .any(|r| r.token != token && fence_lt(&r.low, high) && fence_lt(low, &r.high))
+                .any(|r| r.token != token && meets((&r.low, &r.high), (low, high)))
             || !decide()
         {
             return false;
@@ -474,7 +474,7 @@ impl Cache {
     pub fn orphan_in(&self, low: &Fence, high: &Fence) -> bool {
         self.orphans.iter().any(|&o| {
             let n = &self.frames[o as usize].node;
-            fence_lt(&n.low, high) && fence_lt(low, &n.high)
+            meets((&n.low, &n.high), (low, high))
         })
     }
 }
@@ -494,6 +494,11 @@ pub(crate) fn fcmp(a: &Fence, b: &Fence) -> Ordering {
 
 fn fence_lt(a: &Fence, b: &Fence) -> bool {
     fcmp(a, b) == Ordering::Less
+}
+
+/// Whether the half-open key ranges `a` and `b` share a key.
+fn meets(a: (&Fence, &Fence), b: (&Fence, &Fence)) -> bool {
+    fence_lt(a.0, b.1) && fence_lt(b.0, a.1)
 }
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 //! range (`cache::IoRange`), and by the path-aware cache rules holds no
 //! newer copy of any node below it (see `dex/cache.rs`; where a stale
 //! cached inner node breaks that rule, the CS finds the returned leaf hot,
-//! drops the reply and retries, and its write-back overwrites the change). Inner nodes are written
-//! through (see [`crate::dex`]), so the pool's images are the newest. The
+//! drops the reply and retries, and its write-back overwrites the change).
+//! Inner nodes are written through (see [`crate::dex`]), so the pool's
+//! images are the newest. The
 //! handler never splits: a full leaf, a pointer to another MS, a key outside
 //! a node's fences without a same-MS sibling, or an image that fails its
 //! checksum sends the operation back to the CS (status 0).

@@ -91,9 +91,9 @@ fn main() {
     // The fabric and the indexes report trouble that is not an error of the
     // operation at hand through `tracing` warnings and errors (the rdma
     // backend: QP failures and retransmissions; the B+trees: a node lock
-    // still taken after many attempts, a separator that keeps missing its parent).
-    // Without a subscriber they would vanish. With the rdma feature,
-    // RUST_LOG overrides the level.
+    // still taken after many attempts, a separator that keeps missing its
+    // parent). Without a subscriber they would vanish. With the rdma
+    // feature, RUST_LOG overrides the level.
     #[cfg(not(feature = "rdma"))]
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -65,6 +65,17 @@ pub enum Variant {
     Fabric,
 }
 
+impl Variant {
+    /// The order of one interleaved repetition.
+    const ALL: [Variant; 5] = [
+        Variant::Fabric,
+        Variant::DmVerb,
+        Variant::TokioVerb,
+        Variant::DmYield,
+        Variant::TokioYield,
+    ];
+}
+
 fn fabric() -> LoopbackFabric {
     LoopbackFabric::new(LoopbackConfig {
         num_ms: 1,
@@ -225,6 +236,17 @@ fn fabric_run(tasks: u64, iters: u64) -> f64 {
     t.elapsed().as_nanos() as f64 / (lists * 256) as f64
 }
 
+/// One run of variant `v`: ns per switch (per READ for `Fabric`).
+fn measure(v: Variant, tasks: u64, iters: u64) -> f64 {
+    match v {
+        Variant::DmVerb => dm_verbs_run(tasks, iters),
+        Variant::TokioVerb => tokio_run(tasks, iters, true),
+        Variant::DmYield => dm_yield_run(tasks, iters),
+        Variant::TokioYield => tokio_run(tasks, iters, false),
+        Variant::Fabric => fabric_run(tasks, iters),
+    }
+}
+
 fn best(reps: u32, mut f: impl FnMut() -> f64) -> f64 {
     (0..reps.max(1)).map(|_| f()).fold(f64::INFINITY, f64::min)
 }
@@ -236,29 +258,20 @@ pub fn run(a: Args) -> Result<()> {
         a.only
     };
     if let Some(v) = only {
-        let (t, i) = (a.tasks, a.iters);
-        let ns = best(a.reps, || match v {
-            Variant::DmVerb => dm_verbs_run(t, i),
-            Variant::TokioVerb => tokio_run(t, i, true),
-            Variant::DmYield => dm_yield_run(t, i),
-            Variant::TokioYield => tokio_run(t, i, false),
-            Variant::Fabric => fabric_run(t, i),
-        });
+        let ns = best(a.reps, || measure(v, a.tasks, a.iters));
         println!("{v:?}: {ns:.1} ns");
         return Ok(());
     }
     // Interleaved repetitions: on a shared machine the speed drifts over
     // seconds, and interleaving exposes both runtimes to the same drift.
-    let (mut dm_switch, mut tokio_switch) = (f64::INFINITY, f64::INFINITY);
-    let (mut dm_yield, mut tokio_yield) = (f64::INFINITY, f64::INFINITY);
-    let mut floor = f64::INFINITY;
+    // Best per variant, in `ALL` order.
+    let mut b = [f64::INFINITY; 5];
     for _ in 0..a.reps.max(1) {
-        floor = floor.min(fabric_run(a.tasks, a.iters));
-        dm_switch = dm_switch.min(dm_verbs_run(a.tasks, a.iters));
-        tokio_switch = tokio_switch.min(tokio_run(a.tasks, a.iters, true));
-        dm_yield = dm_yield.min(dm_yield_run(a.tasks, a.iters));
-        tokio_yield = tokio_yield.min(tokio_run(a.tasks, a.iters, false));
+        for (i, v) in Variant::ALL.into_iter().enumerate() {
+            b[i] = b[i].min(measure(v, a.tasks, a.iters));
+        }
     }
+    let [floor, dm_switch, tokio_switch, dm_yield, tokio_yield] = b;
     println!(
         "dm-bench runtime: {} tasks x {} awaits, loopback fabric, best of {}",
         a.tasks, a.iters, a.reps

@@ -9,7 +9,7 @@
 use crate::task::{Inbox, TaskSlot};
 use dm_verbs::{Clock, VerbError, VerbOutput, VerbStats, WorkRequest};
 use slab::Slab;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::Waker;
@@ -48,16 +48,26 @@ pub(crate) struct CoreState {
     pub(crate) pending: RefCell<Vec<Vec<WorkRequest>>>,
     /// Bit i set: MS i has pending WRs (MS ids >= 64 share bit 63 and are scanned).
     pub(crate) pending_mask: Cell<u64>,
-    /// Counters of the current poll of the running task (a delta, folded into
-    /// the task's `TaskSlot::stats` after the poll if `cur_dirty`).
-    pub(crate) cur: RefCell<VerbStats>,
-    pub(crate) cur_dirty: Cell<bool>,
-    pub(crate) cur_posted: Cell<u32>,
+    /// The counters verbs are counted in: the polled task's
+    /// (`TaskCell::stats`, set by the executor around each poll), else
+    /// `idle_stats`. Never null.
+    pub(crate) cur_stats: Cell<*mut VerbStats>,
+    /// Counters of verbs posted outside any task poll (none in practice; the
+    /// core totals include them).
+    pub(crate) idle_stats: Box<UnsafeCell<VerbStats>>,
+    /// The polled task posted a WR in this poll (an RTT if it parks).
+    pub(crate) cur_posted: Cell<bool>,
+    /// QPs (bit per MS) the polled task posted to in this poll: its doorbells.
     pub(crate) cur_ms_mask: Cell<u64>,
     pub(crate) cur_task: Cell<Option<u32>>,
-    /// Totals of the core: the tasks' per-poll deltas (`cur`) are added
-    /// when each poll ends, doorbells when the round rings them.
-    pub(crate) total: RefCell<VerbStats>,
+    /// Counters of the tasks that finished; the core totals are these plus
+    /// the live tasks' ([`crate::Executor::stats`]).
+    pub(crate) retired: Cell<VerbStats>,
+    /// Post lists the core rang (one doorbell each).
+    pub(crate) doorbells: Cell<u64>,
+    /// `trace`-level events can be enabled (read once per round, so the
+    /// per-verb events cost one test when nobody collects them).
+    pub(crate) trace_on: Cell<bool>,
     pub(crate) clock: Clock,
     pub(crate) inbox: Arc<Inbox>,
     pub(crate) num_ms: u16,
@@ -136,9 +146,12 @@ impl CoreState {
     /// Adds a WR to this round's post list for `ms`, counted against the polled task.
     pub(crate) fn post(&self, wr: WorkRequest) {
         let ms = wr.verb.ms();
-        self.cur.borrow_mut().count_post(&wr.verb);
-        self.cur_dirty.set(true);
-        self.cur_posted.set(self.cur_posted.get() + 1);
+        // SAFETY: `cur_stats` points at the polled task's counters, which
+        // live as long as the task (the executor resets the pointer to
+        // `idle_stats` after the poll), or at `idle_stats`; no reference to
+        // them is held across this call.
+        unsafe { (*self.cur_stats.get()).count_post(&wr.verb) };
+        self.cur_posted.set(true);
         let bit = 1u64 << (ms.min(63));
         self.cur_ms_mask.set(self.cur_ms_mask.get() | bit);
         self.pending_mask.set(self.pending_mask.get() | bit);

@@ -13,12 +13,13 @@
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
 use crate::core::{CoreState, Waiter, CURRENT};
-use crate::task::{self, JoinHandle, TaskSlot};
+use crate::task::{self, JoinHandle, TaskCell, TaskSlot};
 use dm_verbs::{Completion, CpuCost, Queues, VerbStats};
 use slab::Slab;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
@@ -66,17 +67,20 @@ impl<Q: Queues> Executor<Q> {
             next_gen: Cell::new(0),
             pending: RefCell::new((0..=num_ms).map(|_| Vec::new()).collect()),
             pending_mask: Cell::new(0),
-            cur: RefCell::new(VerbStats::default()),
-            cur_posted: Cell::new(0),
-            cur_dirty: Cell::new(false),
+            cur_stats: Cell::new(std::ptr::null_mut()),
+            idle_stats: Box::new(UnsafeCell::new(VerbStats::default())),
+            cur_posted: Cell::new(false),
             cur_ms_mask: Cell::new(0),
             cur_task: Cell::new(None),
-            total: RefCell::new(VerbStats::default()),
+            retired: Cell::new(VerbStats::default()),
+            doorbells: Cell::new(0),
+            trace_on: Cell::new(false),
             clock: queues.clock(),
             inbox,
             num_ms,
             op_ns: cost.op_ns,
         });
+        core.cur_stats.set(core.idle_stats.get());
         Executor {
             core,
             cost,
@@ -123,9 +127,20 @@ impl<Q: Queues> Executor<Q> {
         self.core.inflight.borrow().len()
     }
 
-    /// Verb totals of this core.
+    /// Verb totals of this core: the counters of its finished and live
+    /// tasks, with the doorbells the core rang (a task's doorbells count
+    /// the QPs it posted to per poll; several tasks share one doorbell).
     pub fn stats(&self) -> VerbStats {
-        *self.core.total.borrow()
+        let core = &self.core;
+        let mut s = core.retired.get();
+        for (_, t) in core.tasks.borrow().iter() {
+            s.add(&t.task.stats);
+        }
+        // SAFETY: no task is being polled (`&self` is not reachable from a
+        // task), so nothing writes the idle counters now.
+        s.add(unsafe { &*core.idle_stats.get() });
+        s.doorbells = core.doorbells.get();
+        s
     }
 
     /// One scheduling round (see the module docs). Returns the number of task polls.
@@ -133,6 +148,11 @@ impl<Q: Queues> Executor<Q> {
         let core: &CoreState = &self.core;
         let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
         let cost = self.cost;
+        core.trace_on.set(
+            tracing::level_filters::STATIC_MAX_LEVEL >= tracing::level_filters::LevelFilter::TRACE
+                && tracing::level_filters::LevelFilter::current()
+                    >= tracing::level_filters::LevelFilter::TRACE,
+        );
         // 1. cross-core wakes
         if core.inbox.flag.load(Ordering::Relaxed) && core.inbox.flag.swap(false, Ordering::Acquire)
         {
@@ -163,54 +183,60 @@ impl<Q: Queues> Executor<Q> {
             let Some(key) = core.run_queue.borrow_mut().pop_front() else {
                 break;
             };
-            let (mut fut, free_poll) = {
+            let (cell, free_poll) = {
                 let mut tasks = core.tasks.borrow_mut();
                 let Some(t) = tasks.get_mut(key as usize) else {
                     continue;
                 };
                 t.queued = false;
-                match t.future.take() {
-                    Some(f) => (f, std::mem::take(&mut t.free_poll)),
-                    None => continue,
-                }
+                // SAFETY: the task is polled through this pointer and never
+                // moved out of its pinned box.
+                let cell = unsafe { t.task.as_mut().get_unchecked_mut() }
+                    as *mut TaskCell<dyn Future<Output = ()>>;
+                (cell, std::mem::take(&mut t.free_poll))
             };
             polls += 1;
             if cost.poll_ns > 0 && !free_poll {
                 self.queues.charge_cpu(cost.poll_ns);
             }
             core.cur_task.set(Some(key));
+            // SAFETY: the slot, and so the box `cell` points into, stays in
+            // the slab until this function removes it after a `Ready` poll
+            // (nothing else removes task slots, and a growing slab moves the
+            // box, not its contents). The counters and the future are
+            // disjoint fields: the verbs of the poll write the counters
+            // through `cur_stats` while the future is borrowed.
+            let stats = unsafe { std::ptr::addr_of_mut!((*cell).stats) };
+            core.cur_stats.set(stats);
             let waker = task::waker(core.exec_id, key);
-            let res = fut.as_mut().poll(&mut Context::from_waker(&waker));
+            let fut = unsafe { Pin::new_unchecked(&mut (*cell).fut) };
+            let res = fut.poll(&mut Context::from_waker(&waker));
+            core.cur_stats.set(core.idle_stats.get());
             core.cur_task.set(None);
-            tracing::trace!(task = key, ready = res.is_ready(), "switch");
-            let mut tasks = core.tasks.borrow_mut();
+            if core.trace_on.get() {
+                tracing::trace!(task = key, ready = res.is_ready(), "switch");
+            }
+            let posted = core.cur_posted.replace(false);
+            let ms_mask = core.cur_ms_mask.replace(0);
             match res {
                 Poll::Ready(()) => {
-                    tasks.remove(key as usize);
-                    if core.cur_dirty.replace(false) {
-                        core.total
-                            .borrow_mut()
-                            .add(&core.cur.replace(VerbStats::default()));
-                    }
-                    core.cur_posted.set(0);
-                    core.cur_ms_mask.set(0);
+                    let t = core.tasks.borrow_mut().remove(key as usize);
+                    let mut r = core.retired.get();
+                    r.add(&t.task.stats);
+                    core.retired.set(r);
+                    // Dropped outside the slab's borrow: the future's drop
+                    // may reach the core.
+                    drop(t);
                 }
-                Poll::Pending => {
-                    let t = &mut tasks[key as usize];
-                    t.future = Some(fut);
-                    // Fold this poll's counters (only if it counted anything) into the task.
-                    if core.cur_dirty.replace(false) {
-                        let mut d = core.cur.replace(VerbStats::default());
-                        if core.cur_posted.replace(0) > 0 {
-                            d.rtts += 1;
-                        }
-                        core.total.borrow_mut().add(&d);
-                        // Doorbells: the core's are counted when the round
-                        // rings them; the task's are the QPs this poll used.
-                        d.doorbells = core.cur_ms_mask.replace(0).count_ones() as u64;
-                        t.stats.add(&d);
-                    }
+                Poll::Pending if posted => {
+                    // SAFETY: as above; the task is still in its slot.
+                    let s = unsafe { &mut *stats };
+                    s.rtts += 1;
+                    // Doorbells: the core's are counted when the round
+                    // rings them; the task's are the QPs this poll used.
+                    s.doorbells += ms_mask.count_ones() as u64;
                 }
+                Poll::Pending => {}
             }
         }
         // Tasks that ended their round run in the next one.
@@ -223,7 +249,6 @@ impl<Q: Queues> Executor<Q> {
         let mask = core.pending_mask.replace(0);
         if mask != 0 {
             let mut pending = core.pending.borrow_mut();
-            let mut t = core.total.borrow_mut();
             for (ms, list) in pending.iter_mut().enumerate() {
                 if list.is_empty() {
                     continue;
@@ -231,7 +256,7 @@ impl<Q: Queues> Executor<Q> {
                 if cost.post_ns > 0 {
                     self.queues.charge_cpu(cost.post_ns * list.len() as u64);
                 }
-                t.doorbells += 1;
+                core.doorbells.set(core.doorbells.get() + 1);
                 self.queues.post_list(ms as u16, list);
             }
         }
@@ -261,7 +286,9 @@ fn deliver(core: &CoreState, c: Completion) {
     if slot.gen != gen {
         return;
     }
-    tracing::trace!(key, wr_id = c.wr_id, ok = c.result.is_ok(), "completion");
+    if core.trace_on.get() {
+        tracing::trace!(key, wr_id = c.wr_id, ok = c.result.is_ok(), "completion");
+    }
     if matches!(slot.waiter, Waiter::Abandoned) {
         inf.remove(key);
         return;
@@ -285,10 +312,9 @@ fn deliver(core: &CoreState, c: Completion) {
 pub(crate) fn spawn_on<F: Future + 'static>(core: &CoreState, fut: F) -> JoinHandle<F::Output> {
     let (boxed, handle) = task::wrap(fut);
     let key = core.tasks.borrow_mut().insert(TaskSlot {
-        future: Some(boxed),
+        task: boxed,
         queued: true,
         free_poll: false,
-        stats: VerbStats::default(),
     }) as u32;
     core.run_queue.borrow_mut().push_back(key);
     handle
@@ -300,12 +326,7 @@ impl<Q: Queues> Drop for Executor<Q> {
         // Drop task futures with this core current, so their verb futures can clean up.
         let core: &CoreState = &self.core;
         let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
-        let futs: Vec<_> = core
-            .tasks
-            .borrow_mut()
-            .drain()
-            .filter_map(|t| t.future)
-            .collect();
+        let futs: Vec<_> = core.tasks.borrow_mut().drain().map(|t| t.task).collect();
         drop(futs);
         CURRENT.with(|c| c.set(prev));
     }

@@ -112,7 +112,7 @@ pub use sim_driver::{SimCore, SimRuntime};
 pub use sync::{sync_virtual_time, yield_now, yield_until};
 pub use task::JoinHandle;
 pub use threads::run_threads;
-pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture, Verbed};
+pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture, VerbResult, Verbed};
 
 use dm_verbs::VerbStats;
 use std::future::Future;
@@ -156,11 +156,8 @@ pub fn charge_op() {
 /// operation to get its per-operation cost).
 pub fn task_stats() -> VerbStats {
     core::with_current(|c| {
-        let mut s = c
-            .cur_task
-            .get()
-            .map_or_else(VerbStats::default, |k| c.tasks.borrow()[k as usize].stats);
-        s.add(&c.cur.borrow());
+        // SAFETY: as in `CoreState::post`.
+        let mut s = unsafe { *c.cur_stats.get() };
         // The round trip this poll is about to wait for is not counted yet.
         s.doorbells += c.cur_ms_mask.get().count_ones() as u64;
         s

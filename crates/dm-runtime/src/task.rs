@@ -17,17 +17,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
-/// A spawned task's future, type-erased.
-pub(crate) type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
+/// A spawned task in one heap allocation: its verb counters, then its
+/// future (type-erased behind [`BoxedTask`]). While the executor polls the
+/// task, `CoreState::cur_stats` points at `stats`, so a verb is counted
+/// where it is posted, with no per-poll fold; the allocation never moves
+/// (the task slab may grow during a poll, the box does not).
+pub(crate) struct TaskCell<F: ?Sized> {
+    pub(crate) stats: dm_verbs::VerbStats,
+    pub(crate) fut: F,
+}
 
+/// A spawned task, type-erased.
+pub(crate) type BoxedTask = Pin<Box<TaskCell<dyn Future<Output = ()>>>>;
+
+/// A task's slot in the core's slab. The executor polls the task in place
+/// (the slot stays in the slab during its poll; only the executor removes
+/// it, after a poll that returned `Ready`).
 pub(crate) struct TaskSlot {
-    pub(crate) future: Option<BoxedTask>,
+    pub(crate) task: BoxedTask,
     pub(crate) queued: bool,
     /// The next poll resumes the task after it ended its round
     /// ([`crate::sync_virtual_time`]): a simulation artefact, so it charges
     /// no CPU time.
     pub(crate) free_poll: bool,
-    pub(crate) stats: dm_verbs::VerbStats,
 }
 
 /// Cross-core wake queue of one executor.
@@ -176,5 +188,9 @@ pub(crate) fn wrap<F: Future + 'static>(fut: F) -> (BoxedTask, JoinHandle<F::Out
             w.wake();
         }
     };
-    (Box::pin(task), JoinHandle { slot })
+    let cell = Box::pin(TaskCell {
+        stats: dm_verbs::VerbStats::default(),
+        fut: task,
+    });
+    (cell, JoinHandle { slot })
 }

@@ -10,6 +10,7 @@ use crate::core::{with_current, CoreState, InFlight, Waiter};
 use crate::task::local_key;
 use dm_verbs::{GlobalAddr, Verb, VerbError, VerbOutput, WorkRequest};
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -59,7 +60,9 @@ impl Future for VerbFuture {
                 result: None,
             }) as u32;
             let wr_id = ((gen as u64) << 32) | key as u64;
-            tracing::trace!(key, wr_id, ms = verb.ms(), kind = ?verb.kind(), "post");
+            if c.trace_on.get() {
+                tracing::trace!(key, wr_id, ms = verb.ms(), kind = ?verb.kind(), "post");
+            }
             c.post(WorkRequest { wr_id, verb });
             (key, gen)
         });
@@ -134,8 +137,8 @@ fn poll_posted(
             inf.remove(key as usize);
             drop(inf);
             if let Ok(out) = &r {
-                c.cur.borrow_mut().count_completion(out);
-                c.cur_dirty.set(true);
+                // SAFETY: as in `CoreState::post`.
+                unsafe { (*c.cur_stats.get()).count_completion(out) };
             }
             Poll::Ready(r)
         }
@@ -170,77 +173,89 @@ impl Drop for VerbFuture {
     }
 }
 
-#[inline(always)]
-fn expect_read(r: Result<VerbOutput, VerbError>) -> Result<Vec<u8>, VerbError> {
-    match r? {
-        VerbOutput::Read(b) | VerbOutput::Rpc(b) => Ok(b),
-        other => unreachable!("READ/RPC completed with {other:?}"),
+/// What a verb's completion becomes in [`Verbed`]: the bytes of a READ or
+/// an RPC reply (`Vec<u8>`), nothing for a WRITE (`()`), the old value of an
+/// atomic (`u64`). Chosen by type, so the mapping is inlined into the poll.
+pub trait VerbResult: Sized {
+    /// Maps a completion; a completion of the wrong shape is a fabric bug.
+    fn from_completion(r: Result<VerbOutput, VerbError>) -> Result<Self, VerbError>;
+}
+
+impl VerbResult for Vec<u8> {
+    #[inline(always)]
+    fn from_completion(r: Result<VerbOutput, VerbError>) -> Result<Self, VerbError> {
+        match r? {
+            VerbOutput::Read(b) | VerbOutput::Rpc(b) => Ok(b),
+            other => unreachable!("READ/RPC completed with {other:?}"),
+        }
     }
 }
 
-#[inline(always)]
-fn expect_atomic(r: Result<VerbOutput, VerbError>) -> Result<u64, VerbError> {
-    match r? {
-        VerbOutput::Atomic(v) => Ok(v),
-        other => unreachable!("atomic completed with {other:?}"),
+impl VerbResult for u64 {
+    #[inline(always)]
+    fn from_completion(r: Result<VerbOutput, VerbError>) -> Result<Self, VerbError> {
+        match r? {
+            VerbOutput::Atomic(v) => Ok(v),
+            other => unreachable!("atomic completed with {other:?}"),
+        }
     }
 }
 
-/// A [`VerbFuture`] whose output is mapped to the verb's result type: what
-/// [`read`], [`write`](fn@write), [`cas`], [`masked_cas`], [`faa`] and [`rpc`]
-/// return. A plain struct rather than an `async fn`, so awaiting a verb adds
-/// no state machine of its own (one less resume per poll on the hot path).
+impl VerbResult for () {
+    #[inline(always)]
+    fn from_completion(r: Result<VerbOutput, VerbError>) -> Result<Self, VerbError> {
+        r.map(|_| ())
+    }
+}
+
+/// A [`VerbFuture`] whose output is mapped to the verb's result type `T`
+/// (see [`VerbResult`]): what [`read`], [`write`](fn@write), [`cas`],
+/// [`masked_cas`], [`faa`] and [`rpc`] return. A plain struct rather than
+/// an `async fn`, so awaiting a verb adds no state machine of its own (one
+/// less resume per poll on the hot path).
 pub struct Verbed<T> {
     inner: VerbFuture,
-    map: fn(Result<VerbOutput, VerbError>) -> Result<T, VerbError>,
+    _out: PhantomData<fn() -> T>,
 }
 
-impl<T> Future for Verbed<T> {
+impl<T: VerbResult> Future for Verbed<T> {
     type Output = Result<T, VerbError>;
 
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // `Verbed` is `Unpin` (a `VerbFuture` and a function pointer).
+        // `Verbed` is `Unpin` (a `VerbFuture` and a marker).
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll(cx) {
-            Poll::Ready(r) => Poll::Ready((this.map)(r)),
+            Poll::Ready(r) => Poll::Ready(T::from_completion(r)),
             Poll::Pending => Poll::Pending,
         }
     }
 }
 
 #[inline(always)]
-fn verbed<T>(
-    verb: Verb,
-    map: fn(Result<VerbOutput, VerbError>) -> Result<T, VerbError>,
-) -> Verbed<T> {
+fn verbed<T: VerbResult>(verb: Verb) -> Verbed<T> {
     Verbed {
         inner: VerbFuture::new(verb),
-        map,
+        _out: PhantomData,
     }
-}
-
-#[inline(always)]
-fn expect_write(r: Result<VerbOutput, VerbError>) -> Result<(), VerbError> {
-    r.map(|_| ())
 }
 
 /// RDMA READ of `len` bytes at `addr`. Not a snapshot above 8 bytes.
 #[inline]
 pub fn read(addr: GlobalAddr, len: u32) -> Verbed<Vec<u8>> {
-    verbed(Verb::Read { addr, len }, expect_read)
+    verbed(Verb::Read { addr, len })
 }
 
 /// RDMA WRITE of `data` at `addr`.
 #[inline]
 pub fn write(addr: GlobalAddr, data: Vec<u8>) -> Verbed<()> {
-    verbed(Verb::Write { addr, data }, expect_write)
+    verbed(Verb::Write { addr, data })
 }
 
 /// 8-byte CAS; returns the old value (success iff it equals `expect`).
 #[inline]
 pub fn cas(addr: GlobalAddr, expect: u64, swap: u64) -> Verbed<u64> {
-    verbed(Verb::Cas { addr, expect, swap }, expect_atomic)
+    verbed(Verb::Cas { addr, expect, swap })
 }
 
 /// Masked CAS (needs `Capability::MaskedCas`); returns the old value.
@@ -252,33 +267,27 @@ pub fn masked_cas(
     compare_mask: u64,
     swap_mask: u64,
 ) -> Verbed<u64> {
-    verbed(
-        Verb::MaskedCas {
-            addr,
-            expect,
-            swap,
-            compare_mask,
-            swap_mask,
-        },
-        expect_atomic,
-    )
+    verbed(Verb::MaskedCas {
+        addr,
+        expect,
+        swap,
+        compare_mask,
+        swap_mask,
+    })
 }
 
 /// 8-byte FAA; returns the old value.
 #[inline]
 pub fn faa(addr: GlobalAddr, add: u64) -> Verbed<u64> {
-    verbed(Verb::Faa { addr, add }, expect_atomic)
+    verbed(Verb::Faa { addr, add })
 }
 
 /// Two-sided RPC to handler `handler` on MS `ms`; returns the reply.
 #[inline]
 pub fn rpc(ms: u16, handler: u16, payload: Vec<u8>) -> Verbed<Vec<u8>> {
-    verbed(
-        Verb::Rpc {
-            ms,
-            handler,
-            payload,
-        },
-        expect_read,
-    )
+    verbed(Verb::Rpc {
+        ms,
+        handler,
+        payload,
+    })
 }

@@ -82,6 +82,7 @@ thread_local! {
 
 /// Runs `f` with the core whose executor is polling on this thread.
 /// Panics with a clear message outside a dm-runtime task.
+#[inline(always)]
 pub(crate) fn with_current<R>(f: impl FnOnce(&CoreState) -> R) -> R {
     let p = CURRENT.with(|c| c.get());
     assert!(

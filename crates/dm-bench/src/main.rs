@@ -32,6 +32,7 @@ mod figure;
 mod kv;
 mod report;
 mod runtime_bench;
+mod runtime_lean;
 mod sim_speed;
 mod trace_cmd;
 mod verbs_bench;

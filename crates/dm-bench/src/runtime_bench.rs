@@ -14,6 +14,11 @@
 //!   256 with no runtime (`fabric_ns_per_verb`): the part of both verb
 //!   figures that no executor can remove (executing the READ, its result
 //!   allocation and free, the CQ).
+//! - *leanest executor* (`lean_ns_per_switch`, [`crate::runtime_lean`]): the
+//!   verb variant's tasks on an executor that has only what this workload
+//!   needs (one READ in flight per task, the task index as `wr_id`), a lower
+//!   bound for dm-runtime's verb figure: the gap is what dm-runtime's
+//!   features cost.
 //!
 //! ns per switch = wall time of the run / (tasks x iters). Best of `--reps`
 //! runs of each variant, the variants interleaved (dm, tokio, dm, tokio, ...).
@@ -55,7 +60,7 @@ pub struct Args {
     pub only: Option<Variant>,
 }
 
-/// One of the five measured runs.
+/// One of the six measured runs.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     DmVerb,
@@ -63,12 +68,14 @@ pub enum Variant {
     DmYield,
     TokioYield,
     Fabric,
+    Lean,
 }
 
 impl Variant {
     /// The order of one interleaved repetition.
-    const ALL: [Variant; 5] = [
+    const ALL: [Variant; 6] = [
         Variant::Fabric,
+        Variant::Lean,
         Variant::DmVerb,
         Variant::TokioVerb,
         Variant::DmYield,
@@ -244,6 +251,7 @@ fn measure(v: Variant, tasks: u64, iters: u64) -> f64 {
         Variant::DmYield => dm_yield_run(tasks, iters),
         Variant::TokioYield => tokio_run(tasks, iters, false),
         Variant::Fabric => fabric_run(tasks, iters),
+        Variant::Lean => crate::runtime_lean::run(&fabric(), ADDR, tasks, iters),
     }
 }
 
@@ -265,13 +273,13 @@ pub fn run(a: Args) -> Result<()> {
     // Interleaved repetitions: on a shared machine the speed drifts over
     // seconds, and interleaving exposes both runtimes to the same drift.
     // Best per variant, in `ALL` order.
-    let mut b = [f64::INFINITY; 5];
+    let mut b = [f64::INFINITY; 6];
     for _ in 0..a.reps.max(1) {
         for (i, v) in Variant::ALL.into_iter().enumerate() {
             b[i] = b[i].min(measure(v, a.tasks, a.iters));
         }
     }
-    let [floor, dm_switch, tokio_switch, dm_yield, tokio_yield] = b;
+    let [floor, lean, dm_switch, tokio_switch, dm_yield, tokio_yield] = b;
     println!(
         "dm-bench runtime: {} tasks x {} awaits, loopback fabric, best of {}",
         a.tasks, a.iters, a.reps
@@ -279,6 +287,7 @@ pub fn run(a: Args) -> Result<()> {
     println!("  verb completion switch: dm-runtime {dm_switch:.1} ns, tokio LocalSet {tokio_switch:.1} ns, ratio {:.2}", dm_switch / tokio_switch);
     println!("  pure yield:             dm-runtime {dm_yield:.1} ns, tokio LocalSet {tokio_yield:.1} ns, ratio {:.2}", dm_yield / tokio_yield);
     println!("  the fabric alone:       {floor:.1} ns per READ (posted in lists of 256, no runtime; both verb figures include it)");
+    println!("  leanest executor:       {lean:.1} ns per verb switch (one READ in flight per task, no accounting; a lower bound for dm-runtime's, ratio {:.2} to tokio)", lean / tokio_switch);
     let v = json!({
         "dm_runtime_ns_per_switch": dm_switch,
         "tokio_localset_ns_per_switch": tokio_switch,
@@ -287,6 +296,7 @@ pub fn run(a: Args) -> Result<()> {
         "switch_ratio": dm_switch / tokio_switch,
         "yield_ratio": dm_yield / tokio_yield,
         "fabric_ns_per_verb": floor,
+        "lean_ns_per_switch": lean,
         "tasks": a.tasks,
         "iters": a.iters,
     });

@@ -6,21 +6,14 @@
 //! queue drained once per scheduling round. Futures find their core through the
 //! thread-local `CURRENT`, which the executor sets while it polls a task.
 
+use crate::inflight::InFlightTable;
 use crate::task::{Inbox, TaskSlot};
-use dm_verbs::{Clock, VerbError, VerbOutput, VerbStats, WorkRequest};
+use dm_verbs::{Clock, VerbStats, WorkRequest};
 use slab::Slab;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::Waker;
-
-/// A posted WR waiting for its completion. The slot owns the result buffer, so a
-/// future dropped while its WR is in flight frees nothing the fabric still uses.
-pub(crate) struct InFlight {
-    pub(crate) gen: u32,
-    pub(crate) waiter: Waiter,
-    pub(crate) result: Option<Result<VerbOutput, VerbError>>,
-}
 
 /// Whom a completion wakes.
 pub(crate) enum Waiter {
@@ -42,7 +35,7 @@ pub(crate) struct CoreState {
     /// round is over, so the executor does not poll them again this round.
     /// Empty outside a tick.
     pub(crate) deferred: RefCell<Vec<u32>>,
-    pub(crate) inflight: RefCell<Slab<InFlight>>,
+    pub(crate) inflight: RefCell<InFlightTable>,
     pub(crate) next_gen: Cell<u32>,
     /// WRs posted this round, per MS plus one list for invalid MS ids (one post list = one doorbell each).
     pub(crate) pending: RefCell<Vec<Vec<WorkRequest>>>,

@@ -13,6 +13,7 @@
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
 use crate::core::{CoreState, Waiter, CURRENT};
+use crate::inflight::InFlightTable;
 use crate::task::{self, JoinHandle, TaskCell, TaskSlot};
 use dm_verbs::{Completion, CpuCost, Queues, VerbStats};
 use slab::Slab;
@@ -63,7 +64,7 @@ impl<Q: Queues> Executor<Q> {
             tasks: RefCell::new(Slab::new()),
             run_queue: RefCell::new(VecDeque::new()),
             deferred: RefCell::new(Vec::new()),
-            inflight: RefCell::new(Slab::new()),
+            inflight: RefCell::new(InFlightTable::new()),
             next_gen: Cell::new(0),
             pending: RefCell::new((0..=num_ms).map(|_| Vec::new()).collect()),
             pending_mask: Cell::new(0),
@@ -279,7 +280,7 @@ impl<Q: Queues> Executor<Q> {
 }
 
 fn deliver(core: &CoreState, c: Completion) {
-    let key = (c.wr_id & 0xffff_ffff) as usize;
+    let key = c.wr_id as u32;
     let gen = (c.wr_id >> 32) as u32;
     let mut inf = core.inflight.borrow_mut();
     let Some(slot) = inf.get_mut(key) else { return };

@@ -101,6 +101,7 @@
 pub mod alloc;
 mod core;
 pub mod executor;
+mod inflight;
 pub mod sim_driver;
 pub mod sync;
 mod task;

@@ -6,7 +6,7 @@
 //! returns its `wr_id`. `wr_id = (generation << 32) | in-flight slab key`, so a
 //! late completion for a dropped future can never wake a reused slot.
 
-use crate::core::{with_current, CoreState, InFlight, Waiter};
+use crate::core::{with_current, CoreState, Waiter};
 use crate::task::local_key;
 use dm_verbs::{GlobalAddr, Verb, VerbError, VerbOutput, WorkRequest};
 use std::future::Future;
@@ -52,13 +52,10 @@ impl Future for VerbFuture {
         };
         let verb = take_verb(verb);
         let (key, gen) = with_current(|c| {
-            let gen = c.next_gen.get().wrapping_add(1);
+            // Generation 0 marks a free in-flight slot: skip it on wrap.
+            let gen = c.next_gen.get().wrapping_add(1).max(1);
             c.next_gen.set(gen);
-            let key = c.inflight.borrow_mut().insert(InFlight {
-                gen,
-                waiter: c.waiter(cx.waker()),
-                result: None,
-            }) as u32;
+            let key = c.inflight.borrow_mut().insert(gen, c.waiter(cx.waker()));
             let wr_id = ((gen as u64) << 32) | key as u64;
             if c.trace_on.get() {
                 tracing::trace!(key, wr_id, ms = verb.ms(), kind = ?verb.kind(), "post");
@@ -130,11 +127,8 @@ fn poll_posted(
     cx: &mut Context<'_>,
 ) -> Poll<Result<VerbOutput, VerbError>> {
     let mut inf = c.inflight.borrow_mut();
-    let slot = &mut inf[key as usize];
-    debug_assert_eq!(slot.gen, gen);
-    match slot.result.take() {
+    match inf.take_result(key) {
         Some(r) => {
-            inf.remove(key as usize);
             drop(inf);
             if let Ok(out) = &r {
                 // SAFETY: as in `CoreState::post`.
@@ -143,6 +137,8 @@ fn poll_posted(
             Poll::Ready(r)
         }
         None => {
+            let slot = inf.get_mut(key).expect("a posted verb's slot is taken");
+            debug_assert_eq!(slot.gen, gen);
             let same = match &slot.waiter {
                 Waiter::Task(k) => local_key(cx.waker(), c.exec_id) == Some(*k),
                 Waiter::Waker(w) => w.will_wake(cx.waker()),
@@ -161,9 +157,9 @@ impl Drop for VerbFuture {
         if let State::Posted { key, .. } = self.state {
             crate::core::try_current(|c| {
                 let mut inf = c.inflight.borrow_mut();
-                if let Some(slot) = inf.get_mut(key as usize) {
+                if let Some(slot) = inf.get_mut(key) {
                     if slot.result.is_some() {
-                        inf.remove(key as usize);
+                        inf.remove(key);
                     } else {
                         slot.waiter = Waiter::Abandoned;
                     }

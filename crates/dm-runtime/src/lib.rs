@@ -37,66 +37,77 @@
 //! - **The in-flight slot owns the result.** A verb future that is dropped
 //!   while its WR is in flight marks its slot abandoned; the completion frees it.
 //!   `wr_id = generation << 32 | slot`, so a late completion cannot reach a reused slot.
-//! - **Per-task accounting as a per-poll delta.** Counters of the running poll
-//!   are folded into the task only when the poll counted something, so yields
-//!   and lock waits cost no accounting; an RTT is counted when a task parks after
-//!   posting in that poll, a doorbell per distinct QP it posted to in that poll.
+//!   The table (`inflight`, private) keeps freed slots in place and marks them
+//!   with generation 0, so taking and freeing a slot write a few words
+//!   instead of moving an entry.
+//! - **Per-task accounting in the task's own allocation.** A task's counters
+//!   sit beside its future (`task::TaskCell`); the executor points the core
+//!   at them for the poll, so a verb is counted once, where it is posted,
+//!   and yields and lock waits cost no accounting. An RTT is counted when a
+//!   task parks after posting in that poll, a doorbell per distinct QP it
+//!   posted to in that poll. Core totals ([`Executor::stats`]) add up the
+//!   finished and live tasks when asked, with the doorbells the core rang.
+//!   (Until 2026-11-24 each poll's counters were a delta folded into the
+//!   core and the task after the poll: 78 more instructions per verb switch
+//!   together with the per-event tracing check, now read once per round.)
+//! - **Tasks are polled in place.** The future stays in its slot during the
+//!   poll (only the executor removes a slot, after a `Ready` poll), rather
+//!   than being taken out of the slab and put back.
 //! - **Virtual clocks are shared cells.** On `sim` each core's clock is an
 //!   `Rc<Cell<u64>>` shared with the simulator, so charging CPU time and reading
 //!   the clock never borrow the simulator.
 //!
 //! ## Measured (2-core development machine; release build)
 //! `cargo run --release -p dm-bench -- runtime --reps 5` (1000 tasks x 1000
-//! awaits; the variants interleaved, best of 5), three runs on 2026-11-24
-//! on a machine whose speed drifted by a third from run to run (steal
-//! time; the third run's ratio, 1.00, had dm-runtime's repetitions in a
-//! slow stretch):
+//! awaits; the variants interleaved, best of 5), two runs on 2026-11-24 at
+//! cabb09b, on a machine whose speed drifts from run to run (steal time):
 //!
 //! | variant | dm-runtime | tokio current-thread + `LocalSet` | ratio |
 //! |---|---|---|---|
-//! | task awaiting a loopback verb completion | 191-196 ns | 235-240 ns | 0.81-0.82 (a third run: 1.00) |
-//! | pure `yield_now` | 38 ns | 123 ns | 0.31 |
-//! | the fabric alone (no runtime) | 72 ns per READ | | |
+//! | task awaiting a loopback verb completion | 152-158 ns | 234-239 ns | 0.63-0.68 |
+//! | pure `yield_now` | 25.2-31.8 ns | 122-123 ns | 0.20-0.26 |
+//! | the fabric alone (no runtime) | 68-75 ns per READ | | |
+//! | the leanest executor (a lower bound, see below) | 94-107 ns | | 0.39-0.46 |
 //!
-//! A fourth run, in a later session the same day (the runtime unchanged
-//! since a1ed554): verb 213 ns against 249 (0.86), yield 27.9 ns against
-//! 114 (0.24), the fabric alone 63 ns.
+//! The same day before this session's changes (f8bc387): verb 213 ns
+//! against 249 (0.86), yield 27.9 ns against 114 (0.24), the fabric 63 ns.
 //!
 //! The yield path meets the foundation issue's target (at most half of
-//! tokio's); the verb path does not. Both verb figures include the fabric's
-//! own work, which no executor removes (executing the READ, allocating and
-//! freeing its result, the CQ): the bench prints it as "the fabric alone".
-//! Above that floor dm-runtime spends about 120 ns per verb switch and
-//! tokio about 165; half of tokio's total would leave dm-runtime about 45 ns
-//! above the floor, little more than a pure yield switch (38 ns) costs.
+//! tokio's); the verb path does not yet. Both verb figures include the
+//! fabric's own work (executing the READ, allocating and freeing its
+//! result, the CQ). The *leanest executor* (dm-bench's `runtime_lean`) runs
+//! the same tasks on the same fabric with only what that workload needs:
+//! one READ in flight per task, the task index as `wr_id`, a thread-local
+//! run queue, no in-flight table, generations, waiter kinds, per-MS post
+//! lists, accounting, bounded rounds, cross-core wakes or tracing. It
+//! reaches 0.39-0.46 of tokio, so the 0.5 target is within reach of an
+//! executor on this fabric, but only of one close to that bound: dm-runtime
+//! spends its remaining 50-60 ns per switch above it on those features.
 //!
-//! Instruction counts are stable where wall time is not: `valgrind
-//! --tool=callgrind dm-bench runtime --dm-only --reps 1 --iters 200` put a
-//! verb switch at 1,240 instructions at 84090b1 and 1,130 after (1) the
-//! loopback READ of whole words stores each word without slicing (the
-//! slice made every 8-byte READ a `memcpy` call), (2) the loopback CQ is a
-//! ring (taking 64 completions off a `Vec` of 256 moved the other 192), (3)
-//! [`read`] and the other verb functions return [`Verbed`], a plain
-//! future, instead of an `async fn`'s state machine around the
-//! [`VerbFuture`], and (4) the core totals are the sum of the per-poll
-//! deltas, so a verb is counted once, not twice. Each variant alone
-//! (`dm-bench runtime --only VARIANT --reps 1 --iters 200` under callgrind,
-//! 2026-11-24; instructions per switch or per READ):
+//! Instruction counts are stable where wall time is not. Each variant alone
+//! under callgrind (`valgrind --tool=callgrind dm-bench runtime --only
+//! VARIANT --reps 1 --iters 200`; instructions per switch, per READ for the
+//! fabric; the whole process, setup included):
 //!
-//! | dm-runtime verb | tokio verb | dm-runtime yield | tokio yield | the fabric alone |
-//! |---|---|---|---|---|
-//! | 1,131 | 1,219 | 261 | 487 | 444 |
+//! | binary | dm-runtime verb | tokio verb | dm-runtime yield | tokio yield | fabric alone | leanest |
+//! |---|---|---|---|---|---|---|
+//! | f8bc387 | 1,132 | 1,208 | 263 | 487 | 444 | |
+//! | cabb09b | 991 | 1,261 | 221 | 491 | 444 | 679 |
 //!
-//! So the verb-specific part (verb minus yield minus fabric) is 426
-//! instructions in dm-runtime against tokio's 288: dm-runtime wins the
-//! switch and loses part of it again in its verb glue (the in-flight slab
-//! with generations, the waiter, the per-MS post lists and mask, the
-//! accounting, the delivery), which is where the verb path's next savings
-//! are. About 175 of the fabric's 444 are `malloc` and `free` of the 8-byte
-//! READ results (a round's 256 results outgrow malloc's per-thread cache).
-//! Earlier: the verb path was 136 ns (on a faster machine, against tokio's
-//! 112) before in-flight slots named their task and the verb future's poll
-//! was inlined.
+//! tokio's verb count moved by 53 with no change to its code: the compiler
+//! inlines the bench's tokio task differently in the two binaries. The
+//! steps from 1,132 to 991: counting in the task's cell and reading the
+//! tracing level once per round (1,131 -> 1,053), a statically chosen
+//! result mapping in [`Verbed`] (the function pointer was not inlined;
+//! -> 1,026), `with_current` inlined (-> 1,021), the in-flight table
+//! (-> 991). Earlier steps (1,240 at 84090b1 -> 1,130): the loopback READ
+//! of whole words stores each word without slicing, the loopback CQ is a
+//! ring, the verb functions return [`Verbed`] instead of an `async fn`'s
+//! state machine, and a verb is counted once, not twice. About 175 of the
+//! fabric's 444 are `malloc` and `free` of the 8-byte READ results (a
+//! round's 256 results outgrow malloc's per-thread cache). Earlier still,
+//! on a faster machine: 136 ns against tokio's 112 before in-flight slots
+//! named their task and the verb future's poll was inlined.
 
 pub mod alloc;
 mod core;

@@ -43,9 +43,15 @@
 //! a1ed554 on a machine about twice as slow (same run: trace hash
 //! `b17c4138ba4e6329`; `callgrind` of `sim-speed --verbs 1000` counts
 //! 2,570 instructions per simulated verb at 84090b1, 2,496 at a1ed554).
-//! The foundation issue's
-//! target is 5 M; about a third of the time goes to the runtime's verb path
-//! (see dm-runtime's crate docs), the rest to the event queue and the model.
+//! On 2026-11-24 on the slower machine, after dm-runtime's accounting and
+//! in-flight table were reworked (cabb09b): 2,357 instructions per verb,
+//! 1.65-1.81 M verbs/s (two runs, best of 3 each; the same trace hash).
+//! A 4-ary heap in place of `BinaryHeap` was tried the same day and
+//! measured worse (2,947 instructions per verb). The foundation issue's
+//! target is 5 M. Per simulated verb (callgrind, cabb09b): the executor's
+//! rounds, task polls and verb path about 600 instructions (a round per
+//! 1.36 verbs in this workload), the simulator's post lists, CQ, event loop
+//! and model about 1,750, of which the binary heap's sifts about 270.
 
 mod trace;
 mod world;

@@ -64,6 +64,12 @@ pub(crate) struct CoreState {
     pub(crate) clock: Clock,
     pub(crate) inbox: Arc<Inbox>,
     pub(crate) num_ms: u16,
+    /// `num_ms` as a word: the index of the post list for invalid MS ids.
+    /// Kept apart from the one-byte cells beside `num_ms`, which `post`
+    /// writes just before it reads this: a wide load of `num_ms` that
+    /// overlapped the byte just stored could not be forwarded and stalled
+    /// every post (a quarter of the verb future's samples in `perf`).
+    pub(crate) last_list: usize,
     /// The fabric's CPU charge per index operation (`CpuCost::op_ns`), for
     /// [`crate::charge_op`].
     pub(crate) op_ns: u64,
@@ -137,21 +143,23 @@ impl CoreState {
         }
     }
 
-    /// Adds a WR to this round's post list for `ms`, counted against the polled task.
-    pub(crate) fn post(&self, wr: WorkRequest) {
-        let ms = wr.verb.ms();
-        // SAFETY: `cur_stats` points at the polled task's counters, which
-        // live as long as the task (the executor resets the pointer to
-        // `idle_stats` after the poll), or at `idle_stats`; no reference to
-        // them is held across this call.
-        unsafe { (*self.cur_stats.get()).count_post(&wr.verb) };
+    /// Adds a WR to MS `ms` (its verb's target) to this round's post list
+    /// for `ms`: `push` appends it to the list. The caller has counted it
+    /// (`cur_stats`).
+    ///
+    /// `cur_stats` points at the polled task's counters, which live as long
+    /// as the task (the executor resets the pointer to `idle_stats` after
+    /// the poll), or at `idle_stats`; writers dereference it for one
+    /// statement and hold no reference across calls.
+    #[inline(always)]
+    pub(crate) fn post(&self, ms: u16, push: impl FnOnce(&mut Vec<WorkRequest>)) {
         self.cur_posted.set(true);
         let bit = 1u64 << (ms.min(63));
         self.cur_ms_mask.set(self.cur_ms_mask.get() | bit);
         self.pending_mask.set(self.pending_mask.get() | bit);
         // Lists 0..num_ms are the QPs; the last list collects WRs for MS ids the
         // fabric does not have (posted as MS `num_ms`, so they fail as OutOfBounds).
-        let i = (ms as usize).min(self.num_ms as usize);
-        self.pending.borrow_mut()[i].push(wr);
+        let i = (ms as usize).min(self.last_list);
+        push(&mut self.pending.borrow_mut()[i]);
     }
 }

@@ -79,6 +79,7 @@ impl<Q: Queues> Executor<Q> {
             clock: queues.clock(),
             inbox,
             num_ms,
+            last_list: num_ms as usize,
             op_ns: cost.op_ns,
         });
         core.cur_stats.set(core.idle_stats.get());

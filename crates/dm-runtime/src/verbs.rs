@@ -47,73 +47,90 @@ impl Future for VerbFuture {
             }
             return r;
         }
-        let State::Init(verb) = &mut this.state else {
+        let State::Init(v) = &mut this.state else {
             panic!("VerbFuture polled after completion");
         };
-        let verb = take_verb(verb);
-        let (key, gen) = with_current(|c| {
-            // Generation 0 marks a free in-flight slot: skip it on wrap.
-            let gen = c.next_gen.get().wrapping_add(1).max(1);
-            c.next_gen.set(gen);
-            let key = c.inflight.borrow_mut().insert(gen, c.waiter(cx.waker()));
-            let wr_id = ((gen as u64) << 32) | key as u64;
-            if c.trace_on.get() {
-                tracing::trace!(key, wr_id, ms = verb.ms(), kind = ?verb.kind(), "post");
-            }
-            c.post(WorkRequest { wr_id, verb });
-            (key, gen)
-        });
+        let (key, gen) = with_current(|c| post_verb(c, v, cx));
         this.state = State::Posted { key, gen };
         Poll::Pending
     }
 }
 
-/// Moves the verb out field by field. The verb was usually written a few
-/// instructions earlier (the future is built right before its first poll), and
-/// copying the enum as a whole makes wide loads that straddle those narrow
-/// stores, which the CPU cannot forward (a stall of a dozen cycles or more).
+/// Counts verb `v`, takes an in-flight slot for it and appends its WR to
+/// this round's post list; the slot's key and generation. Inlined into the
+/// poll with everything it calls: a value handed through memory from a
+/// caller's frame (the target MS, say) is read back before the store can
+/// be forwarded, which stalled this path.
 #[inline(always)]
-fn take_verb(v: &mut Verb) -> Verb {
+fn post_verb(c: &CoreState, v: &mut Verb, cx: &mut Context<'_>) -> (u32, u32) {
+    let ms = v.ms();
+    // SAFETY: as in `CoreState::post`.
+    unsafe { (*c.cur_stats.get()).count_post(v) };
+    // Generation 0 marks a free in-flight slot: skip it on wrap.
+    let gen = c.next_gen.get().wrapping_add(1).max(1);
+    c.next_gen.set(gen);
+    let key = c.inflight.borrow_mut().insert(gen, c.waiter(cx.waker()));
+    let wr_id = ((gen as u64) << 32) | key as u64;
+    if c.trace_on.get() {
+        tracing::trace!(key, wr_id, ms, kind = ?v.kind(), "post");
+    }
+    c.post(ms, |list| push_taken(list, wr_id, v));
+    (key, gen)
+}
+
+/// Appends the WR `wr_id` for verb `v` to `list`, moving the verb out field
+/// by field and writing each arm's WR straight into the list. The verb was
+/// usually written a few instructions earlier (the future is built right
+/// before its first poll): copying the enum as a whole, or building the WR
+/// on the stack and copying it into the list, makes wide loads that
+/// straddle narrow stores the CPU cannot forward (a stall of a dozen
+/// cycles or more; `perf annotate` put a fifth of the verb future's samples
+/// on it).
+#[inline(always)]
+fn push_taken(list: &mut Vec<WorkRequest>, wr_id: u64, v: &mut Verb) {
+    // One push per arm: building the verb in the match and pushing it once
+    // merged the arms through a stack slot, which is the copy that stalled.
+    let wr = |verb| WorkRequest { wr_id, verb };
     match v {
-        Verb::Read { addr, len } => Verb::Read {
+        Verb::Read { addr, len } => list.push(wr(Verb::Read {
             addr: *addr,
             len: *len,
-        },
-        Verb::Write { addr, data } => Verb::Write {
+        })),
+        Verb::Write { addr, data } => list.push(wr(Verb::Write {
             addr: *addr,
             data: std::mem::take(data),
-        },
-        Verb::Cas { addr, expect, swap } => Verb::Cas {
+        })),
+        Verb::Cas { addr, expect, swap } => list.push(wr(Verb::Cas {
             addr: *addr,
             expect: *expect,
             swap: *swap,
-        },
+        })),
         Verb::MaskedCas {
             addr,
             expect,
             swap,
             compare_mask,
             swap_mask,
-        } => Verb::MaskedCas {
+        } => list.push(wr(Verb::MaskedCas {
             addr: *addr,
             expect: *expect,
             swap: *swap,
             compare_mask: *compare_mask,
             swap_mask: *swap_mask,
-        },
-        Verb::Faa { addr, add } => Verb::Faa {
+        })),
+        Verb::Faa { addr, add } => list.push(wr(Verb::Faa {
             addr: *addr,
             add: *add,
-        },
+        })),
         Verb::Rpc {
             ms,
             handler,
             payload,
-        } => Verb::Rpc {
+        } => list.push(wr(Verb::Rpc {
             ms: *ms,
             handler: *handler,
             payload: std::mem::take(payload),
-        },
+        })),
     }
 }
 

@@ -88,49 +88,61 @@ fn post_verb(c: &CoreState, v: &mut Verb, cx: &mut Context<'_>) -> (u32, u32) {
 /// on it).
 #[inline(always)]
 fn push_taken(list: &mut Vec<WorkRequest>, wr_id: u64, v: &mut Verb) {
-    // One push per arm: building the verb in the match and pushing it once
-    // merged the arms through a stack slot, which is the copy that stalled.
-    let wr = |verb| WorkRequest { wr_id, verb };
-    match v {
-        Verb::Read { addr, len } => list.push(wr(Verb::Read {
-            addr: *addr,
-            len: *len,
-        })),
-        Verb::Write { addr, data } => list.push(wr(Verb::Write {
-            addr: *addr,
-            data: std::mem::take(data),
-        })),
-        Verb::Cas { addr, expect, swap } => list.push(wr(Verb::Cas {
-            addr: *addr,
-            expect: *expect,
-            swap: *swap,
-        })),
-        Verb::MaskedCas {
-            addr,
-            expect,
-            swap,
-            compare_mask,
-            swap_mask,
-        } => list.push(wr(Verb::MaskedCas {
-            addr: *addr,
-            expect: *expect,
-            swap: *swap,
-            compare_mask: *compare_mask,
-            swap_mask: *swap_mask,
-        })),
-        Verb::Faa { addr, add } => list.push(wr(Verb::Faa {
-            addr: *addr,
-            add: *add,
-        })),
-        Verb::Rpc {
-            ms,
-            handler,
-            payload,
-        } => list.push(wr(Verb::Rpc {
-            ms: *ms,
-            handler: *handler,
-            payload: std::mem::take(payload),
-        })),
+    list.reserve(1);
+    let n = list.len();
+    // SAFETY: `reserve` made room for one more element at index `n`; each
+    // arm writes both fields of that element, and only then is the length
+    // raised. Nothing in between can panic (the moves out of `v` leave
+    // empty vectors behind, as `take` does).
+    unsafe {
+        let dst = list.as_mut_ptr().add(n);
+        std::ptr::addr_of_mut!((*dst).wr_id).write(wr_id);
+        let verb = std::ptr::addr_of_mut!((*dst).verb);
+        // Each arm writes its variant straight into the list: building the
+        // verb first and pushing it merged the arms through a stack slot,
+        // whose narrow stores the wide copy into the list could not forward.
+        match v {
+            Verb::Read { addr, len } => verb.write(Verb::Read {
+                addr: *addr,
+                len: *len,
+            }),
+            Verb::Write { addr, data } => verb.write(Verb::Write {
+                addr: *addr,
+                data: std::mem::take(data),
+            }),
+            Verb::Cas { addr, expect, swap } => verb.write(Verb::Cas {
+                addr: *addr,
+                expect: *expect,
+                swap: *swap,
+            }),
+            Verb::MaskedCas {
+                addr,
+                expect,
+                swap,
+                compare_mask,
+                swap_mask,
+            } => verb.write(Verb::MaskedCas {
+                addr: *addr,
+                expect: *expect,
+                swap: *swap,
+                compare_mask: *compare_mask,
+                swap_mask: *swap_mask,
+            }),
+            Verb::Faa { addr, add } => verb.write(Verb::Faa {
+                addr: *addr,
+                add: *add,
+            }),
+            Verb::Rpc {
+                ms,
+                handler,
+                payload,
+            } => verb.write(Verb::Rpc {
+                ms: *ms,
+                handler: *handler,
+                payload: std::mem::take(payload),
+            }),
+        }
+        list.set_len(n + 1);
     }
 }
 

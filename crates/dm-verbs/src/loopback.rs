@@ -30,7 +30,6 @@ use crate::{
     MsMemory, Queues, RpcHandler, Verb, VerbError, VerbOutput, WorkRequest,
 };
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
-use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, RwLock};
@@ -103,14 +102,23 @@ impl Drop for Words {
 /// Copies `len` bytes at byte offset `off` out of `w` with one atomic load per
 /// word (see the module docs: tearing at 8-byte granularity, never UB).
 /// Panics if the range is outside `w`; callers check bounds first.
+#[inline]
 pub(crate) fn read_words(w: &[AtomicU64], off: u64, len: usize) -> Vec<u8> {
     if off.is_multiple_of(8) && len.is_multiple_of(8) {
         // Whole words (every node and lock read of the indexes): one load and
-        // one 8-byte store per word, no per-word slicing.
-        let mut out = Vec::with_capacity(len);
-        for word in &w[(off / 8) as usize..][..len / 8] {
-            out.extend_from_slice(&word.load(Acquire).to_le_bytes());
+        // one 8-byte store per word, no per-word slicing. The buffer is
+        // sized first and filled through a slice, so the `Vec` itself is
+        // never written after it is made (extending it kept it on the stack
+        // and the caller's wide copy of it stalled on the narrow stores).
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        let words = &w[(off / 8) as usize..][..len / 8];
+        for (dst, word) in out.spare_capacity_mut().chunks_exact_mut(8).zip(words) {
+            for (d, b) in dst.iter_mut().zip(word.load(Acquire).to_le_bytes()) {
+                d.write(b);
+            }
         }
+        // SAFETY: the loop wrote all `len` bytes (`len / 8` whole words).
+        unsafe { out.set_len(len) };
         return out;
     }
     let end = off + len as u64;
@@ -206,6 +214,7 @@ impl Shared {
         Ok((w.as_slice(), off))
     }
 
+    #[inline(always)]
     fn read(&self, addr: GlobalAddr, len: usize) -> Result<Vec<u8>, VerbError> {
         let (w, off) = self.words(addr, len as u64)?;
         Ok(read_words(w, off, len))
@@ -356,7 +365,8 @@ impl Fabric for LoopbackFabric {
     fn open_queues(&self, _cs: u16, _core: u16) -> LoopbackQueues {
         LoopbackQueues {
             s: self.s.clone(),
-            cq: VecDeque::new(),
+            cq: Vec::new(),
+            cq_head: 0,
             broken: vec![false; self.s.cfg.num_ms as usize],
         }
     }
@@ -372,9 +382,15 @@ impl Fabric for LoopbackFabric {
 /// One core's QPs and CQ on the loopback fabric. `Send`, not shared.
 pub struct LoopbackQueues {
     s: Arc<Shared>,
-    /// Completions in posting order; a ring, so taking a batch off the front
-    /// does not move the rest.
-    cq: VecDeque<Completion>,
+    /// Completions in posting order. `cq[cq_head..]` are not polled yet;
+    /// the ones before `cq_head` were moved out bitwise by `poll_cq` and are
+    /// never read or dropped again. A batch off the front moves neither the
+    /// rest (as draining a `Vec` would) nor each completion through a
+    /// temporary (as `VecDeque::drain` did: its 16-byte loads of the
+    /// temporary could not be forwarded from the narrower stores that wrote
+    /// it, the hottest instruction of a loopback verb switch in `perf`).
+    cq: Vec<Completion>,
+    cq_head: usize,
     broken: Vec<bool>,
 }
 
@@ -395,23 +411,81 @@ impl LoopbackQueues {
     }
 }
 
+impl Drop for LoopbackQueues {
+    fn drop(&mut self) {
+        // Drop only the completions not polled yet (see `cq`).
+        let (head, len) = (self.cq_head, self.cq.len());
+        // SAFETY: `cq[..head]` were moved out; `cq[head..len]` are owned
+        // here and dropped exactly once, after the length is cleared so a
+        // panicking drop cannot reach them again.
+        unsafe {
+            self.cq.set_len(0);
+            let p = self.cq.as_mut_ptr();
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(p.add(head), len - head));
+        }
+    }
+}
+
 impl Queues for LoopbackQueues {
     fn post_list(&mut self, ms: u16, wrs: &mut Vec<WorkRequest>) {
         let broken = self.broken.get(ms as usize).copied().unwrap_or(false);
+        self.cq.reserve(wrs.len());
         for wr in wrs.drain(..) {
-            let result = if broken {
-                Err(VerbError::QpError { ms })
-            } else {
-                self.s.execute(wr.verb)
-            };
-            let wr_id = wr.wr_id;
-            self.cq.push_back(Completion { wr_id, result });
+            let n = self.cq.len();
+            // SAFETY: `reserve` made room for `wrs.len()` more completions;
+            // slot `n` is written whole (both fields) before the length
+            // covers it. The result is written in place rather than pushed:
+            // a completion built on the stack and then copied into the CQ
+            // made wide loads of narrow stores the CPU could not forward.
+            unsafe {
+                let dst = self.cq.as_mut_ptr().add(n);
+                std::ptr::addr_of_mut!((*dst).wr_id).write(wr.wr_id);
+                let result = std::ptr::addr_of_mut!((*dst).result);
+                if broken {
+                    result.write(Err(VerbError::QpError { ms }));
+                } else {
+                    result.write(self.s.execute(wr.verb));
+                }
+                self.cq.set_len(n + 1);
+            }
         }
     }
 
     fn poll_cq(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
-        let n = self.cq.len().min(max);
-        out.extend(self.cq.drain(..n));
+        let n = (self.cq.len() - self.cq_head).min(max);
+        out.reserve(n);
+        // SAFETY: `cq[cq_head..cq_head + n]` are initialised and not polled
+        // yet; they are copied bitwise into `out`'s reserved spare capacity
+        // and `cq_head` moves past them, so they are owned by `out` alone
+        // (see the field docs). Nothing here can panic between the copy and
+        // the length updates.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.cq.as_ptr().add(self.cq_head),
+                out.as_mut_ptr().add(out.len()),
+                n,
+            );
+            out.set_len(out.len() + n);
+        }
+        self.cq_head += n;
+        if self.cq_head == self.cq.len() {
+            // SAFETY: every element was moved out; forget them all.
+            unsafe { self.cq.set_len(0) };
+            self.cq_head = 0;
+        } else if self.cq_head >= 1024 && 2 * self.cq_head >= self.cq.len() {
+            // A CQ that is never drained to empty (new WRs posted between
+            // partial polls) would otherwise grow for ever: move the unpolled
+            // rest to the front (amortised: at least as many were polled).
+            let rest = self.cq.len() - self.cq_head;
+            // SAFETY: moves the owned `cq[head..len]` bitwise to `cq[..rest]`
+            // (`copy` allows the overlap) and forgets the old places.
+            unsafe {
+                let p = self.cq.as_mut_ptr();
+                std::ptr::copy(p.add(self.cq_head), p, rest);
+                self.cq.set_len(rest);
+            }
+            self.cq_head = 0;
+        }
         n
     }
 
@@ -428,6 +502,44 @@ impl Queues for LoopbackQueues {
 
 #[cfg(test)]
 mod tests {
+    /// Partial polls, posts between them, the compaction of a CQ that never
+    /// drains to empty, and a drop with results left in the CQ: every
+    /// completion comes out once, in order, and nothing is dropped twice.
+    #[test]
+    fn cq_partial_polls_keep_order_and_ownership() {
+        let f = fab(1, 1 << 20, false);
+        let mut q = f.open_queues(0, 0);
+        let (mut next, mut seen, mut out) = (0u64, 0u64, Vec::new());
+        for round in 0..200 {
+            let mut wrs: Vec<_> = (0..37)
+                .map(|_| {
+                    next += 1;
+                    WorkRequest {
+                        wr_id: next,
+                        verb: Verb::Read {
+                            addr: GlobalAddr::new(0, 4096),
+                            len: 16,
+                        },
+                    }
+                })
+                .collect();
+            q.post_list(0, &mut wrs);
+            // Take fewer than were posted: the CQ never empties.
+            q.poll_cq(&mut out, 30 + round % 7);
+            for c in out.drain(..) {
+                seen += 1;
+                assert_eq!(c.wr_id, seen);
+                assert_eq!(c.result.unwrap(), VerbOutput::Read(vec![0; 16]));
+            }
+        }
+        assert!(q.cq.len() < 4096, "the CQ is compacted: {}", q.cq.len());
+        assert!(next - seen > 100);
+        q.poll_cq(&mut out, 5);
+        assert_eq!(out.len(), 5);
+        drop(q); // drops the unpolled rest
+        drop(out);
+    }
+
     use super::*;
     use crate::ms::{RPC_ALLOC_CHUNK, SUPERBLOCK_BYTES};
     use VerbError as E;

@@ -168,18 +168,28 @@ impl<T> Future for JoinHandle<T> {
     }
 }
 
-/// Wraps `fut` so that its output lands in a join slot.
-pub(crate) fn wrap<F: Future + 'static>(fut: F) -> (BoxedTask, JoinHandle<F::Output>) {
-    let slot = Rc::new(RefCell::new(JoinSlot {
-        value: None,
-        waiter: None,
-        done: false,
-    }));
-    let s2 = slot.clone();
-    let task = async move {
-        let v = fut.await;
+/// A spawned future and the join slot its output goes to. A plain future
+/// rather than an `async` block around `fut`, so a task poll resumes one
+/// state machine (the task's own), not two.
+pub(crate) struct Joined<F: Future> {
+    fut: F,
+    slot: Rc<RefCell<JoinSlot<F::Output>>>,
+}
+
+impl<F: Future> Future for Joined<F> {
+    type Output = ();
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: `fut` is structurally pinned (never moved out of `self`);
+        // `slot` is not pinned and only read through a shared reference.
+        let this = unsafe { self.get_unchecked_mut() };
+        let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
+        let Poll::Ready(v) = fut.poll(cx) else {
+            return Poll::Pending;
+        };
         let w = {
-            let mut s = s2.borrow_mut();
+            let mut s = this.slot.borrow_mut();
             s.value = Some(v);
             s.done = true;
             s.waiter.take()
@@ -187,10 +197,25 @@ pub(crate) fn wrap<F: Future + 'static>(fut: F) -> (BoxedTask, JoinHandle<F::Out
         if let Some(w) = w {
             w.wake();
         }
-    };
+        Poll::Ready(())
+    }
+}
+
+/// Wraps `fut` so that its output lands in a join slot. The executor polls
+/// the task until its first `Ready` and then drops it, so `Joined` is never
+/// polled after it finished.
+pub(crate) fn wrap<F: Future + 'static>(fut: F) -> (BoxedTask, JoinHandle<F::Output>) {
+    let slot = Rc::new(RefCell::new(JoinSlot {
+        value: None,
+        waiter: None,
+        done: false,
+    }));
     let cell = Box::pin(TaskCell {
         stats: dm_verbs::VerbStats::default(),
-        fut: task,
+        fut: Joined {
+            fut,
+            slot: slot.clone(),
+        },
     });
     (cell, JoinHandle { slot })
 }

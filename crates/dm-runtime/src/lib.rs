@@ -58,31 +58,32 @@
 //!   the clock never borrow the simulator.
 //!
 //! ## Measured (2-core development machine; release build)
-//! `cargo run --release -p dm-bench -- runtime --reps 5` (1000 tasks x 1000
-//! awaits; the variants interleaved, best of 5), two runs on 2026-11-24 at
-//! cabb09b, on a machine whose speed drifts from run to run (steal time):
+//! `cargo run --release -p dm-bench -- runtime --reps 10` (1000 tasks x 1000
+//! awaits; the variants interleaved, best of 10), three runs on 2026-11-24
+//! at 414f75e, on a machine whose speed drifts from run to run (steal time):
 //!
 //! | variant | dm-runtime | tokio current-thread + `LocalSet` | ratio |
 //! |---|---|---|---|
-//! | task awaiting a loopback verb completion | 152-158 ns | 234-239 ns | 0.63-0.68 |
-//! | pure `yield_now` | 25.2-31.8 ns | 122-123 ns | 0.20-0.26 |
-//! | the fabric alone (no runtime) | 68-75 ns per READ | | |
-//! | the leanest executor (a lower bound, see below) | 94-107 ns | | 0.39-0.46 |
+//! | task awaiting a loopback verb completion | 86.0-116.7 ns | 195.4-206.7 ns | 0.44, 0.54, 0.58 |
+//! | pure `yield_now` | 30.2-31.1 ns | 109.9-125.7 ns | 0.24-0.28 |
+//! | the fabric alone (no runtime) | 38.9-47.8 ns per READ | | |
+//! | the leanest executor (a lower bound, see below) | 64.0-80.3 ns | | 0.33-0.40 |
 //!
-//! The same day before this session's changes (f8bc387): verb 213 ns
+//! The same day at f8bc387, before the changes listed below: verb 213 ns
 //! against 249 (0.86), yield 27.9 ns against 114 (0.24), the fabric 63 ns.
 //!
 //! The yield path meets the foundation issue's target (at most half of
-//! tokio's); the verb path does not yet. Both verb figures include the
-//! fabric's own work (executing the READ, allocating and freeing its
-//! result, the CQ). The *leanest executor* (dm-bench's `runtime_lean`) runs
-//! the same tasks on the same fabric with only what that workload needs:
-//! one READ in flight per task, the task index as `wr_id`, a thread-local
-//! run queue, no in-flight table, generations, waiter kinds, per-MS post
-//! lists, accounting, bounded rounds, cross-core wakes or tracing. It
-//! reaches 0.39-0.46 of tokio, so the 0.5 target is within reach of an
-//! executor on this fabric, but only of one close to that bound: dm-runtime
-//! spends its remaining 50-60 ns per switch above it on those features.
+//! tokio's); the verb path meets it in some runs (0.44) and not in others
+//! (0.54, 0.58): dm-runtime's best-of-10 moves between 86 and 117 ns from
+//! one process to the next while tokio's stays within 6 %. Both verb
+//! figures include the fabric's own work (executing the READ, allocating
+//! and freeing its result, the CQ). The *leanest executor* (dm-bench's
+//! `runtime_lean`) runs the same tasks on the same fabric with only what
+//! that workload needs: one READ in flight per task, the task index as
+//! `wr_id`, a thread-local run queue, no in-flight table, generations,
+//! waiter kinds, per-MS post lists, accounting, bounded rounds, cross-core
+//! wakes or tracing. dm-runtime spends 22-36 ns per switch above it on
+//! those features.
 //!
 //! Instruction counts are stable where wall time is not. Each variant alone
 //! under callgrind (`valgrind --tool=callgrind dm-bench runtime --only
@@ -93,21 +94,34 @@
 //! |---|---|---|---|---|---|---|
 //! | f8bc387 | 1,132 | 1,208 | 263 | 487 | 444 | |
 //! | cabb09b | 991 | 1,261 | 221 | 491 | 444 | 679 |
+//! | 414f75e | 885 | 1,251 | 234 | 491 | 376 | 612 |
 //!
 //! tokio's verb count moved by 53 with no change to its code: the compiler
-//! inlines the bench's tokio task differently in the two binaries. The
-//! steps from 1,132 to 991: counting in the task's cell and reading the
-//! tracing level once per round (1,131 -> 1,053), a statically chosen
-//! result mapping in [`Verbed`] (the function pointer was not inlined;
-//! -> 1,026), `with_current` inlined (-> 1,021), the in-flight table
-//! (-> 991). Earlier steps (1,240 at 84090b1 -> 1,130): the loopback READ
-//! of whole words stores each word without slicing, the loopback CQ is a
-//! ring, the verb functions return [`Verbed`] instead of an `async fn`'s
-//! state machine, and a verb is counted once, not twice. About 175 of the
-//! fabric's 444 are `malloc` and `free` of the 8-byte READ results (a
-//! round's 256 results outgrow malloc's per-thread cache). Earlier still,
-//! on a faster machine: 136 ns against tokio's 112 before in-flight slots
-//! named their task and the verb future's poll was inlined.
+//! inlines the bench's tokio task differently in the two binaries (the
+//! yield counts move by a few percent for the same reason). Instruction
+//! counts understate what the rework gained in time: `perf annotate`
+//! showed the hottest instructions of the verb switch waiting on
+//! store-to-load forwarding that the CPU could not do (a struct written
+//! with narrow stores, then copied with 16-byte loads), four times on the
+//! path: the WR built on the stack and copied into the post list, a
+//! 4-byte load of `num_ms` overlapping the byte of `cur_posted` stored just
+//! before, and in the loopback fabric the completion pushed onto the CQ,
+//! each completion drained through a temporary, and the READ's buffer
+//! returned from a `Vec` kept on the stack. Each is now written in place.
+//! The steps from 1,132 to 885: counting in the task's cell and reading the
+//! tracing level once per round (-> 1,053), a statically chosen result
+//! mapping in [`Verbed`] (the function pointer was not inlined; -> 1,026),
+//! `with_current` inlined (-> 1,021), the in-flight table (-> 991), the
+//! post path without read-backs (-> 963), the loopback CQ and READ buffer
+//! (-> 895), the join wrapper as a plain future (-> 885). Earlier steps
+//! (1,240 at 84090b1 -> 1,130): the loopback READ of whole words stores
+//! each word without slicing, the verb functions return [`Verbed`] instead
+//! of an `async fn`'s state machine, and a verb is counted once, not twice.
+//! About 175 of the fabric's instructions are `malloc` and `free` of the
+//! 8-byte READ results (a round's 256 results outgrow malloc's per-thread
+//! cache). Earlier still, on a faster machine: 136 ns against tokio's 112
+//! before in-flight slots named their task and the verb future's poll was
+//! inlined.
 
 pub mod alloc;
 mod core;

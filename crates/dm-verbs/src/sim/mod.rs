@@ -43,9 +43,9 @@
 //! a1ed554 on a machine about twice as slow (same run: trace hash
 //! `b17c4138ba4e6329`; `callgrind` of `sim-speed --verbs 1000` counts
 //! 2,570 instructions per simulated verb at 84090b1, 2,496 at a1ed554).
-//! On 2026-11-24 on the slower machine, after dm-runtime's accounting and
-//! in-flight table were reworked (cabb09b): 2,357 instructions per verb,
-//! 1.65-1.81 M verbs/s (two runs, best of 3 each; the same trace hash).
+//! On 2026-11-24 on the slower machine, after dm-runtime's verb path was
+//! reworked (414f75e): 2,322 instructions per verb, 1.87-1.94 M verbs/s
+//! (two runs, best of 3 each; the same trace hash).
 //! A 4-ary heap in place of `BinaryHeap` was tried the same day and
 //! measured worse (2,947 instructions per verb). The foundation issue's
 //! target is 5 M. Per simulated verb (callgrind, cabb09b): the executor's

@@ -52,7 +52,6 @@ pub(crate) struct CoreState {
     pub(crate) cur_posted: Cell<bool>,
     /// QPs (bit per MS) the polled task posted to in this poll: its doorbells.
     pub(crate) cur_ms_mask: Cell<u64>,
-    pub(crate) cur_task: Cell<Option<u32>>,
     /// Counters of the tasks that finished; the core totals are these plus
     /// the live tasks' ([`crate::Executor::stats`]).
     pub(crate) retired: Cell<VerbStats>,

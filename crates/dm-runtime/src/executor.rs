@@ -72,7 +72,6 @@ impl<Q: Queues> Executor<Q> {
             idle_stats: Box::new(UnsafeCell::new(VerbStats::default())),
             cur_posted: Cell::new(false),
             cur_ms_mask: Cell::new(0),
-            cur_task: Cell::new(None),
             retired: Cell::new(VerbStats::default()),
             doorbells: Cell::new(0),
             trace_on: Cell::new(false),
@@ -201,7 +200,6 @@ impl<Q: Queues> Executor<Q> {
             if cost.poll_ns > 0 && !free_poll {
                 self.queues.charge_cpu(cost.poll_ns);
             }
-            core.cur_task.set(Some(key));
             // SAFETY: the slot, and so the box `cell` points into, stays in
             // the slab until this function removes it after a `Ready` poll
             // (nothing else removes task slots, and a growing slab moves the
@@ -214,7 +212,6 @@ impl<Q: Queues> Executor<Q> {
             let fut = unsafe { Pin::new_unchecked(&mut (*cell).fut) };
             let res = fut.poll(&mut Context::from_waker(&waker));
             core.cur_stats.set(core.idle_stats.get());
-            core.cur_task.set(None);
             if core.trace_on.get() {
                 tracing::trace!(task = key, ready = res.is_ready(), "switch");
             }

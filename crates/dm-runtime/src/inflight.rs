@@ -78,12 +78,9 @@ impl InFlightTable {
     pub(crate) fn remove(&mut self, key: u32) {
         let s = &mut self.slots[key as usize];
         debug_assert_ne!(s.gen, 0);
-        s.gen = 0;
         s.waiter = Waiter::Abandoned;
         s.result = None;
-        s.next_free = self.free;
-        self.free = key;
-        self.len -= 1;
+        self.release(key);
     }
 
     /// Takes the result of slot `key` (taken) if it has arrived, freeing the
@@ -94,11 +91,19 @@ impl InFlightTable {
         let r = s.result.take()?;
         // The waiter is already `Abandoned` (delivery replaced it).
         debug_assert!(matches!(s.waiter, Waiter::Abandoned));
+        self.release(key);
+        Some(r)
+    }
+
+    /// Marks taken slot `key` free (its waiter and result already empty)
+    /// and puts it at the head of the free list.
+    #[inline]
+    fn release(&mut self, key: u32) {
+        let s = &mut self.slots[key as usize];
         s.gen = 0;
         s.next_free = self.free;
         self.free = key;
         self.len -= 1;
-        Some(r)
     }
 }
 

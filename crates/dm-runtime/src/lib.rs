@@ -102,8 +102,7 @@
 //! counts understate what the rework gained in time: `perf annotate`
 //! showed the hottest instructions of the verb switch waiting on
 //! store-to-load forwarding that the CPU could not do (a struct written
-//! with narrow stores, then copied with 16-byte loads), four times on the
-//! path: the WR built on the stack and copied into the post list, a
+//! with narrow stores, then read back with wider loads), in five places: the WR built on the stack and copied into the post list, a
 //! 4-byte load of `num_ms` overlapping the byte of `cur_posted` stored just
 //! before, and in the loopback fabric the completion pushed onto the CQ,
 //! each completion drained through a temporary, and the READ's buffer

@@ -3,7 +3,7 @@
 //! Polling a [`VerbFuture`] the first time appends its WR to this round's post
 //! list for the target MS and parks the task (a switch point); the executor rings
 //! one doorbell per QP at the end of the round and wakes the task when the CQ
-//! returns its `wr_id`. `wr_id = (generation << 32) | in-flight slab key`, so a
+//! returns its `wr_id`. `wr_id = (generation << 32) | in-flight slot index`, so a
 //! late completion for a dropped future can never wake a reused slot.
 
 use crate::core::{with_current, CoreState, Waiter};

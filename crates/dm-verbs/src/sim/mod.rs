@@ -30,12 +30,17 @@
 //! timelines; [`SimFabric::take_trace`] stops it and returns the
 //! [`SimTrace`]. It changes neither events nor `trace_hash`.
 //!
-//! Event loop: a binary min-heap of `(time, seq)` keys packed in a `u128`, with
-//! the events themselves in a slab (sifting moves 16-byte keys, not events). An
-//! idle core whose completion arrives runs at once rather than through a wake
-//! event. A monotone radix heap was tried and measured slower at this event
-//! count (2.4 vs 3.3 M verbs/s), and so was a timing wheel of 1024 x 8 ns
-//! buckets with an overflow heap (2.8-3.3 vs 3.5 M verbs/s, `sim-speed --reps 3`).
+//! Event loop (`queue.rs`): a timing wheel of 1 ns slots over the next
+//! 4,096 ns, each slot a circular list of events in push order, found by a
+//! scan of a two-level occupancy bitmap; events further out wait in a binary
+//! heap until `now` comes within the wheel's span. It pops in exactly the
+//! `(time, push order)` order of the binary min-heap it replaced (the
+//! `sim-speed` trace hash did not change) at a bit scan per event instead of
+//! ~8 dependent, mispredicted sift steps. An idle core whose completion
+//! arrives runs at once rather than through a wake event. Earlier tries, when
+//! the heap was keyed by `u128`: a monotone radix heap was slower (2.4 vs 3.3 M
+//! verbs/s), and so was a wheel of 1024 x 8 ns buckets kept as sorted
+//! vectors with an overflow heap (2.8-3.3 vs 3.5 M verbs/s).
 //!
 //! Speed (2-core development machine, `cargo run --release -p dm-bench -- sim-speed`,
 //! 16 simulated cores x 8 tasks, 64-byte READ/WRITE/FAA, torn READs on):
@@ -52,7 +57,14 @@
 //! rounds, task polls and verb path about 600 instructions (a round per
 //! 1.36 verbs in this workload), the simulator's post lists, CQ, event loop
 //! and model about 1,750, of which the binary heap's sifts about 270.
+//! On 2026-11-24 on a faster machine (a later session): 4.85-5.11 M verbs/s
+//! with the binary heap (a51f7db, four runs of `--reps 3`), 6.12-6.48 M with
+//! the timing wheel (six runs of `--reps 3`); callgrind 2,322 -> 2,012
+//! instructions per verb; the same trace hash. `perf` still puts much of
+//! the event loop's time on store-forwarding stalls where an event or a
+//! completion built with narrow stores is copied with wide loads.
 
+mod queue;
 mod trace;
 mod world;
 

@@ -1,5 +1,6 @@
 //! The simulator's state and event loop. See the parent module for the model.
 
+use super::queue::EventQueue;
 use super::trace::Recorder;
 use super::SimConfig;
 use crate::ms::{check_bounds, masked_cas_apply, ChunkAllocator, RpcRegistry};
@@ -10,8 +11,7 @@ use crate::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cell::Cell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 /// One memory server.
@@ -88,11 +88,8 @@ pub(super) struct World {
     ms: Vec<SimMs>,
     cs_nics: Vec<CsNic>,
     cores: Vec<Core>,
-    /// Min-heap of keys `time << 64 | seq << 24 | slot` (slot in `payloads`): one
-    /// u128 compare per sift step; ties in time go in posting (seq) order.
-    events: BinaryHeap<Reverse<u128>>,
-    payloads: slab::Slab<Event>,
-    seq: u64,
+    /// Pending events, popped in time order; ties in time in push order.
+    events: EventQueue<Event>,
     /// The WR recorder, when on ([`super::SimFabric::start_trace`]).
     pub(super) rec: Option<Box<Recorder>>,
 }
@@ -127,20 +124,16 @@ impl World {
             ms,
             cs_nics: Vec::new(),
             cores: Vec::new(),
-            events: BinaryHeap::new(),
-            payloads: slab::Slab::new(),
-            seq: 0,
+            events: EventQueue::new(),
             rec: None,
         }
     }
 
+    /// Inlined, with the queue's push, so each event is built in its node.
+    #[inline(always)]
     fn push(&mut self, time: u64, ev: Event) {
-        self.seq += 1;
-        let slot = self.payloads.insert(ev) as u128;
-        assert!(slot < 1 << 24, "sim: more than 2^24 events pending");
-        self.events.push(Reverse(
-            ((time as u128) << 64) | ((self.seq as u128) << 24) | slot,
-        ));
+        debug_assert!(time >= self.now, "sim: an event scheduled in the past");
+        self.events.push(time, ev);
     }
 
     pub(super) fn add_core(&mut self, cs: u16) -> usize {
@@ -202,10 +195,8 @@ impl World {
     }
 
     pub(super) fn next_core(&mut self) -> Option<usize> {
-        while let Some(Reverse(key)) = self.events.pop() {
-            let (time, slot) = ((key >> 64) as u64, (key & 0xff_ffff) as u32);
-            let ev = self.payloads.remove(slot as usize);
-            self.now = self.now.max(time);
+        while let Some((time, ev)) = self.events.pop() {
+            self.now = time;
             match ev {
                 Event::CoreWake(c) => {
                     self.trace_hash = mix(mix(self.trace_hash, self.now), c as u64);

@@ -43,6 +43,15 @@ mod ycsb_bench;
 mod ycsb_dex;
 mod ycsb_head;
 
+/// The bench's allocator. The executor's batching (a post list of up to 256
+/// READs whose result buffers are freed as their tasks run) overflows
+/// glibc's per-thread cache of 7 chunks per size, and every free and malloc
+/// past it took glibc's slower paths: 21 % of `runtime --only dm-verb` in
+/// `perf`. mimalloc's free lists have no such bound. Same allocator for every
+/// runtime in a `dm-bench runtime` run; measured effect in the README.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

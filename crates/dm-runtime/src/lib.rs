@@ -59,8 +59,32 @@
 //!
 //! ## Measured (2-core development machine; release build)
 //! `cargo run --release -p dm-bench -- runtime --reps 10` (1000 tasks x 1000
-//! awaits; the variants interleaved, best of 10), three runs on 2026-11-24
-//! at 414f75e, on a machine whose speed drifts from run to run (steal time):
+//! awaits; the variants interleaved, best of 10). Latest: six runs on
+//! 2026-11-24 (a later session, on a machine about 2.5 times as fast as the
+//! one of the rows below) with dm-bench's allocator set to mimalloc (why: below the table):
+//!
+//! | variant | dm-runtime | tokio current-thread + `LocalSet` | ratio |
+//! |---|---|---|---|
+//! | task awaiting a loopback verb completion | 37.8-39.4 ns | 85.5-90.4 ns | 0.43-0.46 |
+//! | pure `yield_now` | 11.3-12.4 ns | 53.6-55.2 ns | 0.21-0.22 |
+//! | the fabric alone (no runtime) | 11.1-11.3 ns per READ | | |
+//! | the leanest executor (a lower bound, see below) | 23.3-23.8 ns | | 0.26-0.28 |
+//!
+//! The same machine and day with glibc's allocator (a51f7db, four runs):
+//! verb 45.3-46.3 ns against 88.8-99.0 (0.47-0.52), yield 12.8 against 54.6,
+//! the fabric 17.3 ns, the leanest executor 31.3-32.6 ns. The allocator
+//! moves dm-runtime and not tokio because of batching: a round posts up to
+//! 256 READs in one list, the fabric allocates their 256 result buffers,
+//! and the tasks free them a round later; glibc keeps 7 free chunks per
+//! size per thread, so all but 7 of those mallocs and frees took its slower
+//! paths (21 % of `perf`'s samples of the dm verb switch; with
+//! `GLIBC_TUNABLES=glibc.malloc.tcache_count=4000` the same binary ran
+//! 42.4-42.6 ns against tokio's unchanged 92.9-93.7). tokio's tasks post one
+//! READ each and free its buffer before the next is allocated, which that
+//! cache serves. mimalloc (the bench binary's global allocator since then)
+//! has no such bound; both runtimes run under it in the same process.
+//!
+//! Three runs at 414f75e, on the slower machine and with glibc:
 //!
 //! | variant | dm-runtime | tokio current-thread + `LocalSet` | ratio |
 //! |---|---|---|---|
@@ -72,18 +96,19 @@
 //! The same day at f8bc387, before the changes listed below: verb 213 ns
 //! against 249 (0.86), yield 27.9 ns against 114 (0.24), the fabric 63 ns.
 //!
-//! The yield path meets the foundation issue's target (at most half of
-//! tokio's); the verb path meets it in some runs (0.44) and not in others
-//! (0.54, 0.58): dm-runtime's best-of-10 moves between 86 and 117 ns from
-//! one process to the next while tokio's stays within 6 %. Both verb
+//! On that machine dm-runtime's best-of-10 moved between 86 and 117 ns from
+//! one process to the next while tokio's stayed within 6 %; on the faster
+//! one both stay within 5 %. Both verb
 //! figures include the fabric's own work (executing the READ, allocating
 //! and freeing its result, the CQ). The *leanest executor* (dm-bench's
 //! `runtime_lean`) runs the same tasks on the same fabric with only what
 //! that workload needs: one READ in flight per task, the task index as
 //! `wr_id`, a thread-local run queue, no in-flight table, generations,
 //! waiter kinds, per-MS post lists, accounting, bounded rounds, cross-core
-//! wakes or tracing. dm-runtime spends 22-36 ns per switch above it on
-//! those features.
+//! wakes or tracing. dm-runtime spends about 15 ns per switch above it on
+//! those features on the faster machine (22-36 ns on the slower one).
+//! Padding an in-flight slot to one cache line (`align(64)`) was tried and
+//! gained nothing measurable (four alternating runs each).
 //!
 //! Instruction counts are stable where wall time is not. Each variant alone
 //! under callgrind (`valgrind --tool=callgrind dm-bench runtime --only

@@ -48,9 +48,8 @@ pub(crate) struct CoreState {
     /// Counters of verbs posted outside any task poll (none in practice; the
     /// core totals include them).
     pub(crate) idle_stats: Box<UnsafeCell<VerbStats>>,
-    /// The polled task posted a WR in this poll (an RTT if it parks).
-    pub(crate) cur_posted: Cell<bool>,
-    /// QPs (bit per MS) the polled task posted to in this poll: its doorbells.
+    /// QPs (bit per MS) the polled task posted to in this poll: its
+    /// doorbells; not 0 exactly when it posted (an RTT if it parks).
     pub(crate) cur_ms_mask: Cell<u64>,
     /// Counters of the tasks that finished; the core totals are these plus
     /// the live tasks' ([`crate::Executor::stats`]).
@@ -72,6 +71,18 @@ pub(crate) struct CoreState {
     /// The fabric's CPU charge per index operation (`CpuCost::op_ns`), for
     /// [`crate::charge_op`].
     pub(crate) op_ns: u64,
+}
+
+/// Queues task `key` on `run_queue` if it exists and is not queued yet
+/// (its `queued` flag keeps it in the queue at most once).
+#[inline(always)]
+pub(crate) fn enqueue(tasks: &mut Slab<TaskSlot>, run_queue: &mut VecDeque<u32>, key: u32) {
+    if let Some(t) = tasks.get_mut(key as usize) {
+        if !t.queued {
+            t.queued = true;
+            run_queue.push_back(key);
+        }
+    }
 }
 
 thread_local! {
@@ -106,14 +117,13 @@ pub(crate) fn try_current<R>(f: impl FnOnce(&CoreState) -> R) -> Option<R> {
 
 impl CoreState {
     /// Queues a task on this core's run queue if it exists and is not queued yet.
+    #[inline]
     pub(crate) fn schedule(&self, key: u32) {
-        let mut tasks = self.tasks.borrow_mut();
-        if let Some(t) = tasks.get_mut(key as usize) {
-            if !t.queued {
-                t.queued = true;
-                self.run_queue.borrow_mut().push_back(key);
-            }
-        }
+        enqueue(
+            &mut self.tasks.borrow_mut(),
+            &mut self.run_queue.borrow_mut(),
+            key,
+        );
     }
 
     /// Queues the task of waker `w` for the next round, not this one; false
@@ -152,7 +162,6 @@ impl CoreState {
     /// statement and hold no reference across calls.
     #[inline(always)]
     pub(crate) fn post(&self, ms: u16, push: impl FnOnce(&mut Vec<WorkRequest>)) {
-        self.cur_posted.set(true);
         let bit = 1u64 << (ms.min(63));
         self.cur_ms_mask.set(self.cur_ms_mask.get() | bit);
         self.pending_mask.set(self.pending_mask.get() | bit);

@@ -23,7 +23,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 /// Executor tuning.
 #[derive(Clone, Copy, Debug)]
@@ -70,7 +70,6 @@ impl<Q: Queues> Executor<Q> {
             pending_mask: Cell::new(0),
             cur_stats: Cell::new(std::ptr::null_mut()),
             idle_stats: Box::new(UnsafeCell::new(VerbStats::default())),
-            cur_posted: Cell::new(false),
             cur_ms_mask: Cell::new(0),
             retired: Cell::new(VerbStats::default()),
             doorbells: Cell::new(0),
@@ -171,9 +170,7 @@ impl<Q: Queues> Executor<Q> {
             if cost.cq_poll_ns > 0 {
                 self.queues.charge_cpu(cost.cq_poll_ns);
             }
-            for c in self.cq_buf.drain(..) {
-                deliver(core, c);
-            }
+            deliver(core, &mut self.cq_buf);
             if n < self.cfg.cq_batch {
                 break;
             }
@@ -215,7 +212,6 @@ impl<Q: Queues> Executor<Q> {
             if core.trace_on.get() {
                 tracing::trace!(task = key, ready = res.is_ready(), "switch");
             }
-            let posted = core.cur_posted.replace(false);
             let ms_mask = core.cur_ms_mask.replace(0);
             match res {
                 Poll::Ready(()) => {
@@ -227,7 +223,7 @@ impl<Q: Queues> Executor<Q> {
                     // may reach the core.
                     drop(t);
                 }
-                Poll::Pending if posted => {
+                Poll::Pending if ms_mask != 0 => {
                     // SAFETY: as above; the task is still in its slot.
                     let s = unsafe { &mut *stats };
                     s.rtts += 1;
@@ -277,34 +273,66 @@ impl<Q: Queues> Executor<Q> {
     }
 }
 
-fn deliver(core: &CoreState, c: Completion) {
+/// Stores each completion of `cq` (drained) in its in-flight slot and
+/// wakes the slot's waiter, in CQ order. The in-flight table, the task slab
+/// and the run queue are borrowed once for the batch, not once per
+/// completion; a waiter that is a foreign [`std::task::Waker`] is woken
+/// with the borrows released (it may reach this core), then the batch goes on.
+fn deliver(core: &CoreState, cq: &mut Vec<Completion>) {
+    let trace_on = core.trace_on.get();
+    let mut batch = cq.drain(..);
+    loop {
+        let waker = {
+            let mut inf = core.inflight.borrow_mut();
+            let mut tasks = core.tasks.borrow_mut();
+            let mut run_queue = core.run_queue.borrow_mut();
+            loop {
+                let Some(c) = batch.next() else { break None };
+                if let Some(w) = deliver_one(&mut inf, &mut tasks, &mut run_queue, c, trace_on) {
+                    break Some(w);
+                }
+            }
+        };
+        match waker {
+            Some(w) => w.wake(),
+            None => return,
+        }
+    }
+}
+
+/// One completion: a stale `wr_id` (freed or reused slot) is dropped, an
+/// abandoned slot is freed, otherwise the result goes into the slot and its
+/// task is queued, or its foreign waker returned for the caller to wake.
+#[inline(always)]
+fn deliver_one(
+    inf: &mut InFlightTable,
+    tasks: &mut Slab<TaskSlot>,
+    run_queue: &mut VecDeque<u32>,
+    c: Completion,
+    trace_on: bool,
+) -> Option<Waker> {
     let key = c.wr_id as u32;
     let gen = (c.wr_id >> 32) as u32;
-    let mut inf = core.inflight.borrow_mut();
-    let Some(slot) = inf.get_mut(key) else { return };
-    if slot.gen != gen {
-        return;
-    }
-    if core.trace_on.get() {
+    let slot = inf.get_mut(key).filter(|s| s.gen == gen)?;
+    if trace_on {
         tracing::trace!(key, wr_id = c.wr_id, ok = c.result.is_ok(), "completion");
     }
-    if matches!(slot.waiter, Waiter::Abandoned) {
-        inf.remove(key);
-        return;
-    }
-    slot.result = Some(c.result);
     // Once the result is in, the waiter is no longer needed: a later poll takes
     // the result, a drop frees the slot.
     match std::mem::replace(&mut slot.waiter, Waiter::Abandoned) {
         Waiter::Task(k) => {
-            drop(inf);
-            core.schedule(k);
+            slot.result = Some(c.result);
+            crate::core::enqueue(tasks, run_queue, k);
+            None
         }
         Waiter::Waker(w) => {
-            drop(inf);
-            w.wake();
+            slot.result = Some(c.result);
+            Some(w)
         }
-        Waiter::Abandoned => {}
+        Waiter::Abandoned => {
+            inf.remove(key);
+            None
+        }
     }
 }
 

@@ -128,7 +128,8 @@
 //! showed the hottest instructions of the verb switch waiting on
 //! store-to-load forwarding that the CPU could not do (a struct written
 //! with narrow stores, then read back with wider loads), in five places: the WR built on the stack and copied into the post list, a
-//! 4-byte load of `num_ms` overlapping the byte of `cur_posted` stored just
+//! 4-byte load of `num_ms` overlapping the byte of `cur_posted` (a flag since
+//! folded into `cur_ms_mask`) stored just
 //! before, and in the loopback fabric the completion pushed onto the CQ,
 //! each completion drained through a temporary, and the READ's buffer
 //! returned from a `Vec` kept on the stack. Each is now written in place.

@@ -12,7 +12,7 @@
 //! On `sim` every task poll, WR and non-empty CQ poll charges the core's
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
-use crate::core::{CoreState, Waiter, CURRENT};
+use crate::core::{CoreState, Waiter, ABANDONED_KEY, CURRENT};
 use crate::inflight::InFlightTable;
 use crate::task::{self, JoinHandle, TaskCell, TaskSlot};
 use dm_verbs::{Completion, CpuCost, Queues, VerbStats};
@@ -319,7 +319,11 @@ fn deliver_one(
     }
     // Once the result is in, the waiter is no longer needed: a later poll takes
     // the result, a drop frees the slot.
-    match std::mem::replace(&mut slot.waiter, Waiter::Abandoned) {
+    match std::mem::replace(&mut slot.waiter, Waiter::ABANDONED) {
+        Waiter::Task(ABANDONED_KEY) => {
+            inf.remove(key);
+            None
+        }
         Waiter::Task(k) => {
             slot.result = Some(c.result);
             crate::core::enqueue(tasks, run_queue, k);
@@ -328,10 +332,6 @@ fn deliver_one(
         Waiter::Waker(w) => {
             slot.result = Some(c.result);
             Some(w)
-        }
-        Waiter::Abandoned => {
-            inf.remove(key);
-            None
         }
     }
 }

@@ -13,6 +13,10 @@ use dm_verbs::{VerbError, VerbOutput};
 
 /// A posted WR waiting for its completion. The slot owns the result buffer, so a
 /// future dropped while its WR is in flight frees nothing the fabric still uses.
+///
+/// 64 bytes, one cache line: generation 4, free link 4, waiter 16, result
+/// 40 (`size_of` is checked in the tests).
+#[repr(align(64))]
 pub(crate) struct InFlight {
     /// 0 while the slot is free.
     pub(crate) gen: u32,
@@ -78,7 +82,7 @@ impl InFlightTable {
     pub(crate) fn remove(&mut self, key: u32) {
         let s = &mut self.slots[key as usize];
         debug_assert_ne!(s.gen, 0);
-        s.waiter = Waiter::Abandoned;
+        s.waiter = Waiter::ABANDONED;
         s.result = None;
         self.release(key);
     }
@@ -89,8 +93,8 @@ impl InFlightTable {
     pub(crate) fn take_result(&mut self, key: u32) -> Option<Result<VerbOutput, VerbError>> {
         let s = &mut self.slots[key as usize];
         let r = s.result.take()?;
-        // The waiter is already `Abandoned` (delivery replaced it).
-        debug_assert!(matches!(s.waiter, Waiter::Abandoned));
+        // The waiter is already `Waiter::ABANDONED` (delivery replaced it).
+        debug_assert!(s.waiter.is_abandoned());
         self.release(key);
         Some(r)
     }
@@ -114,6 +118,12 @@ mod tests {
     use dm_verbs::VerbOutput;
 
     #[test]
+    fn a_slot_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<super::InFlight>(), 64);
+        assert_eq!(std::mem::size_of::<Waiter>(), 16);
+    }
+
+    #[test]
     fn slots_are_reused_and_stale_keys_are_free() {
         let mut t = InFlightTable::new();
         let a = t.insert(1, Waiter::Task(7));
@@ -122,17 +132,17 @@ mod tests {
         // No result yet: nothing to take, the slot stays.
         assert!(t.take_result(a).is_none());
         let s = t.get_mut(a).unwrap();
-        s.waiter = Waiter::Abandoned;
+        s.waiter = Waiter::ABANDONED;
         s.result = Some(Ok(VerbOutput::Atomic(5)));
         assert_eq!(t.take_result(a), Some(Ok(VerbOutput::Atomic(5))));
         assert!(t.get_mut(a).is_none(), "a taken result frees the slot");
         assert_eq!(t.len(), 1);
         // The freed slot is taken next, under the new generation.
-        assert_eq!(t.insert(3, Waiter::Abandoned), a);
+        assert_eq!(t.insert(3, Waiter::ABANDONED), a);
         assert_eq!(t.get_mut(a).unwrap().gen, 3);
         t.remove(b);
         assert!(t.get_mut(b).is_none());
-        assert_eq!(t.insert(4, Waiter::Abandoned), b);
+        assert_eq!(t.insert(4, Waiter::ABANDONED), b);
         assert!(t.get_mut(9).is_none());
         assert_eq!(t.len(), 2);
     }

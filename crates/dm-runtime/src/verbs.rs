@@ -169,9 +169,9 @@ fn poll_posted(
             let slot = inf.get_mut(key).expect("a posted verb's slot is taken");
             debug_assert_eq!(slot.gen, gen);
             let same = match &slot.waiter {
+                // An abandoned slot's key matches no waker's.
                 Waiter::Task(k) => local_key(cx.waker(), c.exec_id) == Some(*k),
                 Waiter::Waker(w) => w.will_wake(cx.waker()),
-                Waiter::Abandoned => false,
             };
             if !same {
                 slot.waiter = c.waiter(cx.waker());
@@ -190,7 +190,7 @@ impl Drop for VerbFuture {
                     if slot.result.is_some() {
                         inf.remove(key);
                     } else {
-                        slot.waiter = Waiter::Abandoned;
+                        slot.waiter = Waiter::ABANDONED;
                     }
                 }
             });

@@ -182,20 +182,30 @@ fn poll_posted(
 }
 
 impl Drop for VerbFuture {
+    /// Inlined test of the state (a completed future is `Done` and has
+    /// nothing to free); the abandoning path is a call.
+    #[inline]
     fn drop(&mut self) {
         if let State::Posted { key, .. } = self.state {
-            crate::core::try_current(|c| {
-                let mut inf = c.inflight.borrow_mut();
-                if let Some(slot) = inf.get_mut(key) {
-                    if slot.result.is_some() {
-                        inf.remove(key);
-                    } else {
-                        slot.waiter = Waiter::ABANDONED;
-                    }
-                }
-            });
+            abandon(key);
         }
     }
+}
+
+/// Frees in-flight slot `key` of a future dropped while posted, or marks it
+/// abandoned if its WR is still in flight (the completion then frees it).
+#[cold]
+fn abandon(key: u32) {
+    crate::core::try_current(|c| {
+        let mut inf = c.inflight.borrow_mut();
+        if let Some(slot) = inf.get_mut(key) {
+            if slot.result.is_some() {
+                inf.remove(key);
+            } else {
+                slot.waiter = Waiter::ABANDONED;
+            }
+        }
+    });
 }
 
 /// What a verb's completion becomes in [`Verbed`]: the bytes of a READ or

@@ -60,25 +60,32 @@
 //! ## Measured (2-core development machine; release build)
 //! `cargo run --release -p dm-bench -- runtime --reps 10` (1000 tasks x 1000
 //! awaits; the variants interleaved, best of 10). Latest: six runs on
-//! 2026-11-24 (a later session, on a machine about 2.5 times as fast as the
-//! one of the rows below) with dm-bench's allocator set to mimalloc (why: below the table):
+//! 2026-11-24 at 8b0eb1f (a later session, on a machine about 2.5 times as
+//! fast as the one of the rows further below), dm-bench's allocator being
+//! mimalloc (why: below the table):
 //!
 //! | variant | dm-runtime | tokio current-thread + `LocalSet` | ratio |
 //! |---|---|---|---|
-//! | task awaiting a loopback verb completion | 37.8-39.4 ns | 85.5-90.4 ns | 0.43-0.46 |
-//! | pure `yield_now` | 11.3-12.4 ns | 53.6-55.2 ns | 0.21-0.22 |
-//! | the fabric alone (no runtime) | 11.1-11.3 ns per READ | | |
-//! | the leanest executor (a lower bound, see below) | 23.3-23.8 ns | | 0.26-0.28 |
+//! | task awaiting a loopback verb completion | 33.9-36.3 ns | 85.9-91.0 ns | 0.38-0.40 |
+//! | pure `yield_now` | 11.2-12.6 ns | 54.1-55.5 ns | 0.21-0.23 |
+//! | the fabric alone (no runtime) | 11.4-12.1 ns per READ | | |
+//! | the leanest executor (a lower bound, see below) | 23.3-24.5 ns | | 0.26-0.27 |
 //!
-//! The same machine and day with glibc's allocator (a51f7db, four runs):
-//! verb 45.3-46.3 ns against 88.8-99.0 (0.47-0.52), yield 12.8 against 54.6,
-//! the fabric 17.3 ns, the leanest executor 31.3-32.6 ns. The allocator
-//! moves dm-runtime and not tokio because of batching: a round posts up to
-//! 256 READs in one list, the fabric allocates their 256 result buffers,
-//! and the tasks free them a round later; glibc keeps 7 free chunks per
-//! size per thread, so all but 7 of those mallocs and frees took its slower
-//! paths (21 % of `perf`'s samples of the dm verb switch; with
-//! `GLIBC_TUNABLES=glibc.malloc.tcache_count=4000` the same binary ran
+//! The same commit built with glibc's allocator (five runs): verb 41.4-46.1
+//! ns against 89.4-105.1 (0.43-0.46), the fabric 18.4-19.7 ns, the leanest
+//! executor 35.3-35.9 ns. The steps that day, each measured in alternating
+//! runs of `--only dm-verb`: mimalloc (45-46 -> 38-39 ns at a51f7db, where
+//! the glibc ratio was 0.47-0.52 over four runs); a CQ batch delivered
+//! under one borrow of the in-flight table, task slab and run queue
+//! (-> 35.6-36.4 ns); an in-flight slot in one 64-byte line (about 1 ns);
+//! the verb future's drop inlined (about 0.7 ns).
+//!
+//! Why the allocator moves dm-runtime and not tokio: batching. A round
+//! posts up to 256 READs in one list, the fabric allocates their 256 result
+//! buffers, and the tasks free them a round later; glibc keeps 7 free
+//! chunks per size per thread, so all but 7 of those mallocs and frees took
+//! its slower paths (21 % of `perf`'s samples of the dm verb switch; with
+//! `GLIBC_TUNABLES=glibc.malloc.tcache_count=4000` the a51f7db binary ran
 //! 42.4-42.6 ns against tokio's unchanged 92.9-93.7). tokio's tasks post one
 //! READ each and free its buffer before the next is allocated, which that
 //! cache serves. mimalloc (the bench binary's global allocator since then)
@@ -105,10 +112,8 @@
 //! that workload needs: one READ in flight per task, the task index as
 //! `wr_id`, a thread-local run queue, no in-flight table, generations,
 //! waiter kinds, per-MS post lists, accounting, bounded rounds, cross-core
-//! wakes or tracing. dm-runtime spends about 15 ns per switch above it on
+//! wakes or tracing. dm-runtime spends about 11 ns per switch above it on
 //! those features on the faster machine (22-36 ns on the slower one).
-//! Padding an in-flight slot to one cache line (`align(64)`) was tried and
-//! gained nothing measurable (four alternating runs each).
 //!
 //! Instruction counts are stable where wall time is not. Each variant alone
 //! under callgrind (`valgrind --tool=callgrind dm-bench runtime --only
@@ -120,6 +125,11 @@
 //! | f8bc387 | 1,132 | 1,208 | 263 | 487 | 444 | |
 //! | cabb09b | 991 | 1,261 | 221 | 491 | 444 | 679 |
 //! | 414f75e | 885 | 1,251 | 234 | 491 | 376 | 612 |
+//! | 8b0eb1f (mimalloc) | 684 | 1,090 | 229 | 488 | 249 | 473 |
+//!
+//! The last row counts mimalloc's `malloc` and `free` where the rows
+//! before count glibc's (about 175 instructions less per READ buffer in the
+//! fabric and verb columns; see the end of this section).
 //!
 //! tokio's verb count moved by 53 with no change to its code: the compiler
 //! inlines the bench's tokio task differently in the two binaries (the

@@ -59,8 +59,9 @@
 //! and model about 1,750, of which the binary heap's sifts about 270.
 //! On 2026-11-24 on a faster machine (a later session): 4.85-5.11 M verbs/s
 //! with the binary heap (a51f7db, four runs of `--reps 3`), 6.12-6.48 M with
-//! the timing wheel (six runs of `--reps 3`); callgrind 2,322 -> 2,012
-//! instructions per verb; the same trace hash. `perf` still puts much of
+//! the timing wheel (six runs of `--reps 3`; 6.05-6.25 M in three more at
+//! 8b0eb1f); callgrind 2,322 -> 2,012 instructions per verb (1,923 at
+//! 8b0eb1f, after the runtime's batch delivery); the same trace hash. `perf` still puts much of
 //! the event loop's time on store-forwarding stalls where an event or a
 //! completion built with narrow stores is copied with wide loads.
 

@@ -342,7 +342,14 @@ pub(crate) fn spawn_on<F: Future + 'static>(core: &CoreState, fut: F) -> JoinHan
         task: boxed,
         queued: true,
         free_poll: false,
-    }) as u32;
+    });
+    // Keys are u32 in wakers and `wr_id`s, and u32::MAX marks an abandoned
+    // in-flight slot: 2^32 - 1 live tasks on one core is the limit.
+    assert!(
+        key < ABANDONED_KEY as usize,
+        "dm-runtime: more than 2^32 - 1 live tasks on one core"
+    );
+    let key = key as u32;
     core.run_queue.borrow_mut().push_back(key);
     handle
 }

@@ -29,13 +29,12 @@ fn axes(recs: &[Record]) -> (Vec<String>, Vec<String>) {
 pub fn svg(path: &Path, fig: &Figure, recs: &[Record], quick: bool) -> Result<()> {
     let e = |e: &dyn std::fmt::Debug| anyhow!("plotting {}: {e:?}", path.display());
     let (series, xs) = axes(recs);
-    let ymax = recs
+    let data_max = recs
         .iter()
         .flat_map(|r| [Some(r.value), r.paper])
         .flatten()
         .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.1;
+        .max(1e-9);
     let title = format!(
         "{}: {}{}",
         fig.name,
@@ -54,6 +53,16 @@ pub fn svg(path: &Path, fig: &Figure, recs: &[Record], quick: bool) -> Result<()
     } else {
         (-0.5, xs.len() as f64 - 0.5)
     };
+    let paper_entry = !numeric && recs.iter().any(|r| r.paper.is_some());
+    let labels = series
+        .iter()
+        .map(|s| s.chars().count())
+        .chain(paper_entry.then_some("the paper's number".len()))
+        .max()
+        .unwrap_or(0);
+    let legend = legend_px(series.len() + usize::from(paper_entry), labels);
+    let marks = marks(recs, &series, &xs, numeric);
+    let (legend_left, ymax) = place_legend(&marks, (x0, x1), data_max * 1.1, legend);
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -146,11 +155,116 @@ pub fn svg(path: &Path, fig: &Figure, recs: &[Record], quick: bool) -> Result<()
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(if legend_left {
+            SeriesLabelPosition::UpperLeft
+        } else {
+            SeriesLabelPosition::UpperRight
+        })
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
     Ok(())
+}
+
+/// The plotting area of the 900 x 520 SVG, px: what is left of the margins
+/// (12), the caption, the x label area (40) and the y label area (64).
+const PLOT_W: f64 = 812.0;
+const PLOT_H: f64 = 431.0;
+
+/// (width, height) in px of a legend of `entries` rows whose longest label
+/// has `label_chars` characters, as plotters draws it in these SVGs: 15 px
+/// per row plus 15, 7.5 px per character plus 35 (read off the legend boxes
+/// of the committed figures: 9 rows of up to 10 characters, 105 x 150; 3 of
+/// 7, 88 x 60).
+fn legend_px(entries: usize, label_chars: usize) -> (f64, f64) {
+    (
+        7.5 * label_chars as f64 + 35.0,
+        15.0 * entries as f64 + 15.0,
+    )
+}
+
+/// What the figure draws, as `(x from, x to, top)` in data units: each bar
+/// and the paper's mark on it, each point and each line segment (spanning
+/// its two points, as high as the higher).
+fn marks(recs: &[Record], series: &[String], xs: &[String], numeric: bool) -> Vec<(f64, f64, f64)> {
+    let n = series.len().max(1) as f64;
+    let mut out = Vec::new();
+    for (si, s) in series.iter().enumerate() {
+        let mine: Vec<&Record> = recs.iter().filter(|r| &r.series == s).collect();
+        let top = |r: &Record| r.paper.map_or(r.value, |p| p.max(r.value));
+        if numeric {
+            let pts: Vec<(f64, f64)> = mine
+                .iter()
+                .map(|r| (r.x.parse().unwrap_or(0.0), top(r)))
+                .collect();
+            out.extend(pts.iter().map(|&(x, y)| (x, x, y)));
+            out.extend(
+                pts.windows(2)
+                    .map(|w| (w[0].0.min(w[1].0), w[0].0.max(w[1].0), w[0].1.max(w[1].1))),
+            );
+        } else {
+            let w = 0.8 / n;
+            for r in mine {
+                let i = xs.iter().position(|x| x == &r.x).unwrap_or(0) as f64;
+                let l = i - 0.4 + w * si as f64;
+                out.push((l, l + w * 0.9, top(r)));
+            }
+        }
+    }
+    out
+}
+
+/// The legend's corner (true: upper left, else upper right) and the top of
+/// the y axis, at least `ymin`, that keeps every mark below the legend box
+/// (`legend`: its width and height in px, drawn 5 px inside the corner).
+/// The corner that needs the lower axis wins; on a tie, the right one.
+fn place_legend(
+    marks: &[(f64, f64, f64)],
+    (x0, x1): (f64, f64),
+    ymin: f64,
+    legend: (f64, f64),
+) -> (bool, f64) {
+    let span = (x1 - x0) * (legend.0 + 10.0) / PLOT_W;
+    // The share of the axis height the box and a gap take from the top.
+    let share = ((legend.1 + 10.0) / PLOT_H).min(0.9);
+    let need = |lo: f64, hi: f64| {
+        marks
+            .iter()
+            .filter(|m| m.0 <= hi && m.1 >= lo)
+            .map(|m| m.2 / (1.0 - share))
+            .fold(ymin, f64::max)
+    };
+    let right = need(x1 - span, x1);
+    let left = need(x0, x0 + span);
+    if left < right {
+        (true, left)
+    } else {
+        (false, right)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{legend_px, place_legend};
+
+    /// Bars high on the right push the legend left; where both corners are
+    /// high the axis grows until the box clears every mark.
+    #[test]
+    fn the_legend_clears_every_mark() {
+        let legend = legend_px(3, 7);
+        let (left, ymax) = place_legend(
+            &[(-0.4, 0.3, 5.0), (2.6, 3.3, 30.0)],
+            (-0.5, 3.5),
+            33.0,
+            legend,
+        );
+        assert!(left);
+        assert_eq!(ymax, 33.0, "the left corner needs no headroom");
+        let marks = [(-0.4, 0.3, 30.0), (2.6, 3.3, 30.0)];
+        let (_, ymax) = place_legend(&marks, (-0.5, 3.5), 33.0, legend);
+        let bottom = ymax * (1.0 - (legend.1 + 10.0) / super::PLOT_H);
+        assert!(ymax > 33.0 && bottom >= 30.0 - 1e-9);
+    }
 }

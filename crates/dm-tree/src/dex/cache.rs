@@ -135,7 +135,9 @@ pub(crate) struct Cache {
     /// offloads of small sub-trees inside it: `dm-bench check --index dex
     /// --fabric loopback --keys 1000 --ops 300 --cache-nodes 8`, an
     /// operation gave up after a million rounds in 1 run of about 600).
-    pub offload_holds: u32,
+    /// Changed only through [`Cache::hold_offloads`] and
+    /// [`Cache::release_offload_hold`].
+    offload_holds: u32,
     cooling: Vec<Vec<u32>>,
     pub budget: usize,
     rng: u64,
@@ -181,6 +183,18 @@ impl Cache {
     /// A draw in [0, 1).
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// An operation waits for an offload in flight over the node it missed:
+    /// no new offload starts until it releases the hold.
+    pub fn hold_offloads(&mut self) {
+        self.offload_holds += 1;
+    }
+
+    /// Releases a hold taken with [`Cache::hold_offloads`].
+    pub fn release_offload_hold(&mut self) {
+        debug_assert!(self.offload_holds > 0, "an offload hold released twice");
+        self.offload_holds -= 1;
     }
 
     /// Drops every frame (repartition; the caller flushed the dirty ones).

@@ -125,7 +125,7 @@ enum Step {
     Wait,
     /// The missed node's range meets an offload in flight: yield and start
     /// over, holding new offloads back until this operation gets past
-    /// ([`Cache::offload_holds`]).
+    /// ([`Cache::hold_offloads`]).
     WaitOffload,
     /// Re-read this inner node (NULL: the root pointer) and start over.
     Refresh(GlobalAddr),
@@ -260,7 +260,7 @@ struct HoldGuard<'a> {
 impl Drop for HoldGuard<'_> {
     fn drop(&mut self) {
         if self.held {
-            self.c.lock().offload_holds -= 1;
+            self.c.lock().release_offload_hold();
         }
     }
 }
@@ -306,9 +306,9 @@ impl DexTree {
                 if waits != hold.held {
                     hold.held = waits;
                     if waits {
-                        st.offload_holds += 1;
+                        st.hold_offloads();
                     } else {
-                        st.offload_holds -= 1;
+                        st.release_offload_hold();
                     }
                 }
                 step

@@ -91,17 +91,11 @@ pub fn svg(path: &Path, fig: &Figure, recs: &[Record], quick: bool) -> Result<()
         mesh.x_labels(xs.len() + 1).disable_x_mesh();
     }
     mesh.draw().map_err(|x| e(&x))?;
-    let n = series.len().max(1) as f64;
     for (si, s) in series.iter().enumerate() {
         let color = Palette99::pick(si).to_rgba();
         let mine: Vec<&Record> = recs.iter().filter(|r| &r.series == s).collect();
-        let xpos = |r: &Record| -> f64 {
-            if numeric {
-                r.x.parse().unwrap()
-            } else {
-                xs.iter().position(|x| x == &r.x).unwrap() as f64
-            }
-        };
+        let xpos = |r: &Record| x_of(r, &xs, numeric);
+        let bar = |r: &Record| bar_span(xpos(r), si, series.len());
         if numeric {
             let pts: Vec<(f64, f64)> = mine.iter().map(|r| (xpos(r), r.value)).collect();
             chart
@@ -113,10 +107,9 @@ pub fn svg(path: &Path, fig: &Figure, recs: &[Record], quick: bool) -> Result<()
                 .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
                 .map_err(|x| e(&x))?;
         } else {
-            let w = 0.8 / n;
             let bars = mine.iter().map(|r| {
-                let l = xpos(r) - 0.4 + w * si as f64;
-                Rectangle::new([(l, 0.0), (l + w * 0.9, r.value)], color.filled())
+                let (l, h) = bar(r);
+                Rectangle::new([(l, 0.0), (h, r.value)], color.filled())
             });
             chart
                 .draw_series(bars)
@@ -135,12 +128,10 @@ pub fn svg(path: &Path, fig: &Figure, recs: &[Record], quick: bool) -> Result<()
             });
             chart.draw_series(paper).map_err(|x| e(&x))?;
         } else {
-            let w = 0.8 / n;
             let paper = mine.iter().filter_map(|r| {
-                let l = xpos(r) - 0.4 + w * si as f64;
-                r.paper.map(|p| {
-                    PathElement::new(vec![(l, p), (l + w * 0.9, p)], BLACK.stroke_width(3))
-                })
+                let (l, h) = bar(r);
+                r.paper
+                    .map(|p| PathElement::new(vec![(l, p), (h, p)], BLACK.stroke_width(3)))
             });
             chart.draw_series(paper).map_err(|x| e(&x))?;
         }
@@ -185,11 +176,29 @@ fn legend_px(entries: usize, label_chars: usize) -> (f64, f64) {
     )
 }
 
+/// A record's x in data units: its value on a numeric axis, else its
+/// category's index.
+fn x_of(r: &Record, xs: &[String], numeric: bool) -> f64 {
+    if numeric {
+        r.x.parse().unwrap()
+    } else {
+        xs.iter().position(|x| x == &r.x).unwrap() as f64
+    }
+}
+
+/// The x span of series `si`'s bar (of `series` side by side) in the
+/// category at `x`: the group takes 0.8 of the category, each bar 0.9 of
+/// its share.
+fn bar_span(x: f64, si: usize, series: usize) -> (f64, f64) {
+    let w = 0.8 / series.max(1) as f64;
+    let l = x - 0.4 + w * si as f64;
+    (l, l + w * 0.9)
+}
+
 /// What the figure draws, as `(x from, x to, top)` in data units: each bar
 /// and the paper's mark on it, each point and each line segment (spanning
 /// its two points, as high as the higher).
 fn marks(recs: &[Record], series: &[String], xs: &[String], numeric: bool) -> Vec<(f64, f64, f64)> {
-    let n = series.len().max(1) as f64;
     let mut out = Vec::new();
     for (si, s) in series.iter().enumerate() {
         let mine: Vec<&Record> = recs.iter().filter(|r| &r.series == s).collect();
@@ -197,7 +206,7 @@ fn marks(recs: &[Record], series: &[String], xs: &[String], numeric: bool) -> Ve
         if numeric {
             let pts: Vec<(f64, f64)> = mine
                 .iter()
-                .map(|r| (r.x.parse().unwrap_or(0.0), top(r)))
+                .map(|r| (x_of(r, xs, numeric), top(r)))
                 .collect();
             out.extend(pts.iter().map(|&(x, y)| (x, x, y)));
             out.extend(
@@ -205,11 +214,9 @@ fn marks(recs: &[Record], series: &[String], xs: &[String], numeric: bool) -> Ve
                     .map(|w| (w[0].0.min(w[1].0), w[0].0.max(w[1].0), w[0].1.max(w[1].1))),
             );
         } else {
-            let w = 0.8 / n;
             for r in mine {
-                let i = xs.iter().position(|x| x == &r.x).unwrap_or(0) as f64;
-                let l = i - 0.4 + w * si as f64;
-                out.push((l, l + w * 0.9, top(r)));
+                let (l, h) = bar_span(x_of(r, xs, numeric), si, series.len());
+                out.push((l, h, top(r)));
             }
         }
     }

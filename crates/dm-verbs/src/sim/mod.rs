@@ -60,8 +60,10 @@
 //! On 2026-11-24 on a faster machine (a later session): 4.85-5.11 M verbs/s
 //! with the binary heap (a51f7db, four runs of `--reps 3`), 6.12-6.48 M with
 //! the timing wheel (six runs of `--reps 3`; 6.05-6.25 M in three more at
-//! 8b0eb1f); callgrind 2,322 -> 2,012 instructions per verb (1,923 at
-//! 8b0eb1f, after the runtime's batch delivery); the same trace hash. `perf` still puts much of
+//! 8b0eb1f, 5.51-6.22 M in twenty-one runs of 8b0eb1f and 2fb7c2f an hour
+//! later, the machine slower); callgrind 2,322 -> 2,012 instructions per
+//! verb (1,923 at 8b0eb1f after the runtime's batch delivery, 1,878 at
+//! 2fb7c2f); the same trace hash. `perf` still puts much of
 //! the event loop's time on store-forwarding stalls where an event or a
 //! completion built with narrow stores is copied with wide loads.
 

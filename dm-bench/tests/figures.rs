@@ -130,7 +130,7 @@ figure_tests! {
 /// matching the committed CSVs).
 #[test]
 fn experiments_table_matches_the_claims_files() {
-    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/experiments");
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/experiments");
     bench(&[
         "figure",
         "table",

@@ -86,7 +86,7 @@ impl ChunkAlloc {
                 }
             }
             if self.refilling.get() {
-                crate::yield_now().await;
+                crate::sync::yield_now().await;
                 continue;
             }
             // Reset on drop too, so a cancelled refill does not stall the core.
@@ -108,7 +108,7 @@ impl ChunkAlloc {
             let next = self.next_ms.get();
             self.next_ms.set((next + 1) % self.num_ms);
             let ms = self.base_ms + next;
-            match crate::rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await {
+            match crate::verbs::rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await {
                 Ok(r) if r.len() == 8 => {
                     let a = GlobalAddr::from_u64(u64::from_le_bytes(r.try_into().unwrap()));
                     self.cur.set(a);

@@ -1,50 +1,27 @@
-//! Per-core state shared by the executor and the futures it polls.
+//! Per-core state shared by the executor and the futures it polls, and the
+//! public calls that reach it from a task ([`now_ns`], [`charge_op`],
+//! [`task_stats`]...).
 //!
 //! Who may touch what: every field is touched only by the OS thread that runs
 //! the core's executor (the `Cell`/`RefCell`s are never shared across threads).
-//! Other cores reach a core only through its [`crate::task::Inbox`], a mutex-guarded
+//! Other cores reach a core only through its [`Inbox`], a mutex-guarded
 //! queue drained once per scheduling round. Futures find their core through the
 //! thread-local `CURRENT`, which the executor sets while it polls a task.
 
+use crate::inbox::Inbox;
 use crate::inflight::InFlightTable;
-use crate::task::{Inbox, TaskSlot};
+use crate::task::TaskSlot;
 use dm_verbs::{Clock, VerbStats, WorkRequest};
 use slab::Slab;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::task::Waker;
-
-/// Whom a completion wakes. 16 bytes: `Task`'s key sits beside the
-/// niche of the waker's vtable pointer, which a third variant would not
-/// (24 bytes, and an in-flight slot of 72 instead of one 64-byte line).
-pub(crate) enum Waiter {
-    /// A task of this core, by key: the common case, woken without a waker
-    /// clone, drop or vtable call. Key [`ABANDONED_KEY`] is
-    /// [`Waiter::ABANDONED`].
-    Task(u32),
-    /// Any other waker (a combinator's, or another executor's).
-    Waker(Waker),
-}
-
-/// The task key no task has (slab keys stay below it): the future was
-/// dropped, and the completion just frees the slot.
-pub(crate) const ABANDONED_KEY: u32 = u32::MAX;
-
-impl Waiter {
-    /// The future was dropped; the completion just frees the slot.
-    pub(crate) const ABANDONED: Waiter = Waiter::Task(ABANDONED_KEY);
-
-    pub(crate) fn is_abandoned(&self) -> bool {
-        matches!(self, Waiter::Task(ABANDONED_KEY))
-    }
-}
 
 pub(crate) struct CoreState {
     pub(crate) exec_id: u32,
     pub(crate) tasks: RefCell<Slab<TaskSlot>>,
     pub(crate) run_queue: RefCell<VecDeque<u32>>,
-    /// Tasks that ended their round ([`crate::sync_virtual_time`]): queued
+    /// Tasks that ended their round (`sync_virtual_time`): queued
     /// (their `queued` flag is set) but moved to `run_queue` only when the
     /// round is over, so the executor does not poll them again this round.
     /// Empty outside a tick.
@@ -83,7 +60,7 @@ pub(crate) struct CoreState {
     /// every post (a quarter of the verb future's samples in `perf`).
     pub(crate) last_list: usize,
     /// The fabric's CPU charge per index operation (`CpuCost::op_ns`), for
-    /// [`crate::charge_op`].
+    /// [`charge_op`].
     pub(crate) op_ns: u64,
 }
 
@@ -140,32 +117,6 @@ impl CoreState {
         );
     }
 
-    /// Queues the task of waker `w` for the next round, not this one; false
-    /// if `w` is not a task waker of this core (the caller wakes it instead).
-    pub(crate) fn defer(&self, w: &Waker) -> bool {
-        let Some(key) = crate::task::local_key(w, self.exec_id) else {
-            return false;
-        };
-        let mut tasks = self.tasks.borrow_mut();
-        if let Some(t) = tasks.get_mut(key as usize) {
-            if !t.queued {
-                t.queued = true;
-                t.free_poll = true;
-                self.deferred.borrow_mut().push(key);
-            }
-        }
-        true
-    }
-
-    /// The [`Waiter`] for a future polled with `w`.
-    #[inline]
-    pub(crate) fn waiter(&self, w: &Waker) -> Waiter {
-        match crate::task::local_key(w, self.exec_id) {
-            Some(k) => Waiter::Task(k),
-            None => Waiter::Waker(w.clone()),
-        }
-    }
-
     /// Adds a WR to MS `ms` (its verb's target) to this round's post list
     /// for `ms`: `push` appends it to the list. The caller has counted it
     /// (`cur_stats`).
@@ -184,4 +135,52 @@ impl CoreState {
         let i = (ms as usize).min(self.last_list);
         push(&mut self.pending.borrow_mut()[i]);
     }
+}
+
+/// The current core's clock, ns (virtual on sim, wall otherwise).
+pub fn now_ns() -> u64 {
+    with_current(|c| c.clock.now_ns())
+}
+
+/// The polling core's executor id ([`Executor::id`](crate::Executor::id))
+/// and clock (ns), or `None` outside a dm-runtime executor's tick. For
+/// `tracing` subscribers that stamp the runtime's events (`post`,
+/// `completion`, `switch`, `lock wait`, `lock granted`) with the core's
+/// virtual time (`dm-bench trace`).
+pub fn current_core_clock() -> Option<(u32, u64)> {
+    try_current(|c| (c.exec_id, c.clock.now_ns()))
+}
+
+/// Charges `ns` of local CPU work to the current core: an index's traversal
+/// of its CS-side cache, which posts no verb and so costs nothing on `sim`
+/// unless charged. Advances the core's virtual clock on sim (later events of
+/// this core, and `now_ns`, move by `ns`); no-op on wall-clock fabrics.
+pub fn charge_cpu(ns: u64) {
+    with_current(|c| c.clock.charge(ns))
+}
+
+/// Charges the fabric's CPU cost of one index operation
+/// ([`dm_verbs::CpuCost::op_ns`], set by the sim's network model; 0 on real
+/// fabrics, where the CPU is really spent) to the current core. Called by
+/// the client that issues operations (dm-bench's `ycsb` driver), once per
+/// operation before it starts.
+pub fn charge_op() {
+    with_current(|c| c.clock.charge(c.op_ns))
+}
+
+/// Verb counters of the running task so far (take a difference around an
+/// operation to get its per-operation cost).
+pub fn task_stats() -> VerbStats {
+    with_current(|c| {
+        // SAFETY: as in `CoreState::post`.
+        let mut s = unsafe { *c.cur_stats.get() };
+        // The round trip this poll is about to wait for is not counted yet.
+        s.doorbells += c.cur_ms_mask.get().count_ones() as u64;
+        s
+    })
+}
+
+/// Number of memory servers the current core reaches.
+pub fn num_ms() -> u16 {
+    with_current(|c| c.num_ms)
 }

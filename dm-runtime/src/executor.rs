@@ -5,16 +5,19 @@
 //! 2. poll the CQ in batches of [`ExecConfig::cq_batch`], storing each result in
 //!    its in-flight slot and waking the owner;
 //! 3. poll at most [`ExecConfig::max_polls_per_round`] ready tasks, FIFO
-//!    (a task that ended its round with [`crate::sync_virtual_time`] waits
+//!    (a task that ended its round with [`crate::sync::sync_virtual_time`] waits
 //!    for the next round);
 //! 4. hand each QP that got WRs this round one post list (one doorbell).
 //!
 //! On `sim` every task poll, WR and non-empty CQ poll charges the core's
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
-use crate::core::{CoreState, Waiter, ABANDONED_KEY, CURRENT};
+use crate::core::{enqueue, with_current, CoreState, CURRENT};
+use crate::inbox::{register_executor, unregister_executor};
 use crate::inflight::InFlightTable;
 use crate::task::{self, JoinHandle, TaskCell, TaskSlot};
+use crate::waiter::{Waiter, ABANDONED_KEY};
+use crate::waker;
 use dm_verbs::{Completion, CpuCost, Queues, VerbStats};
 use slab::Slab;
 use std::cell::{Cell, RefCell, UnsafeCell};
@@ -57,7 +60,7 @@ pub struct Executor<Q: Queues> {
 impl<Q: Queues> Executor<Q> {
     /// An executor for `queues`, which reach `num_ms` memory servers.
     pub fn new(queues: Q, num_ms: u16, cfg: ExecConfig) -> Self {
-        let (exec_id, inbox) = task::register_executor();
+        let (exec_id, inbox) = register_executor();
         let cost = queues.cpu_cost();
         let core = Rc::new(CoreState {
             exec_id,
@@ -205,7 +208,7 @@ impl<Q: Queues> Executor<Q> {
             // through `cur_stats` while the future is borrowed.
             let stats = unsafe { std::ptr::addr_of_mut!((*cell).stats) };
             core.cur_stats.set(stats);
-            let waker = task::waker(core.exec_id, key);
+            let waker = waker::waker(core.exec_id, key);
             let fut = unsafe { Pin::new_unchecked(&mut (*cell).fut) };
             let res = fut.poll(&mut Context::from_waker(&waker));
             core.cur_stats.set(core.idle_stats.get());
@@ -326,7 +329,7 @@ fn deliver_one(
         }
         Waiter::Task(k) => {
             slot.result = Some(c.result);
-            crate::core::enqueue(tasks, run_queue, k);
+            enqueue(tasks, run_queue, k);
             None
         }
         Waiter::Waker(w) => {
@@ -334,6 +337,11 @@ fn deliver_one(
             Some(w)
         }
     }
+}
+
+/// Spawns `fut` on the current core. Panics outside a dm-runtime task.
+pub fn spawn<F: Future + 'static>(fut: F) -> JoinHandle<F::Output> {
+    with_current(|c| spawn_on(c, fut))
 }
 
 pub(crate) fn spawn_on<F: Future + 'static>(core: &CoreState, fut: F) -> JoinHandle<F::Output> {
@@ -356,7 +364,7 @@ pub(crate) fn spawn_on<F: Future + 'static>(core: &CoreState, fut: F) -> JoinHan
 
 impl<Q: Queues> Drop for Executor<Q> {
     fn drop(&mut self) {
-        task::unregister_executor(self.core.exec_id);
+        unregister_executor(self.core.exec_id);
         // Drop task futures with this core current, so their verb futures can clean up.
         let core: &CoreState = &self.core;
         let prev = CURRENT.with(|c| c.replace(core as *const CoreState));

@@ -8,7 +8,7 @@
 //! generation and waiter, freeing it writes the generation and the link,
 //! instead of moving a whole entry in and out.
 
-use crate::core::Waiter;
+use crate::waiter::Waiter;
 use dm_verbs::{VerbError, VerbOutput};
 
 /// A posted WR waiting for its completion. The slot owns the result buffer, so a
@@ -114,7 +114,7 @@ impl InFlightTable {
 #[cfg(test)]
 mod tests {
     use super::InFlightTable;
-    use crate::core::Waiter;
+    use crate::waiter::Waiter;
     use dm_verbs::VerbOutput;
 
     #[test]

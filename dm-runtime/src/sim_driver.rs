@@ -9,7 +9,8 @@
 //! on something that will never happen (their join handles stay empty, nothing hangs).
 
 use crate::executor::{ExecConfig, Executor};
-use crate::task::{JoinHandle, REMOTE_WOKEN};
+use crate::inbox::REMOTE_WOKEN;
+use crate::task::JoinHandle;
 use dm_verbs::sim::{SimFabric, SimQueues};
 use dm_verbs::Fabric;
 use std::collections::HashMap;

@@ -18,6 +18,7 @@
 //! mutex and never touch another core; wakes across cores go through the target
 //! core's inbox.
 
+use crate::core::{now_ns, with_current};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
@@ -33,7 +34,7 @@ pub fn yield_now() -> YieldNow {
 /// where other tasks and cores run meanwhile; on wall-clock fabrics a busy
 /// wait that lets the core's other tasks run). Returns at once if it has.
 pub async fn yield_until(ns: u64) {
-    while crate::now_ns() < ns {
+    while now_ns() < ns {
         yield_now().await;
     }
 }
@@ -55,8 +56,7 @@ pub async fn yield_until(ns: u64) {
 /// resumes the task is not charged ([`dm_verbs::CpuCost::poll_ns`]), since
 /// the round it ends is an artefact of simulating many cores in one thread.
 pub async fn sync_virtual_time() {
-    let virtual_clock =
-        crate::core::with_current(|c| matches!(c.clock, dm_verbs::Clock::Virtual(_)));
+    let virtual_clock = with_current(|c| matches!(c.clock, dm_verbs::Clock::Virtual(_)));
     if virtual_clock {
         EndRound(false).await
     }
@@ -73,7 +73,7 @@ impl Future for EndRound {
             return Poll::Ready(());
         }
         self.0 = true;
-        if !crate::core::with_current(|c| c.defer(cx.waker())) {
+        if !with_current(|c| c.defer(cx.waker())) {
             cx.waker().wake_by_ref();
         }
         Poll::Pending

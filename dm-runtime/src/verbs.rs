@@ -6,8 +6,9 @@
 //! returns its `wr_id`. `wr_id = (generation << 32) | in-flight slot index`, so a
 //! late completion for a dropped future can never wake a reused slot.
 
-use crate::core::{with_current, CoreState, Waiter};
-use crate::task::local_key;
+use crate::core::{try_current, with_current, CoreState};
+use crate::waiter::Waiter;
+use crate::waker::local_key;
 use dm_verbs::{GlobalAddr, Verb, VerbError, VerbOutput, WorkRequest};
 use std::future::Future;
 use std::marker::PhantomData;
@@ -196,7 +197,7 @@ impl Drop for VerbFuture {
 /// abandoned if its WR is still in flight (the completion then frees it).
 #[cold]
 fn abandon(key: u32) {
-    crate::core::try_current(|c| {
+    try_current(|c| {
         let mut inf = c.inflight.borrow_mut();
         if let Some(slot) = inf.get_mut(key) {
             if slot.result.is_some() {

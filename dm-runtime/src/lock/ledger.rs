@@ -1,0 +1,80 @@
+//! The own-tag ledger (not in the papers; see the [module docs](super)):
+//! per (tag, 64-bit lock word), how many locks this thread's handles hold,
+//! which lock CASes are in flight, and an epoch bumped at every take and
+//! release seen complete. It recognises a CAS of ours that took a lock
+//! without its success being reported.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One (tag, lock word) in this thread's ledger (see the module docs).
+#[derive(Default)]
+pub(super) struct Entry {
+    pub(super) held: u32,
+    /// Post numbers of the lock CASes in flight, in post order.
+    pub(super) in_flight: Vec<u64>,
+    next_post: u64,
+    pub(super) epoch: u64,
+}
+
+thread_local! {
+    static LEDGER: RefCell<HashMap<(u64, u64), Entry>> = RefCell::new(HashMap::new());
+}
+
+/// Locks of this process taken over through the own-tag ledger.
+pub(super) static LEDGER_TAKEOVERS: AtomicU64 = AtomicU64::new(0);
+
+/// How many locks this process took over because a CAS of its own had taken
+/// them without reporting success (module docs, "own-tag ledger").
+pub fn lock_takeovers() -> u64 {
+    LEDGER_TAKEOVERS.load(Ordering::Relaxed)
+}
+
+pub(super) fn ledger<R>(key: (u64, u64), f: impl FnOnce(&mut Entry) -> R) -> R {
+    LEDGER.with(|l| {
+        let mut l = l.borrow_mut();
+        let e = l.entry(key).or_default();
+        let r = f(e);
+        if e.held == 0 && e.in_flight.is_empty() {
+            l.remove(&key);
+        }
+        r
+    })
+}
+
+/// A lock CAS in flight: in the ledger until dropped (also on error or
+/// cancellation), with its post number and the entry's epoch at posting.
+pub(super) struct InFlight {
+    key: (u64, u64),
+    post: u64,
+    epoch: u64,
+}
+
+impl InFlight {
+    pub(super) fn new(key: (u64, u64)) -> Self {
+        let (post, epoch) = ledger(key, |e| {
+            let p = e.next_post;
+            e.next_post += 1;
+            e.in_flight.push(p);
+            (p, e.epoch)
+        });
+        InFlight { key, post, epoch }
+    }
+
+    /// True if this CAS's own-tag result cannot be explained by anything the
+    /// ledger saw (module docs): no holder, no take or release since it was
+    /// posted, no earlier CAS of ours still in flight (one QP executes them in
+    /// post order, so later ones cannot have run first).
+    pub(super) fn unexplained(&self) -> bool {
+        ledger(self.key, |e| {
+            e.held == 0 && e.epoch == self.epoch && e.in_flight.first() == Some(&self.post)
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        ledger(self.key, |e| e.in_flight.retain(|p| *p != self.post));
+    }
+}

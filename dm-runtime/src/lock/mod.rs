@@ -1,0 +1,113 @@
+//! One-sided node locks and their release: FG+'s lock word in the node, and
+//! Sherman's lock techniques over the same code path (Sherman §4.3-4.5,
+//! Fig. 5). Both index families stand on these: dm-tree's FG+ and Sherman
+//! rungs, and dm-art's ART baseline (SMART §5.1.3).
+//!
+//! | rung (`--index`) | lock word | release |
+//! |---|---|---|
+//! | `fg` (FG+) | node offset 0, 64-bit CAS `0 -> tag` | write-back WRITE completes, then WRITE 0 (2 RTTs) |
+//! | `sherman-combine` | same | write-back and WRITE 0 in one doorbell on the node's QP (1 RTT, §4.5) |
+//! | `sherman-onchip` | global lock table (GLT) slot on the node's MS (§4.3) | combined |
+//! | `sherman-hier` | GLT slot under a CS-local lock with FIFO queue and hand-over (§4.3) | combined, or hand-over |
+//! | `sherman` | as `sherman-hier`, leaves unsorted with two-level versions (§4.4, `dm_tree::two_level`) | a plain insert/update/remove writes back one entry |
+//!
+//! **Command combination** (§4.5) relies on one QP executing WRs in posting
+//! order: the write-back lands before the unlock, so whoever takes the lock
+//! next READs the new image. WRs to another MS (a split's new sibling placed
+//! elsewhere) have no such order, so they complete before the rest is posted.
+//!
+//! **Global lock table** (§4.3): per MS, `slots` lock slots indexed by a hash
+//! of the node address; the slot of a node lives on the node's MS (same QP as
+//! its write-back). Placement ([`LockTableConfig`]):
+//! - device memory when the fabric has it (`GlobalAddr::device(ms, 0)` on),
+//!   with 16-bit lanes (four per 64-bit word) when masked CAS is offered,
+//!   else one 64-bit word per slot (as Sherman's code does);
+//! - host memory otherwise: a chunk per MS allocated by the tree's creator
+//!   ([`NodeLocks::create_tables`]), its address stored in that MS's
+//!   superblock at a word the tree names (`FgTree`: `root_ptr.offset() + 8`;
+//!   dm-art: its root slot's offset + 8).
+//!
+//! All of this is [`NodeLocks`], one per handle, so the radix family's
+//! baselines take the very same locks (SMART §5.1.3).
+//!
+//! Lock values: 64-bit words hold the taker's tag (`(cs << 16 | core) + 1`);
+//! 16-bit lanes hold `cs + 1` (the paper's CS id). A 64-bit slot is released
+//! by WRITE 0. A lane is released by a masked CAS `cs + 1 -> 0` on its lane,
+//! posted in the same doorbell: a 2-byte WRITE racing another lane's masked
+//! CAS on the same word could be overwritten by that CAS's read-modify-write
+//! (RDMA orders WRs within a QP, not a WRITE against another QP's atomic),
+//! which would lose an unlock. The masked CAS costs no extra round trip.
+//!
+//! **Hierarchical lock** (HOCL, §4.3): a CS-local table
+//! ([`crate::sync::LocalLockTable`], exact per GLT slot) is taken first,
+//! so cores of one CS queue locally instead of spinning on the NIC. A holder
+//! with a local waiter writes back (completed), then hands the local lock and
+//! the still-held GLT slot over: the receiver skips the CAS (at most
+//! `max_handover` times in a row, default 4, then the GLT slot is released so
+//! other CSs are not starved).
+//!
+//! Hash collisions in the GLT only make unrelated nodes share a lock, which is
+//! safe because an operation holds at most one lock at a time (§4.3).
+//!
+//! **Own-tag ledger** (not in the papers): each thread keeps, per (tag, 64-bit
+//! lock word), how many locks its handles hold, how many lock CASes they have
+//! in flight, and an epoch bumped at every take and release it sees complete.
+//! A CAS that returns this handle's own tag although, from its post to its
+//! completion, no task here held the word, took or released it (the epoch did
+//! not move) and no earlier CAS of ours on it was in flight (the
+//! QP executes them in post order), can only be the
+//! trace of a CAS of ours that took the lock without its success being
+//! reported (seen on soft-RoCE without a retransmission at the time; an old
+//! value never written to the result buffer is the suspect, see docs/rdma.md).
+//! Nobody would ever release such a lock, so the CAS's issuer
+//! takes it, with a warning ([`lock_takeovers`] counts them), instead of
+//! spinning on it forever. The epoch matters: completions of different verbs
+//! may be processed out of order (the `sim` fabric does it), so a CAS can
+//! legitimately report a tag of ours that a release completed since.
+//! Sound because a 64-bit tag is written only by its one handle's thread
+//! (`(cs, core)` unique among running handles, see `dm_tree::FgTree::open`).
+//! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
+
+mod config;
+mod ledger;
+mod node_locks;
+
+pub use config::{LockTableConfig, LockTechniques};
+pub use ledger::lock_takeovers;
+pub use node_locks::{Held, NodeLocks};
+
+use dm_verbs::{GlobalAddr, VerbError};
+use std::fmt;
+
+/// Errors of [`NodeLocks`]; each index maps them into its own error type
+/// with the same meaning (`dm_tree::TreeError`, `dm_art::ArtError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockError {
+    /// The lock configuration is impossible (`hier_lock` without
+    /// `onchip_lock`, an empty lock table, a host table larger than a chunk)
+    /// or does not match the MSs (no host lock table where one is expected).
+    BadConfig(String),
+    /// A verb failed (QP error, out of bounds, MS out of memory, ...).
+    Verb(VerbError),
+    /// The lock of the node at this address stayed taken through a million
+    /// attempts: its holder died or never released it.
+    LockStuck(GlobalAddr),
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::BadConfig(s) => write!(f, "bad lock configuration: {s}"),
+            LockError::Verb(e) => write!(f, "{e}"),
+            LockError::LockStuck(a) => write!(f, "lock of node {a:?} never released"),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+impl From<VerbError> for LockError {
+    fn from(e: VerbError) -> Self {
+        LockError::Verb(e)
+    }
+}

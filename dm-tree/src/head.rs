@@ -18,7 +18,7 @@
 //! The chain stays a B-link chain: the leaf before the head ends at `k`, the
 //! head covers `[k, k)` and the leaf after it starts at `k`. A scan uses a
 //! prefetched image only when it chains (its low fence equals the high fence
-//! of the image before it, [`crate::scan`]), so a stale list (a listed leaf
+//! of the image before it, `scan.rs`), so a stale list (a listed leaf
 //! split, a head left behind) costs one extra READ, as the paper says, and
 //! never a wrong result.
 //!

@@ -5,7 +5,8 @@
 //! traversal to level 1), locks the leaf (CAS), READs it and checks its fences
 //! under the lock, changes it, writes it back and unlocks with a WRITE: 4
 //! round trips without a split on FG+, 3 with command combination (see
-//! [`crate::lock`] for the rungs of Sherman's ladder). A full node splits
+//! [`crate::Techniques`] for the rungs of Sherman's ladder, [`dm_runtime::lock`]
+//! for the locks). A full node splits
 //! in half: the new right node is written first (its own WRITE, completed),
 //! then the left node with its new high fence and sibling pointer, so a reader
 //! always finds moved keys by following the sibling pointer (B-link). The
@@ -18,11 +19,11 @@
 //! progress) yields until the root has grown, then inserts into it. Growing
 //! from any other node would hang the old root's left part off nothing.
 
-use crate::lock::Held;
 use crate::nam::Design;
 use crate::node::{Fence, Node};
 use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
+use dm_runtime::lock::Held;
 use dm_runtime::{write, yield_now};
 use dm_verbs::{GlobalAddr, VerbError};
 use std::future::Future;

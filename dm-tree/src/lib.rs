@@ -1,96 +1,96 @@
 //! # dm-tree: the B+tree family on disaggregated memory
 //!
-//! Now: the fine-grained one-sided B-link tree (FG, Ziegler et al. §4-5) with
-//! FG+'s locking as Sherman §5 describes it: nodes spread over the MSs, lock-free
-//! reads validated by a node checksum, an RDMA CAS lock per node for writers,
-//! write-back of the whole node, release by WRITE.
+//! Range indexes (byte keys, `u64` values) whose nodes live on memory servers
+//! (MSs) and are reached from compute servers (CSs) with one-sided RDMA verbs
+//! through dm-runtime: the fine-grained B-link tree FG (Ziegler et al.
+//! SIGMOD'19 §4-5) with FG+'s locking (Sherman §5), Sherman's techniques over
+//! it (SIGMOD'22 §4, Fig. 5), Ziegler et al.'s coarse-grained and hybrid NAM
+//! designs (§3, §5), and DEX (PVLDB'24 §4-6) over the same node layout.
 //!
 //! ## What lives where
-//! - [`node`]: the byte layout, fences, checksum validation (why a checksum: see there).
-//! - [`two_level`]: Sherman's unsorted leaves with two-level versions (§4.4),
-//!   made sound under torn READs: header checksum plus a check word per slot.
-//! - [`tree`]: [`FgTree`], configuration, errors and the root pointer.
-//! - [`lock`]: node locks and release: FG+, and Sherman's ladder (command
-//!   combination, global lock table, hierarchical lock) as switches.
-//! - `search`: traversal to the node covering a key at a level; `get`.
-//! - `insert`: upsert and update, node splits, parent insertion, root growth.
-//! - `remove`: delete without merge (nodes stay in place).
-//! - `scan`: ordered range scan across leaves via sibling pointers, the
-//!   leaves READ in parallel when the cached leaf parent names them (Sherman §4.2).
-//! - `bulk`: `bulk_load` from sorted input at a fill factor (default 80%).
-//! - [`head`]: head nodes on the leaf level for scan prefetching (Ziegler et
-//!   al. §4-5) and their maintenance pass.
+//! | module | what | paper |
+//! |---|---|---|
+//! | [`node`] | node byte layout, fences, checksum validation | FG §4-5, Sherman §5 |
+//! | [`two_level`] | unsorted leaves with two-level versions, sound under torn READs | Sherman §4.4 |
+//! | [`tree`] | [`FgTree`] (one core's handle), [`TreeConfig`], [`TreeError`], root pointer, node READ, lock and release | FG §4 |
+//! | `techniques.rs` | [`Techniques`]: Sherman's ladder as switches (lock techniques plus two-level versions) | Sherman §4, Fig. 5 |
+//! | `search.rs` | traversal to the node covering a key at a level; `get` | FG §5.1 |
+//! | `insert.rs` | upsert, update, node splits, parent insertion, root growth | FG §5.2 |
+//! | `remove.rs` | delete without merge (nodes stay in place) | |
+//! | `scan.rs` | range scan along the leaf chain, leaves READ in parallel | FG §5.3, Sherman §4.2 |
+//! | `bulk.rs` | `bulk_load` from sorted input at a fill factor (default 80%) | Sherman §5 |
+//! | [`head`] | head nodes on the leaf level for scan prefetching, their maintenance pass | FG §4-5 |
+//! | [`cache`] | the CS index cache: leaf parents in a byte budget plus the top two levels | Sherman §4.1 |
+//! | [`nam`] | coarse-grained and hybrid designs as [`TreeConfig::design`] switches: partitioning ([`NamConfig`]), CS side (`nam/rpc.rs`), MS side ([`nam::ms`]) | FG §3, §5 |
+//! | [`dex`] | DEX ([`DexTree`], [`DexCluster`]): partitions, the CS cache of inner and leaf nodes, offloading and its MS handler; its module doc maps `dex/` | DEX §4-6 |
 //!
-//! - [`cache`]: the CS index cache (Sherman §4.1): leaf parents within a byte
-//!   budget, plus the highest two levels; safe when stale.
-//! - [`dex`]: DEX (Lu et al. 2024): partitions, the CS cache, offloading
-//!   and its MS handler, placement, bulk load, repartitioning.
-//! - [`nam`]: Ziegler et al.'s coarse-grained (one RPC per operation) and
-//!   hybrid (upper levels by RPC, leaves one-sided) designs as
-//!   [`TreeConfig::design`] switches: partitioning ([`NamConfig`]), the CS
-//!   side (`nam/rpc.rs`) and the MS side's per-partition trees and RPC
-//!   handler ([`nam::ms`]).
+//! Node locks (FG+'s lock word, command combination, the global lock table,
+//! the hierarchical lock, the own-tag ledger) are [`dm_runtime::lock`]; the
+//! node checksum is [`dm_runtime::checksum`].
+//!
+//! ## Invariants
+//! - Every node image a reader acts on validated by its checksum (an unsorted
+//!   leaf: header checksum and a check word per slot); a torn READ is read
+//!   again, a node that never validates is [`TreeError::Corrupt`].
+//! - Nodes are never merged or freed and a split only lowers a node's high
+//!   fence, so every pointer a reader holds stays valid: a stale cache entry
+//!   or parent costs a B-link move right, never a wrong result.
+//! - A split writes the new right node before the left one (B-link order).
+//!   A shared node changes only under its lock (the lock word is outside the
+//!   checksum); DEX's leaves belong to one CS's partition instead, the NAM
+//!   MS-side trees to the MS's serialised handlers.
+//! - `(cs, core)` is unique per handle: it is the lock tag,
+//!   `(cs << 16 | core) + 1`, so at most one thread may run handles of a given
+//!   pair at a time (the own-tag ledger of [`dm_runtime::lock`] relies on it).
 //!
 //! ## Using it
 //! Create the tree once ([`FgTree::create`] or [`FgTree::bulk_load`]) from one
 //! core, then [`FgTree::open`] a handle on every core that uses it (handles
 //! carve their own chunks), optionally sharing one [`IndexCache`] per CS with
-//! [`FgTree::with_cache`]. Every operation is an `async fn` to run on
-//! dm-runtime: `get`, `insert` (upsert), `update` (only if present), `remove`,
-//! `scan(from, count)` (ascending, `count` entries at most).
+//! [`FgTree::with_cache`] and one local lock table per CS with
+//! [`FgTree::with_local_locks`] (the hierarchical lock). Every operation is an
+//! `async fn` to run on dm-runtime: `get`, `insert` (upsert), `update` (only
+//! if present), `remove`, `scan(from, count)` (ascending, `count` entries at
+//! most). DEX: one [`DexCluster`] per process, [`DexTree::open`] per core.
 //!
 //! ## Keys, values and errors
 //! - **Keys** are byte strings of exactly `TreeConfig::key_bytes` (1..=32;
-//!   8 by default, u64 keys as big-endian bytes so byte order is numeric
-//!   order), compared lexicographically. Shorter string keys are padded by the
-//!   caller (dm-bench pads with zero bytes). No key value is reserved: fences
-//!   mark -inf/+inf with flags, so the all-zero and all-0xff keys are ordinary
-//!   keys. Any other length is [`TreeError::KeyLength`].
-//! - **Values** are 8 bytes (`u64`), as in FG and Sherman, where a value is
-//!   typically the address of a record kept elsewhere; the type makes a value
-//!   of the wrong size unrepresentable, so there is no runtime check to fail.
-//! - **MS out of memory** (no chunk left for the new node of a leaf split) is
-//!   `TreeError::Verb(VerbError::MsOutOfMemory)` and means the key was *not*
-//!   inserted: the new node is allocated before anything is written, and the
-//!   leaf is unlocked unchanged. Once a leaf split is published, the insert has
-//!   taken effect; if an upper level then cannot get memory for its own split
-//!   or for root growth, its separator stays out (the B-link sibling chain
-//!   still reaches the new node, one more hop) and the insert returns `Ok`.
-//!   Tested in `tests/fg.rs` (`bad_input_and_exhausted_memory_are_errors`).
-//! - A failed verb (QP in error state, bad address) is `TreeError::Verb`; a
-//!   node that never validates (a writer died mid-write-back) is
-//!   [`TreeError::Corrupt`]; an impossible configuration is
+//!   8 by default, u64 keys big-endian), compared lexicographically; shorter
+//!   keys are padded by the caller. No key is reserved (fences mark -inf/+inf
+//!   with flags). Any other length is [`TreeError::KeyLength`].
+//! - **Values** are 8 bytes (`u64`), as in FG and Sherman.
+//! - **MS out of memory** for the new node of a leaf split is
+//!   `TreeError::Verb(VerbError::MsOutOfMemory)`: the key was *not* inserted
+//!   (the leaf is unlocked unchanged). Once a leaf split is published the
+//!   insert took effect; an upper level without memory leaves its separator
+//!   out (the sibling chain still reaches the new node) and returns `Ok`
+//!   (`tests/fg.rs`, `bad_input_and_exhausted_memory_are_errors`).
+//! - A failed verb is `TreeError::Verb`; an impossible configuration is
 //!   [`TreeError::BadConfig`]. No input panics.
 //!
-//! Sherman (issue 5) so far: command combination, the global lock table, the
-//! hierarchical lock and two-level versions with unsorted leaves as
-//! [`Techniques`] switches (`Techniques::SHERMAN` has them all); the index
-//! cache with both of Sherman's node types and parallel scan READs serve every
-//! rung. The NAM designs (issue 7) are [`Design::Coarse`] and
-//! [`Design::Hybrid`]. DEX (issue 7) is [`dex`]: logical partitioning, the
-//! path-aware cache of inner and leaf nodes and cost-aware offloading over
-//! the same remote B-link tree ([`DexTree`], [`DexCluster`]).
+//! Records of runs (DEX races found by `dm-bench check`):
+//! `docs/experiments/tree.md`; figures: `docs/experiments/sherman.md`,
+//! `docs/experiments/nam.md`.
 
 mod bulk;
 pub mod cache;
 pub mod dex;
 pub mod head;
 mod insert;
-pub mod lock;
 pub mod nam;
 pub mod node;
 mod remove;
 mod scan;
 mod search;
+mod techniques;
 pub mod tree;
 pub mod two_level;
 
 pub use cache::{CacheStats, IndexCache};
 pub use dex::{DexCluster, DexConfig, DexStats, DexTree};
+pub use dm_runtime::lock::LockTableConfig;
 pub use head::HeadPass;
-pub use lock::{lock_takeovers, LockTableConfig, NodeLocks, Techniques};
 pub use nam::{Design, NamConfig};
+pub use node::DEFAULT_NODE_BYTES;
+pub use techniques::Techniques;
 pub use tree::{FgTree, TreeConfig, TreeError};
-
-/// The default node size of the B+tree family in bytes (Sherman §5, FG+: 1 KB).
-pub const DEFAULT_NODE_BYTES: usize = 1024;

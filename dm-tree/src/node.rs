@@ -7,7 +7,7 @@
 //! | offset | bytes | field |
 //! |---|---|---|
 //! | 0 | 8 | lock word: 0 free, else the holder's tag (CAS to take, WRITE 0 to release) |
-//! | 8 | 8 | checksum of bytes `[16, node_bytes)` ([`checksum`]) |
+//! | 8 | 8 | checksum of bytes `[16, node_bytes)` ([`dm_runtime::checksum`]) |
 //! | 16 | 1 | level: 0 = leaf |
 //! | 17 | 1 | flags: bit 0 low fence is -inf, bit 1 high fence is +inf, bit 2 unsorted leaf, bit 3 head node |
 //! | 18 | 2 | count: entries in use |
@@ -32,16 +32,14 @@
 //! may come from different versions, in any order. A version word inside the
 //! same READ proves nothing. So every write-back stores the checksum of the
 //! node's bytes after the checksum word, and a reader accepts a node image only if
-//! the checksum it recomputes matches. The hash folds words with
-//! `h = rotl((h ^ w) * P, 29)`, a bijection of `w` for fixed `h` followed by
-//! bijections of `h`. A torn image that differs from the version its checksum
-//! word came from in one word is therefore always rejected; with more differing
-//! words, a false accept has probability about 2^-64. The lock word is
+//! the checksum it recomputes matches ([`dm_runtime::checksum`] says why a
+//! torn image is rejected). The lock word is
 //! outside the checksum because it changes by CAS independently of the content.
 //! Writers hold the lock, so their own READ after locking sees a complete
 //! version (the previous holder's write-back completed before its unlock WRITE
 //! on the same QP).
 
+use dm_runtime::checksum::checksum;
 use dm_verbs::GlobalAddr;
 
 pub const OFF_LOCK: usize = 0;
@@ -57,15 +55,8 @@ const FLAG_HIGH_INF: u8 = 2;
 const FLAG_UNSORTED: u8 = 4;
 const FLAG_HEAD: u8 = 8;
 
-/// Checksum of `bytes` (a multiple of 8 long), see the module docs.
-pub fn checksum(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0x243f_6a88_85a3_08d3;
-    for w in bytes.chunks_exact(8) {
-        let w = u64::from_le_bytes(w.try_into().unwrap());
-        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-    }
-    h
-}
+/// The default node size of the B+tree family in bytes (Sherman §5, FG+: 1 KB).
+pub const DEFAULT_NODE_BYTES: usize = 1024;
 
 /// Node geometry derived from the tree configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,9 +1,10 @@
 //! [`FgTree`]: one core's handle on a global B-link tree.
 
-use crate::lock::{Held, LockTableConfig, NodeLocks, Techniques};
 use crate::nam::{Design, NamConfig};
 use crate::node::{Fence, Geometry, Node};
+use crate::techniques::Techniques;
 use dm_runtime::alloc::ChunkAlloc;
+use dm_runtime::lock::{Held, LockError, LockTableConfig, NodeLocks};
 use dm_runtime::sync::LocalLockTable;
 use dm_runtime::{cas, read, write, yield_now};
 use dm_verbs::{GlobalAddr, VerbError};
@@ -24,9 +25,10 @@ pub struct TreeConfig {
     pub chunk_bytes: u64,
     /// Number of memory servers nodes are spread over (round-robin chunks).
     pub num_ms: u16,
-    /// Sherman's techniques in use (default: none, i.e. FG+); see [`crate::lock`].
+    /// Sherman's techniques in use (default: none, i.e. FG+); see [`Techniques`]
+    /// and, for the locks, [`dm_runtime::lock`].
     pub techniques: Techniques,
-    /// Global lock table placement, used when `techniques.onchip_lock` is on
+    /// Global lock table placement, used when `techniques.locks.onchip_lock` is on
     /// (build it from the fabric with [`LockTableConfig::for_caps`]).
     pub lock_table: LockTableConfig,
     /// Ziegler et al.'s design: fine-grained (default), coarse-grained or
@@ -45,7 +47,7 @@ pub struct TreeConfig {
 impl Default for TreeConfig {
     fn default() -> Self {
         TreeConfig {
-            node_bytes: crate::DEFAULT_NODE_BYTES,
+            node_bytes: crate::node::DEFAULT_NODE_BYTES,
             key_bytes: 8,
             root_ptr: GlobalAddr::new(0, 0),
             chunk_bytes: 8 << 20,
@@ -101,6 +103,17 @@ impl From<VerbError> for TreeError {
     }
 }
 
+/// The node locks' errors keep their meaning (and their message).
+impl From<LockError> for TreeError {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::BadConfig(s) => TreeError::BadConfig(s),
+            LockError::Verb(e) => TreeError::Verb(e),
+            LockError::LockStuck(a) => TreeError::LockStuck(a),
+        }
+    }
+}
+
 /// READs of one node before it is declared corrupt.
 const MAX_VALIDATION_RETRIES: u32 = 100_000;
 
@@ -119,15 +132,16 @@ pub struct FgTree {
     /// used in the chain) ([`FgTree::head_prefetch_stats`]).
     pub(crate) head_reads: std::cell::Cell<(u64, u64)>,
     /// The CS's index cache, if any.
-    pub(crate) cache: Option<std::sync::Arc<crate::IndexCache>>,
-    /// Node locks: in-node words or the global lock table, HOCL's local table.
+    pub(crate) cache: Option<std::sync::Arc<crate::cache::IndexCache>>,
+    /// Node locks: in-node words or the global lock table, HOCL's local table
+    /// ([`dm_runtime::lock`]).
     pub(crate) locks: NodeLocks,
 }
 
 impl FgTree {
     /// A handle for core `core` of compute server `cs` (no verbs). Its lock tag
     /// is `(cs << 16 | core) + 1`: at most one thread may run handles with a
-    /// given `(cs, core)` at a time (the own-tag ledger of [`crate::lock`]
+    /// given `(cs, core)` at a time (the own-tag ledger of [`dm_runtime::lock`]
     /// relies on it, as does every lock holder's identity).
     pub fn open(mut cfg: TreeConfig, cs: u16, core: u16) -> Result<Self, TreeError> {
         if cfg.design != Design::Fine {
@@ -166,7 +180,7 @@ impl FgTree {
             head_reads: std::cell::Cell::new((0, 0)),
             cache: None,
             locks: NodeLocks::new(
-                cfg.techniques,
+                cfg.techniques.locks,
                 cfg.lock_table,
                 cs,
                 core,
@@ -195,12 +209,12 @@ impl FgTree {
     /// (one chunk per MS, its address at `root_ptr.offset() + 8` of that
     /// MS's superblock); no-op otherwise.
     pub(crate) async fn create_lock_tables(&self) -> Result<(), TreeError> {
-        self.locks.create_tables(self.cfg.num_ms).await
+        Ok(self.locks.create_tables(self.cfg.num_ms).await?)
     }
 
     /// Takes the lock of the node at `a` ([`NodeLocks::lock`]).
     pub(crate) async fn lock(&self, a: GlobalAddr) -> Result<Held<'_>, TreeError> {
-        self.locks.lock(a).await
+        Ok(self.locks.lock(a).await?)
     }
 
     /// Releases `held` after `writes` ([`NodeLocks::release`]).
@@ -209,11 +223,11 @@ impl FgTree {
         held: Held<'_>,
         writes: Vec<(GlobalAddr, Vec<u8>)>,
     ) -> Result<(), TreeError> {
-        self.locks.release(held, writes).await
+        Ok(self.locks.release(held, writes).await?)
     }
 
     /// Uses `locks` (one per CS, shared by its cores) as the local lock table of
-    /// Sherman's hierarchical lock; needed when `techniques.hier_lock` is on.
+    /// Sherman's hierarchical lock; needed when `techniques.locks.hier_lock` is on.
     pub fn with_local_locks(mut self, locks: Arc<LocalLockTable>) -> Self {
         self.locks.set_local(locks);
         self
@@ -221,11 +235,11 @@ impl FgTree {
 
     /// A local lock table for the cores of one CS with this tree's hand-over bound.
     pub fn new_local_lock_table(cfg: &TreeConfig) -> Arc<LocalLockTable> {
-        NodeLocks::new_local_table(&cfg.techniques)
+        NodeLocks::new_local_table(&cfg.techniques.locks)
     }
 
     /// Uses `cache` (shared by the cores of this CS) for leaf-parent lookups.
-    pub fn with_cache(mut self, cache: std::sync::Arc<crate::IndexCache>) -> Self {
+    pub fn with_cache(mut self, cache: std::sync::Arc<crate::cache::IndexCache>) -> Self {
         self.cache = Some(cache);
         self
     }

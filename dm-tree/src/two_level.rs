@@ -22,7 +22,7 @@
 //!
 //! A reader accepts an image only if the header checksum matches and every
 //! slot's check word matches its words under the header's node version
-//! ([`decode_unsorted`]). A slot torn between two entry writes fails its check
+//! (`decode_slots`). A slot torn between two entry writes fails its check
 //! (the hash is the node checksum's fold, a bijection per word, so one
 //! differing word is always caught and more than one is missed with
 //! probability about 2^-63). A slot written under another node version (a

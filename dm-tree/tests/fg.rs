@@ -92,7 +92,7 @@ fn concurrent_inserts_survive_torn_reads_and_splits() {
     );
     eprintln!("torn node images rejected: {}", rejected.get());
     // No lock of ours went unreported on sim (see tests/lock_ledger.rs).
-    assert_eq!(dm_tree::lock_takeovers(), 0);
+    assert_eq!(dm_runtime::lock::lock_takeovers(), 0);
 }
 
 #[test]

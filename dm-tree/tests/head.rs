@@ -238,5 +238,5 @@ fn passes_race_writers_and_scans() {
             assert!(ok, "{name} seed {seed}");
         }
     }
-    assert_eq!(dm_tree::lock_takeovers(), 0);
+    assert_eq!(dm_runtime::lock::lock_takeovers(), 0);
 }

@@ -1,10 +1,11 @@
-//! The own-tag ledger (`dm_tree::lock` module docs): a lock word left holding
+//! The own-tag ledger (`dm_runtime::lock` module docs): a lock word left holding
 //! this handle's tag with no task of the handle holding or taking it is taken
 //! over, while a word holding the tag of a lock this handle really holds is
 //! waited on. Its own test binary: `lock_takeovers()` counts per process.
 
+use dm_runtime::lock::lock_takeovers;
 use dm_runtime::SimRuntime;
-use dm_tree::{lock_takeovers, FgTree, TreeConfig};
+use dm_tree::{FgTree, TreeConfig};
 use dm_verbs::sim::{SimConfig, SimFabric};
 use dm_verbs::{GlobalAddr, MsConfig};
 use std::rc::Rc;

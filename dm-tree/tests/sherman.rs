@@ -1,6 +1,7 @@
 //! Sherman's ladder over the FG+ code path (Sherman §4.3-4.5): verb counts
 //! per rung with a warm index cache, and lock hand-over.
 
+use dm_runtime::lock::LockTechniques;
 use dm_runtime::SimRuntime;
 use dm_tree::{FgTree, IndexCache, LockTableConfig, Techniques, TreeConfig};
 use dm_verbs::sim::{SimConfig, SimFabric};
@@ -206,7 +207,10 @@ fn ladder_names_and_bad_combinations() {
     assert!(Techniques::named("sherman-magic").is_none());
     let bad = TreeConfig {
         techniques: Techniques {
-            onchip_lock: false,
+            locks: LockTechniques {
+                onchip_lock: false,
+                ..Techniques::SHERMAN_HIER.locks
+            },
             ..Techniques::SHERMAN_HIER
         },
         ..Default::default()

@@ -1,6 +1,6 @@
 //! DEX's public operations: route to the owning CS (§4), then run there.
 
-use super::ops::{Op, Res};
+use super::op::{Op, Res};
 use super::DexTree;
 use crate::node::Fence;
 use crate::tree::TreeError;

@@ -8,7 +8,7 @@
 //! other action so that neither average goes stale. Latencies are in ns of
 //! the core's clock (virtual on sim).
 
-use super::DexConfig;
+use super::config::DexConfig;
 use std::collections::VecDeque;
 
 pub(crate) struct CostModel {

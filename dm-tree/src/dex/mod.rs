@@ -4,18 +4,24 @@
 //! checksum validation, same locks for the nodes that are locked).
 //!
 //! ## What lives where
-//! - here: [`DexConfig`], [`DexCluster`] (the partition map and each CS's
-//!   state, shared by the cores of a process), [`DexTree`] (one core's
-//!   handle: routing, entering a partition, repartitioning, flushing).
-//! - `cache`: one CS's cache (§5): frames in a slab, the mapping table from
-//!   global address to frame, pointer swizzling (child slot -> frame index),
-//!   the cooling map (hash buckets of 6-entry FIFO arrays, 10% of the
-//!   frames), path-aware sampling, second chance, eviction.
-//! - `ops`: the traversal and the point operations (§4, §5.2), misses
-//!   (lazy leaf admission, fetch, offload), leaf splits, scans (§5.4).
-//! - `cost`: the cost model of §6.1 (moving averages, 1% exploration).
-//! - [`ms`]: the MS side of offloading (§6.2), an RPC handler.
-//! - `bulk`: bulk load with DEX's placement and leaves cut at partition bounds.
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`DexCluster`] (the partition map and each CS's state, shared by the cores of a process), [`DexTree`] (one core's handle: entering a partition, flushing, repartitioning), [`DexStats`] |
+//! | `config.rs` | [`DexConfig`]: bounds, cache budget, offload level, cost-model knobs |
+//! | `api.rs` | the public operations: route to the owning CS, run there |
+//! | `traverse.rs` | the cached traversal under the CS's mutex and its async driver; refresh of stale inner nodes (§4, §5.2) |
+//! | `op.rs` | the operation on a leaf (get, put, remove, one leaf of a scan) |
+//! | `range.rs` | fence order and key-range tests (cover, inside a partition, overlap, a child's range) |
+//! | `miss.rs` | misses: lazy leaf admission, scratch leaves, fetch, the offload decision (§5.2, §5.3, §6) |
+//! | `offload.rs` | the offload RPC and its reply (§6.2) |
+//! | `write_back.rs` | dirty leaf pages written back: cooling a dirty page, flush (§5.3) |
+//! | `split.rs` | leaf splits and the cut of a leaf at a new partition bound (§4, §5.2) |
+//! | `cache.rs` | one CS's cache (§5): frames, the mapping table, pointer swizzling, refresh |
+//! | `eviction.rs` | admission, the cooling map (hash buckets of 6-entry FIFO arrays, 10% of the frames), path-aware sampling, second chance, eviction (§5.3) |
+//! | `inflight.rs` | misses and offloads in flight: tokens, key ranges, holds, the hot-leaf repair |
+//! | `cost.rs` | the cost model of §6.1 (moving averages, 1% exploration) |
+//! | [`ms`] | the MS side of offloading (§6.2), an RPC handler |
+//! | `bulk.rs` | bulk load with DEX's placement and leaves cut at partition bounds |
 //!
 //! ## The design as built, and where it departs from the paper
 //! - **Partitioning (§4).** CS `i` owns keys in `[bounds[i-1], bounds[i])`.
@@ -64,16 +70,15 @@
 //!   before the CS's cached ones are refreshed, so for a while two routes
 //!   reach one leaf: a cached inner node, and an uncached one that misses
 //!   and may be offloaded. Without the guard the scratch leaf's write-back
-//!   overwrote the offloaded change (`dm-bench check --index dex --fabric
-//!   loopback --keys 400 --ops 300`: 4 failed runs in 150; see
-//!   `cache::IoRange`). The same window can leave a *hot* leaf frame under
-//!   the stale cached inner node while the uncached one is offloaded
-//!   (`dm-bench check --index dex --keys 2000`, sim seed 5). Then the
+//!   overwrote the offloaded change (see `cache::IoRange`). The same window
+//!   can leave a *hot* leaf frame under the stale cached inner node while
+//!   the uncached one is offloaded. Then the
 //!   frame, the leaf's owner copy, is marked dirty so that its write-back
 //!   overwrites the MS's change, the MS's result is dropped and the
 //!   operation retried through the cache (`Cache::invalidate`,
 //!   `CacheCounters::hot_offloads`); the paper's invariant alone (no hot
 //!   descendants below an uncached node) does not hold across a split.
+//!   The runs that found both races: `docs/experiments/tree.md`.
 //! - Head nodes and merges are not built (the paper's code does not merge).
 //!
 //! ## Errors
@@ -86,9 +91,18 @@
 mod api;
 mod bulk;
 mod cache;
+mod config;
 mod cost;
+mod eviction;
+mod inflight;
+mod miss;
 pub mod ms;
-mod ops;
+mod offload;
+mod op;
+mod range;
+mod split;
+mod traverse;
+mod write_back;
 
 use crate::tree::{FgTree, TreeConfig, TreeError};
 use cache::Cache;
@@ -98,87 +112,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 pub use cache::CacheCounters;
-
-/// The fabric RPC handler id of DEX's offload handler ([`ms::handler`]).
-pub const RPC_DEX: u16 = 17;
-
-/// DEX's knobs; defaults are the paper's (or its code's) constants.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DexConfig {
-    /// Partition bounds, strictly increasing, `key_bytes` long: CS `i` owns
-    /// `[bounds[i-1], bounds[i])` (one fewer than there are CSs).
-    pub bounds: Vec<Vec<u8>>,
-    /// Cache budget per CS in bytes (frames of `node_bytes`; the paper's
-    /// default is 256 MB per CS, 8% of the data).
-    pub cache_bytes: u64,
-    /// Offload level M (§4 placement, §6): sub-trees rooted at level M live
-    /// on one MS, and only misses at levels <= M may be offloaded (code: 3).
-    pub offload_level: u8,
-    /// Cost-aware offloading on (§6); off = always fetch.
-    pub offload: bool,
-    /// Probability that a missed leaf is admitted to the cache (§5.3: 0.1;
-    /// inner nodes are always admitted).
-    pub leaf_admission: f64,
-    /// Cost model (§6.1): local search time of one node, ns (code: 40).
-    /// Also the CPU time charged on `sim` per cached node a traversal
-    /// visits ([`dm_runtime::charge_cpu`]), so that a cache hit is not free.
-    pub search_ns: u64,
-    /// Cost model: factor for cache overheads (code: 1.2).
-    pub alpha: f64,
-    /// Cost model: moving-average window of both latencies (50).
-    pub window: usize,
-    /// Cost model: share of decisions that take the other action (1%).
-    pub explore: f64,
-    /// Operations on another CS's keys run against the owner's cache
-    /// (in-process forwarding) instead of failing with `NotOwner`.
-    pub forward: bool,
-    /// The CSs whose state lives in this process (default: all). With CSs
-    /// spread over several processes (`dm-bench --client I/N` on rdma),
-    /// each process's [`DexCluster`] serves only its own CSs: forwarding
-    /// reaches these only, and a key owned by a CS outside the range is
-    /// [`TreeError::NotOwner`] (a scan stops there, as at a partition end
-    /// without forwarding). Routing requests between processes is the
-    /// application's job (DEX §7: each CS's clients issue its own keys).
-    pub local_cs: std::ops::Range<u16>,
-    /// MS CPU time charged per node the offload handler visits, ns (sim).
-    pub ms_node_ns: u32,
-    /// Seed of the sampling, admission and exploration draws.
-    pub seed: u64,
-}
-
-impl Default for DexConfig {
-    fn default() -> Self {
-        DexConfig {
-            bounds: Vec::new(),
-            cache_bytes: 256 << 20,
-            offload_level: 3,
-            offload: true,
-            leaf_admission: 0.1,
-            search_ns: 40,
-            alpha: 1.2,
-            window: 50,
-            explore: 0.01,
-            forward: false,
-            local_cs: 0..u16::MAX,
-            ms_node_ns: 300,
-            seed: 1,
-        }
-    }
-}
-
-impl DexConfig {
-    /// Bounds that give each of `num_cs` CSs an equal share of `sorted`
-    /// (the loaded keys, ascending; §7: equal ranges). Fewer keys than CSs
-    /// give fewer bounds (and CSs without keys).
-    pub fn even_bounds(sorted: &[&[u8]], num_cs: u16) -> Vec<Vec<u8>> {
-        let n = sorted.len();
-        let mut b: Vec<Vec<u8>> = (1..num_cs as usize)
-            .filter_map(|i| sorted.get(i * n / num_cs as usize).map(|k| k.to_vec()))
-            .collect();
-        b.dedup();
-        b
-    }
-}
+pub use config::DexConfig;
+pub use ms::RPC_DEX;
 
 /// Per-CS counters of DEX (cumulative since the cluster was made).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -299,8 +234,8 @@ impl DexCluster {
             ));
         }
         tcfg.subtree_level = Some(dcfg.offload_level);
-        tcfg.design = crate::Design::Fine;
-        tcfg.techniques = crate::Techniques::FG_PLUS;
+        tcfg.design = crate::nam::Design::Fine;
+        tcfg.techniques = crate::techniques::Techniques::FG_PLUS;
         let frames = (dcfg.cache_bytes / tcfg.node_bytes as u64).max(4) as usize;
         let css = (0..num_cs)
             .map(|id| DexCs {

@@ -25,10 +25,12 @@
 //!
 //! Errors: `RpcFailed` for a malformed request.
 
-use super::RPC_DEX;
 use crate::node::{Geometry, Node};
 use dm_verbs::{GlobalAddr, MsMemory, RpcHandler, VerbError};
 use std::sync::Arc;
+
+/// The fabric RPC handler id of DEX's offload handler ([`handler`]).
+pub const RPC_DEX: u16 = 17;
 
 pub(crate) const OP_GET: u8 = 1;
 pub(crate) const OP_UPSERT: u8 = 2;

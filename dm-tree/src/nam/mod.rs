@@ -50,12 +50,10 @@
 
 pub mod ms;
 mod rpc;
+pub use ms::RPC_NAM;
 pub use rpc::SCAN_REPLY_BYTES;
 
 use crate::node::Fence;
-
-/// RPC id of the NAM designs' handler ([`ms::handler`]) on every MS.
-pub const RPC_NAM: u16 = 16;
 
 /// Most partitions a [`NamConfig`] describes.
 pub const MAX_PARTITIONS: usize = 16;

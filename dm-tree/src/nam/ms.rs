@@ -41,13 +41,15 @@
 //! malformed request, an op the tree's base level does not serve, a key
 //! outside the partition, or a node that fails its checksum.
 
-use super::RPC_NAM;
 use crate::node::{Fence, Geometry, Node};
 use dm_verbs::{GlobalAddr, MsMemory, RpcHandler, VerbError};
 use std::sync::{Arc, Mutex};
 
 /// Bytes of the per-MS header.
 pub const HEADER_BYTES: u64 = 48;
+
+/// RPC id of the NAM designs' handler ([`handler`]) on every MS.
+pub const RPC_NAM: u16 = 16;
 
 pub(crate) const OP_CREATE: u8 = 1;
 pub(crate) const OP_GET: u8 = 2;

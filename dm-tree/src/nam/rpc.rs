@@ -3,8 +3,8 @@
 //! and the hybrid's two RPCs (§5: the leaf for a key; a separator after a
 //! leaf split). Encodings: [`super::ms`].
 
-use super::ms::{self, put_fence};
-use super::{Design, RPC_NAM};
+use super::ms::{self, put_fence, RPC_NAM};
+use super::Design;
 use crate::node::{Fence, Node};
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::{rpc, write};

@@ -1,0 +1,203 @@
+//! A miss below the cached path (§5.2, §6): the missed child is in flight
+//! in the mapping table and its parent pinned until the miss ends
+//! (`MissGuard`). A missed leaf is admitted with probability
+//! [`super::DexConfig::leaf_admission`] (lazy admission, §5.3), else READ
+//! into a scratch copy and written back at once if changed; a missed inner node
+//! at or below the offload level may be offloaded when the cost model votes
+//! for it and nothing below it may be newer in this CS (`offload.rs`);
+//! otherwise it is fetched (one READ, timed for the cost model) and admitted.
+
+use super::cache::Slot;
+use super::op::{apply, Op, Res};
+use super::range::{fcmp, within};
+use super::{DexCs, DexTree};
+use crate::node::{Fence, Node};
+use crate::tree::TreeError;
+use dm_runtime::now_ns;
+use dm_verbs::GlobalAddr;
+use std::cmp::Ordering;
+use std::sync::atomic::Ordering::SeqCst;
+
+/// A missed child: in flight in the mapping table, its parent pinned.
+pub(crate) struct Miss {
+    pub(super) parent: u32,
+    pub(super) parent_addr: GlobalAddr,
+    pub(super) child: GlobalAddr,
+    pub(super) level: u8,
+    pub(super) low: Fence,
+    pub(super) high: Fence,
+    /// The token of the in-flight flag this miss set on `child`.
+    pub(super) token: u64,
+}
+
+pub(super) enum MissOut {
+    Done(Res),
+    Retry,
+    /// The MS sent the operation back: retry without offloading.
+    NoOffload,
+    Refresh(GlobalAddr),
+}
+
+/// Clears a miss's in-flight flag and pin, however the miss ends.
+struct MissGuard<'a> {
+    c: &'a DexCs,
+    parent: u32,
+    child: GlobalAddr,
+    token: u64,
+}
+
+impl Drop for MissGuard<'_> {
+    fn drop(&mut self) {
+        let mut st = self.c.lock();
+        st.end_io(self.token);
+        if st.map.get(&self.child.to_u64()) == Some(&Slot::Io(self.token)) {
+            st.map.remove(&self.child.to_u64());
+        }
+        if let Some(p) = st.frames.get_mut(self.parent as usize) {
+            p.pins -= 1;
+        }
+    }
+}
+
+impl DexTree {
+    /// A miss below the cached path (§5.2, §6).
+    pub(super) async fn miss(
+        &self,
+        c: &DexCs,
+        key: &[u8],
+        op: &Op,
+        m: Miss,
+        offload_ok: bool,
+        part: &(Fence, Fence),
+    ) -> Result<MissOut, TreeError> {
+        let _g = MissGuard {
+            c,
+            parent: m.parent,
+            child: m.child,
+            token: m.token,
+        };
+        let cfg = &self.cl.cfg;
+        if m.level == 0 {
+            let admit = c.locked().await.unit() < cfg.leaf_admission;
+            if admit {
+                self.make_room(c).await?;
+            }
+            let mut n = self.fetch(c, m.child).await?;
+            if n.level != 0 || n.low != m.low || n.high != m.high {
+                return Ok(MissOut::Refresh(m.parent_addr));
+            }
+            if admit {
+                let mut st = c.locked().await;
+                st.map.remove(&m.child.to_u64());
+                st.admit(m.child, n, m.parent);
+                return Ok(MissOut::Retry);
+            }
+            // Not admitted: a scratch copy, written back at once if changed.
+            c.locked().await.counters.scratch_leaves += 1;
+            return match apply(&mut n, self.t.leaf_capacity(), key, op) {
+                Some((r, changed)) => {
+                    if changed {
+                        self.write_page(c, m.child, &n).await?;
+                    }
+                    Ok(MissOut::Done(r))
+                }
+                None => {
+                    self.split_leaf(c, m.child, n, None, m.parent_addr).await?;
+                    Ok(MissOut::Retry)
+                }
+            };
+        }
+        let offload = offload_ok
+            && !matches!(op, Op::Scan { .. })
+            && m.level <= cfg.offload_level
+            && within(&m.low, &m.high, part)
+            && c.locked()
+                .await
+                .claim_offload(m.token, &m.low, &m.high, || {
+                    c.cost
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .offload(m.level)
+                });
+        if offload {
+            return self.offload(c, key, op, &m).await;
+        }
+        self.make_room(c).await?;
+        let n = self.fetch(c, m.child).await?;
+        if n.level != m.level || n.low != m.low || fcmp(&n.high, &m.high) == Ordering::Greater {
+            return Ok(MissOut::Refresh(m.parent_addr));
+        }
+        let mut st = c.locked().await;
+        st.map.remove(&m.child.to_u64());
+        st.admit(m.child, n, m.parent);
+        Ok(MissOut::Retry)
+    }
+
+    /// READs one node, timing it for the cost model.
+    async fn fetch(&self, c: &DexCs, a: GlobalAddr) -> Result<Node, TreeError> {
+        c.fetches.fetch_add(1, SeqCst);
+        let t0 = now_ns();
+        let n = self.t.read_node(a).await?;
+        c.cost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record_read(now_ns() - t0);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dex::cache::NONE;
+    use crate::dex::{DexCluster, DexConfig};
+    use crate::tree::TreeConfig;
+    use dm_runtime::{ExecConfig, Executor};
+    use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
+    use dm_verbs::Fabric;
+
+    /// A miss's clean-up clears only its own in-flight flag. The race it
+    /// guards against needs threads (the two critical sections of a miss's
+    /// admission and its clean-up run back to back on sim), so the test
+    /// plays the other thread's steps between them by hand: the new frame
+    /// is evicted and a second miss flags the same node.
+    #[test]
+    fn a_miss_clears_only_its_own_in_flight_flag() {
+        let f = LoopbackFabric::new(LoopbackConfig::default());
+        let mut ex = Executor::new(f.open_queues(0, 0), 1, ExecConfig::default());
+        let cl = DexCluster::new(TreeConfig::default(), DexConfig::default(), 1).unwrap();
+        let x = GlobalAddr::new(0, 4096);
+        ex.block_on(async move {
+            let c = &cl.css[0];
+            let first = {
+                let mut st = c.lock();
+                let t = st.io_token();
+                st.map.insert(x.to_u64(), Slot::Io(t));
+                t
+            };
+            let guard = MissGuard {
+                c,
+                parent: NONE,
+                child: x,
+                token: first,
+            };
+            // Admission, eviction, then another core's miss of `x`.
+            let second = {
+                let mut st = c.lock();
+                st.map.remove(&x.to_u64());
+                let t = st.io_token();
+                st.map.insert(x.to_u64(), Slot::Io(t));
+                t
+            };
+            drop(guard);
+            assert_eq!(c.lock().map.get(&x.to_u64()), Some(&Slot::Io(second)));
+            drop(MissGuard {
+                c,
+                parent: NONE,
+                child: x,
+                token: second,
+            });
+            assert_eq!(c.lock().map.get(&x.to_u64()), None);
+        });
+    }
+}

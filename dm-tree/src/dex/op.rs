@@ -1,0 +1,60 @@
+//! The operations DEX runs on a leaf (§5.2): [`Op`], its result [`Res`], and
+//! `apply` on a leaf that is a cached frame or a scratch copy of a leaf not
+//! admitted (an offloaded operation runs in [`super::ms`] instead).
+
+use crate::node::{Fence, Node};
+
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    Get,
+    Put {
+        value: u64,
+        may_insert: bool,
+    },
+    Remove,
+    /// Up to `max` entries from the key, and the leaf's high fence.
+    Scan {
+        max: usize,
+    },
+}
+
+pub(crate) enum Res {
+    Get(Option<u64>),
+    Put(bool),
+    Remove(bool),
+    Scan(Vec<(Vec<u8>, u64)>, Fence),
+}
+
+/// Runs `op` on leaf `n`; `None` when an insert needs a split first.
+/// The bool says whether `n` changed.
+pub(super) fn apply(n: &mut Node, cap: usize, key: &[u8], op: &Op) -> Option<(Res, bool)> {
+    Some(match op {
+        Op::Get => (Res::Get(n.find(key).ok().map(|i| n.entries[i].1)), false),
+        Op::Put { value, may_insert } => match n.find(key) {
+            Ok(i) => {
+                n.entries[i].1 = *value;
+                (Res::Put(true), true)
+            }
+            Err(_) if !may_insert => (Res::Put(false), false),
+            Err(i) => {
+                if n.entries.len() >= cap {
+                    return None;
+                }
+                n.entries.insert(i, (key.to_vec(), *value));
+                (Res::Put(true), true)
+            }
+        },
+        Op::Remove => match n.find(key) {
+            Ok(i) => {
+                n.entries.remove(i);
+                (Res::Remove(true), true)
+            }
+            Err(_) => (Res::Remove(false), false),
+        },
+        Op::Scan { max } => {
+            let i = n.find(key).unwrap_or_else(|i| i);
+            let v = n.entries[i..].iter().take(*max).cloned().collect();
+            (Res::Scan(v, n.high.clone()), false)
+        }
+    })
+}

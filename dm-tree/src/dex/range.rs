@@ -1,0 +1,59 @@
+//! Key ranges as fences (the `[low, high)` of [`crate::node`]): fence order,
+//! whether two ranges meet, whether a node covers a key or lies inside a
+//! partition (§4), and the range and index of an inner node's child.
+
+use crate::node::{Fence, Node};
+use std::cmp::Ordering;
+
+/// Fences in key order: -inf < every key < +inf.
+pub(crate) fn fcmp(a: &Fence, b: &Fence) -> Ordering {
+    let rank = |f: &Fence| match f {
+        Fence::NegInf => 0,
+        Fence::Key(_) => 1,
+        Fence::PosInf => 2,
+    };
+    match (a, b) {
+        (Fence::Key(x), Fence::Key(y)) => x.cmp(y),
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+fn fence_lt(a: &Fence, b: &Fence) -> bool {
+    fcmp(a, b) == Ordering::Less
+}
+
+/// Whether the half-open key ranges `a` and `b` share a key.
+pub(super) fn meets(a: (&Fence, &Fence), b: (&Fence, &Fence)) -> bool {
+    fence_lt(a.0, b.1) && fence_lt(b.0, a.1)
+}
+
+pub(super) fn covers(n: &Node, key: &[u8]) -> bool {
+    !n.below_low(key) && !n.beyond_high(key)
+}
+
+/// `[low, high)` lies inside `[plo, phi)`.
+pub(super) fn within(low: &Fence, high: &Fence, part: &(Fence, Fence)) -> bool {
+    fcmp(&part.0, low) != Ordering::Greater && fcmp(high, &part.1) != Ordering::Greater
+}
+
+/// The range of child `i` of the inner node `n` (see [`crate::node`]).
+pub(super) fn child_range(n: &Node, i: usize) -> (Fence, Fence) {
+    let low = if i == 0 {
+        n.low.clone()
+    } else {
+        Fence::Key(n.entries[i].0.clone())
+    };
+    let high = match n.entries.get(i + 1) {
+        Some(e) => Fence::Key(e.0.clone()),
+        None => n.high.clone(),
+    };
+    (low, high)
+}
+
+pub(super) fn child_index(n: &Node, key: &[u8]) -> usize {
+    match n.find(key) {
+        Ok(i) => i,
+        Err(0) => 0,
+        Err(i) => i - 1,
+    }
+}

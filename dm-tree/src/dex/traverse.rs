@@ -1,0 +1,240 @@
+//! DEX's cached traversal (§4, §5.2) and its driver: a traversal runs under
+//! the CS's cache mutex without I/O (`traverse`), from the CS-local root
+//! through swizzled child slots to the leaf, where it applies the operation.
+//! When it needs the pool it marks what it needs (the missed child in the
+//! mapping table as in flight, its parent pinned, see `miss.rs`; or the leaf
+//! busy for a split, see `split.rs`), drops the mutex and returns a `Step`;
+//! the async driver (`point`) does the I/O and starts over, as the paper's
+//! restarts do. Stale cached inner nodes are re-read one at a time
+//! (`refresh`, §4's lazy coherence).
+
+use super::cache::{Cache, Slot, NONE};
+use super::miss::{Miss, MissOut};
+use super::op::{apply, Op, Res};
+use super::range::{child_index, child_range, covers, within};
+use super::{DexCs, DexTree};
+use crate::node::Fence;
+use crate::tree::TreeError;
+use dm_runtime::yield_now;
+use dm_verbs::GlobalAddr;
+
+/// Restarts of one operation before its route is declared broken.
+const MAX_ROUNDS: u32 = 1_000_000;
+
+enum Step {
+    Done(Res),
+    /// In flight or busy: yield and start over.
+    Wait,
+    /// The missed node's range meets an offload in flight: yield and start
+    /// over, holding new offloads back until this operation gets past
+    /// ([`Cache::hold_offloads`]).
+    WaitOffload,
+    /// Re-read this inner node (NULL: the root pointer) and start over.
+    Refresh(GlobalAddr),
+    Miss(Miss),
+    /// The cached leaf (now busy) must split.
+    Split(u32),
+    /// A leaf outside the CS's partition.
+    Foreign(GlobalAddr),
+}
+
+/// The cached part of one operation (§5.2), under the CS's mutex.
+fn traverse(
+    st: &mut Cache,
+    key: &[u8],
+    op: &Op,
+    cap: usize,
+    part: &(Fence, Fence),
+    visited: &mut u64,
+) -> Step {
+    let mut cur = st.root;
+    if cur == NONE {
+        return Step::Refresh(GlobalAddr::NULL);
+    }
+    loop {
+        *visited += 1;
+        let f = &st.frames[cur as usize];
+        if f.busy {
+            return Step::Wait;
+        }
+        if !covers(&f.node, key) {
+            // Reached through a stale parent (or the root grew).
+            return Step::Refresh(match f.parent {
+                NONE => GlobalAddr::NULL,
+                p => st.frames[p as usize].addr,
+            });
+        }
+        if f.node.is_leaf() {
+            if !within(&f.node.low, &f.node.high, part) {
+                return Step::Foreign(f.addr);
+            }
+            let f = &mut st.frames[cur as usize];
+            return match apply(&mut f.node, cap, key, op) {
+                None => {
+                    f.busy = true;
+                    Step::Split(cur)
+                }
+                Some((r, changed)) => {
+                    if changed {
+                        f.dirty = true;
+                        f.gen += 1;
+                    }
+                    st.counters.hits += 1;
+                    Step::Done(r)
+                }
+            };
+        }
+        let i = child_index(&f.node, key);
+        if f.swz[i] != NONE {
+            cur = f.swz[i];
+            continue;
+        }
+        let child = GlobalAddr::from_u64(f.node.entries[i].1);
+        match st.map.get(&child.to_u64()).copied() {
+            Some(Slot::Io(_)) => return Step::Wait,
+            Some(Slot::At(c)) => {
+                // Cooling (second chance) or a hot orphan: swizzle it here.
+                st.swizzle(cur, i, c);
+                cur = c;
+            }
+            None => {
+                let (low, high) = child_range(&f.node, i);
+                if st.offload_over(&low, &high) {
+                    return Step::WaitOffload;
+                }
+                let (parent_addr, level) = (f.addr, f.node.level - 1);
+                let token = st.io_token();
+                st.start_io(token, low.clone(), high.clone());
+                let m = Miss {
+                    parent: cur,
+                    parent_addr,
+                    child,
+                    level,
+                    low,
+                    high,
+                    token,
+                };
+                st.map.insert(child.to_u64(), Slot::Io(token));
+                st.frames[cur as usize].pins += 1;
+                st.counters.misses += 1;
+                return Step::Miss(m);
+            }
+        }
+    }
+}
+
+/// Releases an operation's hold on new offloads ([`Step::WaitOffload`])
+/// however the operation ends.
+struct HoldGuard<'a> {
+    c: &'a DexCs,
+    held: bool,
+}
+
+impl Drop for HoldGuard<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.c.lock().release_offload_hold();
+        }
+    }
+}
+
+impl DexTree {
+    /// The key range CS `cs` owns.
+    fn partition(&self, cs: u16) -> (Fence, Fence) {
+        let b = self.cl.bounds();
+        let i = cs as usize;
+        let low = match i {
+            0 => Fence::NegInf,
+            _ => b
+                .get(i - 1)
+                .map_or(Fence::PosInf, |k| Fence::Key(k.clone())),
+        };
+        let high = b.get(i).map_or(Fence::PosInf, |k| Fence::Key(k.clone()));
+        (low, high)
+    }
+
+    /// Runs `op` on `key` against CS `c`'s cache (the caller entered it).
+    pub(crate) async fn point(&self, c: &DexCs, key: &[u8], op: Op) -> Result<Res, TreeError> {
+        let part = self.partition(c.id);
+        let cap = self.t.leaf_capacity();
+        let mut offload_ok = self.cl.cfg.offload;
+        let mut hold = HoldGuard { c, held: false };
+        for _ in 0..MAX_ROUNDS {
+            let mut visited = 0;
+            let step = {
+                let mut st = c.peek().await;
+                let step = traverse(&mut st, key, &op, cap, &part, &mut visited);
+                let waits = matches!(step, Step::WaitOffload);
+                if waits != hold.held {
+                    hold.held = waits;
+                    if waits {
+                        st.hold_offloads();
+                    } else {
+                        st.release_offload_hold();
+                    }
+                }
+                step
+            };
+            if !matches!(step, Step::Wait | Step::WaitOffload) {
+                c.stamp();
+            }
+            // The local search of each cached node (§6.1's T_search), which
+            // posts no verb: without it a cache hit costs nothing on sim.
+            dm_runtime::charge_cpu(visited * self.cl.cfg.search_ns);
+            match step {
+                Step::Done(r) => return Ok(r),
+                Step::Wait | Step::WaitOffload => yield_now().await,
+                Step::Refresh(a) => self.refresh(c, a).await?,
+                Step::Split(lf) => self.split_cached(c, lf).await?,
+                Step::Foreign(a) => return Err(TreeError::Corrupt(a)),
+                Step::Miss(m) => match self.miss(c, key, &op, m, offload_ok, &part).await? {
+                    MissOut::Done(r) => return Ok(r),
+                    MissOut::Retry => {}
+                    MissOut::NoOffload => offload_ok = false,
+                    MissOut::Refresh(a) => self.refresh(c, a).await?,
+                },
+            }
+        }
+        Err(TreeError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// Re-reads the inner node at `a` into its frame, or (NULL) the root
+    /// pointer and the root (§4: refresh from the root, lazily, one node at
+    /// a time). Yields after, so that a split in progress can finish.
+    pub(super) async fn refresh(&self, c: &DexCs, a: GlobalAddr) -> Result<(), TreeError> {
+        if a.is_null() {
+            let rp = self.t.read_root().await?;
+            let node = self.t.read_node(rp).await?;
+            let mut st = c.locked().await;
+            match st.map.get(&rp.to_u64()).copied() {
+                Some(Slot::At(x)) => {
+                    if x != st.root {
+                        let old = st.root;
+                        st.swizzle_as_root(x);
+                        if old != NONE {
+                            st.orphans.push(old);
+                        }
+                    }
+                    st.refresh(x, node);
+                }
+                Some(Slot::Io(_)) => {}
+                None => {
+                    let old = st.root;
+                    let x = st.admit(rp, node, NONE);
+                    st.swizzle_as_root(x);
+                    if old != NONE {
+                        st.orphans.push(old);
+                    }
+                }
+            }
+        } else {
+            let node = self.t.read_node(a).await?;
+            let mut st = c.locked().await;
+            if let Some(Slot::At(x)) = st.map.get(&a.to_u64()).copied() {
+                st.refresh(x, node);
+            }
+        }
+        yield_now().await;
+        Ok(())
+    }
+}

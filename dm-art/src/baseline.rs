@@ -21,7 +21,7 @@
 //! own local table.
 //!
 //! **Locks** are Sherman's (the paper applies HOCL to every baseline,
-//! §5.1.3): [`dm_tree::NodeLocks`] with the global lock table on each MS
+//! §5.1.3): [`dm_runtime::lock::NodeLocks`] with the global lock table on each MS
 //! (device memory when the fabric has it) and the CS-local lock table with
 //! hand-over ([`HOCL`]), without command combination, so an unlock is its own
 //! WRITE posted after the data WRITE completes: the round trip the rear lock
@@ -60,7 +60,7 @@
 //!
 //! **Lock-table in-place update** (the rung before the rear lock): the lock
 //! CAS and a READ of the leaf go out in one doorbell on the leaf's QP
-//! ([`dm_tree::NodeLocks::lock_and_read`]), so the decision (present,
+//! ([`dm_runtime::lock::NodeLocks::lock_and_read`]), so the decision (present,
 //! removed) is made on the image under the lock; then one WRITE of the item,
 //! then the unlock WRITE.
 //!
@@ -68,76 +68,17 @@
 //! replacing a leaf that an in-place writer is locking would lose the
 //! latter's write.
 
+use crate::cursor::Cursor;
+use crate::error::ArtError;
 use crate::insert::{next_leaf, Mode, Spare};
 use crate::layout::{Leaf, LEAF_OFF_META};
 use crate::rdwc::{Lead, WriteResult};
-use crate::search::Cursor;
-use crate::tree::{ArtError, SmartTree};
+use crate::tree::SmartTree;
+use dm_runtime::lock::Held;
 use dm_runtime::{cas, write};
-use dm_tree::lock::Held;
 use dm_verbs::GlobalAddr;
 
-/// Which of SMART's concurrency techniques are on (SMART §5.3.1, Fig. 18's
-/// first three rungs); [`Techniques::SMART`] by default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Techniques {
-    /// Internal nodes change by CAS alone (§4.1.2); off: ROWEX node locks.
-    pub lock_free_internal: bool,
-    /// Leaves updated in place under a lock (§4.1.1); off: RCU leaves.
-    pub in_place_leaf: bool,
-    /// The leaf lock is the leaf's last word, released by the data WRITE
-    /// (§4.1.1); off: a lock-table word released by its own WRITE. Needs
-    /// `in_place_leaf`.
-    pub rear_lock: bool,
-}
-
-impl Techniques {
-    /// The DM-ported ART (`--index art`): ROWEX, RCU leaves, HOCL.
-    pub const ART: Techniques = Techniques {
-        lock_free_internal: false,
-        in_place_leaf: false,
-        rear_lock: false,
-    };
-    /// ART + lock-free internal nodes.
-    pub const LOCK_FREE_INTERNAL: Techniques = Techniques {
-        lock_free_internal: true,
-        ..Self::ART
-    };
-    /// ... + update-in-place leaves (lock-table leaf lock).
-    pub const IN_PLACE_LEAF: Techniques = Techniques {
-        in_place_leaf: true,
-        ..Self::LOCK_FREE_INTERNAL
-    };
-    /// ... + the rear-embedded lock: SMART.
-    pub const SMART: Techniques = Techniques {
-        rear_lock: true,
-        ..Self::IN_PLACE_LEAF
-    };
-
-    /// True when some technique is off that takes lock-table locks.
-    pub fn needs_locks(&self) -> bool {
-        !self.lock_free_internal || (self.in_place_leaf && !self.rear_lock)
-    }
-}
-
-impl Default for Techniques {
-    fn default() -> Self {
-        Self::SMART
-    }
-}
-
-/// The lock techniques the baseline takes from Sherman (§5.1.3): global
-/// lock table, hierarchical lock with at most 4 hand-overs, no command
-/// combination (module docs).
-pub const HOCL: dm_tree::Techniques = dm_tree::Techniques {
-    combine: false,
-    onchip_lock: true,
-    hier_lock: true,
-    max_handover: 4,
-    two_level: false,
-    lock_backoff: 32,
-    unlock_faa: false,
-};
+pub use crate::config::{Techniques, HOCL};
 
 /// Node locks held by one ROWEX writer, released by [`SmartTree::rowex_unlock`].
 pub(crate) struct RowexHeld<'t>(Vec<Held<'t>>);

@@ -59,7 +59,8 @@
 //!
 //! Reads of present keys, the common case, thus keep the paper's one READ.
 
-use crate::search::Cursor;
+use crate::cursor::Cursor;
+use crate::layout::slot_addr;
 use dm_verbs::GlobalAddr;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
@@ -292,7 +293,7 @@ impl ArtCache {
         });
         let c = match slot {
             Some((i, w)) => Cursor {
-                slot_a: crate::tree::slot_addr(e.node, i),
+                slot_a: slot_addr(e.node, i),
                 owner: e.node,
                 word: w,
                 depth: l + 1,

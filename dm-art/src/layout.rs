@@ -53,7 +53,7 @@
 //! word with the value and needs a masked CAS, it has its own word, so a
 //! plain CAS takes it (the issue asks for this; rxe and upstream verbs have no
 //! masked CAS). Readers validate by checksum: a torn READ mixing two versions
-//! of the item is rejected (see `dm_tree::node` for why a checksum and not a
+//! of the item is rejected (see `dm_runtime::checksum` for why a checksum and not a
 //! version word).
 //!
 //! **Sequence number in the lock word (our addition).** Every locked write
@@ -80,6 +80,11 @@ pub const ALIGN: u64 = 64;
 /// Slots in a node of type `t` (1..=7).
 pub fn capacity(t: u8) -> usize {
     1 << (t + 1)
+}
+
+/// Address of slot `i` of the internal node at `node`.
+pub(crate) fn slot_addr(node: GlobalAddr, i: usize) -> GlobalAddr {
+    node.add(16 + 8 * i as u64)
 }
 
 /// The smallest type whose capacity exceeds slot index `j` (`None` past 255).

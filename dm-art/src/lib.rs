@@ -1,49 +1,73 @@
 //! # dm-art: the radix-tree family on disaggregated memory
 //!
-//! Status: SMART's remote layout and its core tree ([`SmartTree`]: get,
-//! upsert, update, remove, ordered scan; lock-free internal nodes, rear-locked
-//! in-place leaves, checksum-validated READs), its ART cache with the
-//! (sound) reverse check, read delegation with write combining (sound
-//! versions), and the DM-ported ART baseline with SMART's technique ladder as
-//! switches ([`Techniques`], SMART §5.1.3, §5.3.1) run on every fabric;
-//! Dolphin ([`DolphinTree`]) over the same internal nodes. What lives here:
+//! Radix trees whose nodes live in the memory servers (MSs) and are reached
+//! from compute servers (CSs) by one-sided verbs only: SMART (Luo et al.,
+//! OSDI'23) as [`SmartTree`], the DM-ported ART baseline and SMART's
+//! technique ladder as switches of the same tree ([`Techniques`], SMART
+//! §5.1.3, §5.3.1), and Dolphin (An et al., MSST'24) as [`DolphinTree`] over
+//! SMART's internal nodes. Every handle offers async get, insert (upsert),
+//! update, remove and ordered scan over any [`dm_verbs::Fabric`].
 //!
-//! - [`layout`]: 8-byte slots (partial key, leaf bit, node type or leaf size,
-//!   48-bit address) changed by one CAS; adaptive internal nodes with reverse
-//!   pointers and compressed prefixes; leaves with checksum and a rear lock
-//!   word taken by plain CAS (SMART §4.1.1), byte by byte in its docs.
-//! - [`keys`]: keys as radix paths: fixed-length (8-byte integers) or
-//!   variable-length with a length byte, order-preserving.
-//! - [`tree`]: [`SmartTree`], [`SmartConfig`], [`ArtError`], validated READs
-//!   of nodes and leaves, the header-depth rule of header splits.
-//! - [`cache`]: [`ArtCache`], the per-CS local radix tree of internal-node
-//!   snapshots (SMART §4.3), its budget and FIFO eviction, and why a passed
-//!   reverse check is not trusted for negative answers.
-//! - `search`: `get` (Algorithm 1) and the walk helpers around the cache
-//!   (reverse check, confirmation of negative answers, cache fill).
-//! - `insert`: `insert` (upsert), `update`, `remove` (Algorithm 2, Fig. 8:
-//!   normal insert, leaf split, header split, type switch, in-place update
-//!   under the rear lock); the invariants that make them lock-free and sound.
-//! - `scan`: ordered, count-bounded range scan (Algorithm 4).
-//! - [`rdwc`]: [`Rdwc`], the per-CS hash-based local lock table of read
-//!   delegation and write combining (SMART §4.2), each a switch, and why
-//!   followers are served only by operations that started after them.
-//! - [`baseline`]: [`Techniques`], the switches of SMART's ladder (Fig. 18:
-//!   lock-free internal nodes, in-place leaves, rear-embedded lock); with all
-//!   off, the DM-ported ART baseline (SMART §5.1.3): ROWEX node locks in
-//!   Sherman's hierarchical lock table ([`baseline::HOCL`]) and RCU leaf
-//!   updates; why the baseline keeps SMART's homogeneous node layout.
-//! - [`dolphin`]: [`DolphinTree`], ART internal nodes over B+tree-style
-//!   leaves of one 7-byte prefix each, special nodes, the FAA-only Spear
-//!   lock, 2-round-trip updates (Dolphin §III), and where soundness under
-//!   torn READs departs from the paper (its module docs).
+//! | module | what lives there |
+//! |---|---|
+//! | [`keys`] | keys as order-preserving radix paths (fixed or variable length) |
+//! | [`layout`] | slot, internal node and leaf bytes (SMART §4.1.1, Fig. 7) |
+//! | `error`, `config`, `cursor` | [`ArtError`]; [`SmartConfig`], [`Techniques`], [`baseline::HOCL`]; a walk's `Cursor` |
+//! | [`cache`] | [`ArtCache`], the per-CS cache of internal nodes and its sound reverse check (§4.3) |
+//! | [`rdwc`] | [`Rdwc`], read delegation and write combining, sound versions (§4.2) |
+//! | [`tree`] | [`SmartTree`]: open/create, attachments, allocation, validated READs |
+//! | `search` | `get` (§4.5, Algorithm 1) and the walk helpers around the cache |
+//! | `insert` | `insert`, `update`, `remove` (§4.1.2, Algorithm 2, Fig. 8): `descent`, `leaf` writes, `grow` (normal insert, type switch), `split` (leaf, header) |
+//! | `scan` | ordered, count-bounded range scan (Algorithm 4) |
+//! | [`baseline`] | the ladder's rungs: ROWEX node locks, RCU leaves, lock-table leaf locks |
+//! | [`dolphin`] | [`DolphinTree`]: leaves of one 7-byte prefix, special nodes, Spear lock (Dolphin §III) |
 //!
-//! Every tree implements the workspace's one async index API over any
-//! [`dm_verbs::Fabric`].
+//! Modules depend one way, bottom to top: `keys`, `layout` → `error`,
+//! `config`, `cursor` → `cache`, `rdwc` → `tree` → `search`, `insert`,
+//! `scan` → `baseline`, `dolphin` (inside it: `layout` → `mod` → `walk` →
+//! `ops`, `smo`, `scan`); each operation file adds methods to [`SmartTree`].
+//!
+//! ## Invariants
+//! - **Torn READs are rejected.** A leaf validates by checksum (a READ mixing
+//!   two versions is READ again), and its lock word carries the item's
+//!   sequence number, so a lock CAS from the image's `seq` proves the image
+//!   still current. An internal node changes only by 8-byte CASes: slots are
+//!   never emptied, a slot's partial key never changes, a header keeps its
+//!   end position (`insert` docs); the header's type is authoritative, a
+//!   slot's a READ-size hint, and a header that starts deeper than the walk
+//!   expects sends it back to the slot (a header split moved the node).
+//! - **The ART cache may return stale slot words**, never wrong answers: a
+//!   failed reverse check drops the entry, a passed one is not trusted: every
+//!   negative conclusion drawn through a cached word is confirmed by one
+//!   8-byte READ of the cached slot (`cache` docs); with RCU leaves a cached
+//!   leaf READ goes out with a READ of its slot.
+//! - **RDWC serves a follower only from a remote operation that started
+//!   after it joined** (a reader's batch is fixed when the leader's search
+//!   starts; a writer is acknowledged only if the leader's WRITE carried its
+//!   value or a later one), so delegation and combining stay linearizable.
+//! - Memory is never freed (a removed SMART key stays as a tombstone leaf).
+//!
+//! ## Use
+//! Create the tree once with [`SmartTree::create`], then [`SmartTree::open`]
+//! a handle on every core (the chunk carver is per core) with the same
+//! [`SmartConfig`]. Attach per-CS objects shared by that CS's cores through
+//! an `Arc`: [`SmartTree::with_cache`] (one [`ArtCache`] per CS),
+//! [`SmartTree::with_rdwc`] (one [`Rdwc`] per CS), and for the baseline's
+//! rungs [`SmartTree::with_local_locks`] (one
+//! [`SmartTree::new_local_lock_table`] per CS). Dolphin works the same way
+//! with [`DolphinConfig`] and one [`DolphinCache`] per CS.
+//!
+//! Where the code departs from the papers, and why, is in the module docs
+//! (`cache`, `rdwc`, `baseline`, `dolphin`, `layout`). Measurements:
+//! `docs/experiments/smart.md` (SMART §5.2-5.3) and
+//! `docs/experiments/dolphin.md` (Dolphin §IV).
 
 pub mod baseline;
 pub mod cache;
+mod config;
+mod cursor;
 pub mod dolphin;
+mod error;
 mod insert;
 pub mod keys;
 pub mod layout;
@@ -52,12 +76,14 @@ mod scan;
 mod search;
 pub mod tree;
 
-pub use baseline::Techniques;
 pub use cache::{ArtCache, CacheStats};
+pub use config::{SmartConfig, Techniques};
+pub use dm_runtime::lock::LockTableConfig;
 pub use dolphin::{DolphinCache, DolphinConfig, DolphinTree};
+pub use error::ArtError;
 pub use keys::{KeyCodec, KeyLengthError};
 pub use rdwc::{Rdwc, RdwcStats};
-pub use tree::{ArtError, SmartConfig, SmartTree};
+pub use tree::SmartTree;
 
 /// Width of one SMART slot in bytes (SMART §4.1.1: a slot is changed by one 8-byte CAS).
 pub const SLOT_BYTES: usize = 8;

@@ -58,7 +58,7 @@
 //! handed to the clients it covered (their operations may or may not have
 //! taken effect, like the leader's).
 
-use crate::tree::ArtError;
+use crate::error::ArtError;
 use dm_runtime::sync::SharedCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

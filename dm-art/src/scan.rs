@@ -11,9 +11,10 @@
 //! header trimmed after its parent was READ sends the walk back to the
 //! parent slot, see `effective_prefix`).
 
-use crate::layout::Slot;
-use crate::search::Cursor;
-use crate::tree::{slot_addr, ArtError, SmartTree, MAX_RETRIES};
+use crate::cursor::Cursor;
+use crate::error::ArtError;
+use crate::layout::{slot_addr, Slot};
+use crate::tree::{SmartTree, MAX_RETRIES};
 use dm_verbs::GlobalAddr;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;

@@ -1,117 +1,24 @@
-//! [`SmartTree`]: one core's handle on a global SMART radix tree; its
-//! configuration, errors, allocation and the validated READs every operation
-//! uses (SMART §4.1, §4.5).
+//! [`SmartTree`]: one core's handle on a global SMART radix tree; opening
+//! and creating it, its attachments (ART cache, RDWC table, the baseline's
+//! locks), allocation and the validated READs every operation uses (SMART
+//! §4.1, §4.5). Its configuration and errors live in `config` and `error`
+//! and are re-exported here.
 
-use crate::baseline::Techniques;
 use crate::cache::ArtCache;
-use crate::keys::{KeyCodec, KeyLengthError};
+use crate::config::HOCL;
+use crate::cursor::Cursor;
 use crate::layout::{capacity, Header, Leaf, LeafGeometry, Slot, ALIGN, INTERNAL_RESERVE};
 use crate::rdwc::Rdwc;
-use crate::search::Cursor;
 use dm_runtime::alloc::ChunkAlloc;
+use dm_runtime::lock::NodeLocks;
 use dm_runtime::sync::LocalLockTable;
 use dm_runtime::{read, yield_now};
-use dm_tree::{LockTableConfig, NodeLocks, TreeError};
-use dm_verbs::{GlobalAddr, VerbError};
+use dm_verbs::GlobalAddr;
 use std::cell::Cell;
-use std::fmt;
 use std::sync::Arc;
 
-/// Where the tree lives and its key shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SmartConfig {
-    /// How keys become radix paths: `KeyCodec::fixed(8)` for u64 keys as
-    /// big-endian bytes (the default), `KeyCodec::variable(n)` for byte
-    /// strings of 0..=n bytes (n at most 255).
-    pub keys: KeyCodec,
-    /// Address of the 8-byte root slot (default: MS 0, superblock offset 8;
-    /// the B+trees use offset 0 for their root pointer).
-    pub root_slot: GlobalAddr,
-    /// Chunk size the MSs hand out (must match the fabric's `MsConfig::chunk_bytes`).
-    pub chunk_bytes: u64,
-    /// Number of memory servers nodes and leaves are spread over.
-    pub num_ms: u16,
-    /// SMART's concurrency techniques as switches (default: all on); all
-    /// off is the DM-ported ART baseline (`baseline` module docs). Every
-    /// handle on one tree must use the same techniques.
-    pub techniques: Techniques,
-    /// Where the baseline's node and leaf locks live (Sherman's global lock
-    /// table, `dm_tree::lock`); unused when every technique is on. Its host
-    /// table's address is kept at `root_slot.offset() + 8` on every MS.
-    pub lock_table: LockTableConfig,
-}
-
-impl Default for SmartConfig {
-    fn default() -> Self {
-        SmartConfig {
-            keys: KeyCodec::fixed(8),
-            root_slot: GlobalAddr::new(0, 8),
-            chunk_bytes: 8 << 20,
-            num_ms: 1,
-            techniques: Techniques::SMART,
-            lock_table: LockTableConfig::default(),
-        }
-    }
-}
-
-/// Why a tree operation failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ArtError {
-    /// The key does not fit the tree's [`KeyCodec`] (too long, or not the
-    /// fixed length). Nothing was changed.
-    KeyLength(KeyLengthError),
-    /// The configuration is impossible (keys longer than 255 bytes, a chunk
-    /// smaller than an internal node).
-    BadConfig(String),
-    /// A node or leaf never validated after many READs (a writer died
-    /// mid-write, or the memory is not a tree).
-    Corrupt(GlobalAddr),
-    /// The leaf lock at this address stayed taken through a million attempts:
-    /// its holder died or never released it.
-    LockStuck(GlobalAddr),
-    /// A verb failed (QP error, out of bounds, MS out of memory, ...). An
-    /// insert that fails with `MsOutOfMemory` has not taken effect: new
-    /// leaves and nodes are allocated before anything is published.
-    Verb(VerbError),
-}
-
-impl fmt::Display for ArtError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ArtError::KeyLength(e) => write!(f, "{e}"),
-            ArtError::BadConfig(s) => write!(f, "bad tree configuration: {s}"),
-            ArtError::Corrupt(a) => write!(f, "node at {a:?} never validated"),
-            ArtError::LockStuck(a) => write!(f, "lock of leaf {a:?} never released"),
-            ArtError::Verb(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ArtError {}
-
-impl From<VerbError> for ArtError {
-    fn from(e: VerbError) -> Self {
-        ArtError::Verb(e)
-    }
-}
-
-/// Errors of the baseline's [`NodeLocks`] (the only `TreeError`s it makes).
-impl From<TreeError> for ArtError {
-    fn from(e: TreeError) -> Self {
-        match e {
-            TreeError::Verb(e) => ArtError::Verb(e),
-            TreeError::LockStuck(a) => ArtError::LockStuck(a),
-            TreeError::Corrupt(a) => ArtError::Corrupt(a),
-            e => ArtError::BadConfig(e.to_string()),
-        }
-    }
-}
-
-impl From<KeyLengthError> for ArtError {
-    fn from(e: KeyLengthError) -> Self {
-        ArtError::KeyLength(e)
-    }
-}
+pub use crate::config::SmartConfig;
+pub use crate::error::ArtError;
 
 /// READs of one leaf (or lock attempts) before giving up.
 pub(crate) const MAX_RETRIES: u32 = 1_000_000;
@@ -145,11 +52,6 @@ impl NodeImage {
     pub fn first_empty(&self) -> Option<usize> {
         self.slots.iter().position(|&w| w == 0)
     }
-}
-
-/// Address of slot `i` of the internal node at `node`.
-pub(crate) fn slot_addr(node: GlobalAddr, i: usize) -> GlobalAddr {
-    node.add(16 + 8 * i as u64)
 }
 
 /// One core's handle on the tree (the chunk carver is per core). Create the
@@ -193,7 +95,7 @@ impl SmartTree {
         }
         let locks = if t.needs_locks() {
             Some(NodeLocks::new(
-                crate::baseline::HOCL,
+                HOCL,
                 cfg.lock_table,
                 cs,
                 core,
@@ -228,7 +130,7 @@ impl SmartTree {
 
     /// A local lock table for the cores of one CS (hand-over bound 4, Sherman §4.3).
     pub fn new_local_lock_table() -> Arc<LocalLockTable> {
-        NodeLocks::new_local_table(&crate::baseline::HOCL)
+        NodeLocks::new_local_table(&HOCL)
     }
 
     /// Uses `t`, the read delegation and write combining table of this

@@ -1,6 +1,6 @@
 //! Dolphin's remote objects (Dolphin §III-A, Fig. 3; the digest's B2 gives
 //! the authors' byte layout, changed here where soundness needs it: see the
-//! module docs of [`crate::dolphin`]).
+//! module docs of [`dolphin`](super)).
 //!
 //! All integers are little-endian u64 words. Keys are 8 bytes, big-endian
 //! (integer order); a leaf holds keys that share their first 7 bytes (the
@@ -46,7 +46,7 @@
 //! Entries are filled by CAS and never emptied; a lookup takes the leaf with
 //! the largest `lo` at or below the key's last byte (floor match).
 
-use dm_tree::node::checksum;
+use dm_runtime::checksum::checksum;
 use dm_verbs::GlobalAddr;
 
 /// Header bytes before the first item.
@@ -55,7 +55,7 @@ pub const ITEMS_OFF: usize = 40;
 pub const ITEM_BYTES: usize = 24;
 /// Leaves per special node (the authors' code uses 16; with even splits a
 /// 7-byte prefix never needs more than 13 leaves of at least 32 items, see
-/// [`crate::dolphin`]).
+/// [`dolphin`](super)).
 pub const SPECIAL_ENTRIES: usize = 16;
 /// Bytes of a special node READ (reverse pointer, prefix, entries).
 pub const SPECIAL_BYTES: usize = 16 + 8 * SPECIAL_ENTRIES;

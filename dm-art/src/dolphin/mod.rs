@@ -82,7 +82,9 @@ mod smo;
 mod walk;
 
 use crate::cache::ArtCache;
-use crate::tree::{ArtError, SmartConfig, SmartTree};
+use crate::config::SmartConfig;
+use crate::error::ArtError;
+use crate::tree::SmartTree;
 use dm_verbs::GlobalAddr;
 use layout::{LeafGeometry, SPECIAL_BYTES};
 use std::cell::Cell;

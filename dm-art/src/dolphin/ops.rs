@@ -6,8 +6,9 @@ use super::walk::{fit, Absent, Fit, Place, Target};
 use super::Counter;
 use super::{key_u64, DolphinTree, EXCLUSIVE};
 use crate::cache::Hit;
-use crate::search::Cursor;
-use crate::tree::{ArtError, MAX_RETRIES};
+use crate::cursor::Cursor;
+use crate::error::ArtError;
+use crate::tree::MAX_RETRIES;
 use dm_runtime::{cas, faa, read, write, yield_now};
 use dm_verbs::GlobalAddr;
 

@@ -10,9 +10,9 @@ use super::layout::{
 };
 use super::walk::{Absent, Target, ART_BYTES};
 use super::{DolphinTree, EXCLUSIVE};
+use crate::error::ArtError;
 use crate::insert::{internal_word, node_image};
-use crate::layout::{capacity, Header, Slot};
-use crate::tree::{slot_addr, ArtError};
+use crate::layout::{capacity, slot_addr, Header, Slot};
 use dm_runtime::{cas, faa, write};
 use dm_verbs::GlobalAddr;
 

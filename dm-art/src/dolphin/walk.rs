@@ -9,9 +9,10 @@ use super::layout::{floor, LeafImage, SpecialImage, KIND_LEAF, KIND_SPECIAL, SPE
 use super::Counter;
 use super::DolphinTree;
 use crate::cache::Hit;
-use crate::layout::Slot;
-use crate::search::Cursor;
-use crate::tree::{slot_addr, ArtError, NodeImage, MAX_RETRIES};
+use crate::cursor::Cursor;
+use crate::error::ArtError;
+use crate::layout::{slot_addr, Slot};
+use crate::tree::{NodeImage, MAX_RETRIES};
 use dm_runtime::{read, yield_now};
 use dm_verbs::GlobalAddr;
 

@@ -1,0 +1,93 @@
+//! Node growth (SMART §4.1.2, Fig. 8b, 8e): a normal insert CASes a leaf
+//! into the first empty slot of a node, going on past the capacity, and the
+//! type switch then grows the node in place by CAS on its header (and, as a
+//! READ-size hint, on the parent slot's type bits).
+
+use super::leaf::Spare;
+use super::split::internal_word;
+use crate::cursor::Cursor;
+use crate::error::ArtError;
+use crate::layout::{capacity, slot_addr, type_for_index, Header, Slot};
+use crate::tree::SmartTree;
+use dm_runtime::cas;
+use dm_verbs::GlobalAddr;
+use futures::future::join;
+
+impl SmartTree {
+    /// Normal insert (Fig. 8b) of a leaf under partial key `b` into the
+    /// first empty slot of the node at `addr` (image `n`, named by `c`),
+    /// going on past the capacity (type switch, Fig. 8e) while CASes return
+    /// others. `None` when inserted; `Some((slot, word))` when someone
+    /// inserted partial key `b` first: the walk follows that slot.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn normal_insert(
+        &self,
+        spare: &mut Spare,
+        key: &[u8],
+        value: u64,
+        b: u8,
+        addr: GlobalAddr,
+        n: &crate::tree::NodeImage,
+        c: Cursor,
+    ) -> Result<Option<(GlobalAddr, u64)>, ArtError> {
+        let mut i = n.first_empty().unwrap_or(n.slots.len());
+        while i < 256 {
+            let sa = slot_addr(addr, i);
+            let la = self.place_leaf(spare, key, value, sa).await?;
+            let got = cas(sa, 0, self.leaf_slot(b, la)?).await?;
+            if got == 0 {
+                if i >= capacity(n.header.ty) {
+                    self.type_switch(addr, i, n.header_word, c).await?;
+                }
+                return Ok(None);
+            }
+            if got as u8 == b {
+                return Ok(Some((sa, got)));
+            }
+            i += 1;
+        }
+        Err(ArtError::Corrupt(addr))
+    }
+    /// Node type switch (Fig. 8e) after a leaf went into slot `i` at or past
+    /// the capacity: the header's type becomes at least `type_for_index(i)`
+    /// (CAS loop from the image's header word) and, as a READ-size hint, the
+    /// parent slot's type bits too (one attempt), both in one round. The
+    /// insert returns only when the header says so, so a reader after it
+    /// READs the new slot.
+    pub(crate) async fn type_switch(
+        &self,
+        node: GlobalAddr,
+        i: usize,
+        header_word: u64,
+        c: Cursor,
+    ) -> Result<(), ArtError> {
+        let want = type_for_index(i).ok_or(ArtError::Corrupt(node))?;
+        let header = async {
+            let mut hw = header_word;
+            loop {
+                let Some(h) = Header::decode(hw) else {
+                    return Err(ArtError::Corrupt(node));
+                };
+                if h.ty >= want {
+                    return Ok(());
+                }
+                let got = cas(node.add(8), hw, Header { ty: want, ..h }.encode()).await?;
+                if got == hw {
+                    return Ok(());
+                }
+                hw = got;
+            }
+        };
+        let hint = async {
+            if let Slot::Internal { partial, ty, addr } = Slot::decode(c.word) {
+                if addr == node && ty < want {
+                    cas(c.slot_a, c.word, internal_word(partial, want, node)?).await?;
+                }
+            }
+            Ok::<(), ArtError>(())
+        };
+        let (h, s) = join(header, hint).await;
+        h?;
+        s
+    }
+}

@@ -6,16 +6,16 @@
 //! Nothing above this crate knows which backend it runs on.
 //!
 //! ## What lives where
-//! - [`addr`]: [`GlobalAddr`], 16-bit MS id + 48-bit offset (Sherman §4.2).
-//! - [`verb`]: [`Verb`], [`WorkRequest`], [`Completion`], [`VerbStats`] accounting.
-//! - [`error`]: [`VerbError`], the typed failures of a verb.
-//! - [`fabric`]: the [`Fabric`] and [`Queues`] traits, [`Caps`], [`CpuCost`].
-//! - [`ms`]: memory-server config, superblock and chunk allocator, RPC registry.
-//! - [`sim`]: deterministic discrete-event backend in virtual ns, with a network
-//!   model and fault injection (torn READs, delays, broken QPs).
-//! - [`loopback`]: real threads on shared process memory, wall-clock ns.
-//! - `rdma` (cargo feature `rdma`): real verbs through rdma-core; the
-//!   `dm-memserver` binary of dm-bench serves memory servers over it.
+//! | module | what |
+//! |---|---|
+//! | [`addr`] | [`GlobalAddr`]: 16-bit MS id + 48-bit offset, host or device memory (Sherman §4.2) |
+//! | [`verb`] | [`Verb`], [`WorkRequest`], [`Completion`], [`VerbStats`] accounting |
+//! | [`error`] | [`VerbError`], the typed failures of a verb |
+//! | [`fabric`] | the [`Fabric`] and [`Queues`] traits, [`Caps`], [`Clock`], [`CpuCost`] |
+//! | [`ms`] | memory-server config, superblock and chunk allocator, RPC registry, bounds checks |
+//! | [`sim`] | deterministic discrete-event backend in virtual ns: network model, fault injection (torn READs, delays, broken QPs), WR recording |
+//! | [`loopback`] | real threads on shared process memory, wall-clock ns; measures real CPU cost |
+//! | `rdma` (feature `rdma`) | real verbs through rdma-core; every `unsafe` line in `rdma/ffi/`; `rdma::server` is the `dm-memserver` side |
 //!
 //! ## Semantics every backend gives
 //! - WRs on one QP (one CS core to one MS) execute in posting order.
@@ -24,6 +24,22 @@
 //!   a concurrent WRITE may return any mix of old and new 8-byte words (sim shows
 //!   this; see [`sim::TearGranularity`]). Indexes validate what they read.
 //! - A broken QP completes every WR with [`VerbError::QpError`]; nothing hangs.
+//! - An index must work with any [`Caps`] (masked CAS and device memory are
+//!   optional) and must not branch on [`FabricKind`].
+//!
+//! ## How to use it
+//! Build a fabric ([`sim::SimFabric::new`], [`loopback::LoopbackFabric::new`]
+//! or `rdma::RdmaFabric::connect`), open one [`Queues`] per CS core with
+//! [`Fabric::open_queues`], hand each QP a post list with
+//! [`Queues::post_list`] (one doorbell) and collect [`Completion`]s with
+//! [`Queues::poll_cq`]. In practice dm-runtime does this for its tasks; the
+//! sim is driven by its `SimRuntime`, which asks
+//! [`sim::SimFabric::next_core`] which core runs next.
+//!
+//! ## References
+//! `docs/simulator.md` (the sim's model, every parameter's source, its
+//! calibration against Sherman Table 1), `docs/rdma.md` (running on
+//! soft-RoCE or ConnectX), `docs/experiments/fabric.md` (simulator speed).
 
 pub mod addr;
 pub mod error;

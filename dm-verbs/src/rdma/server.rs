@@ -16,8 +16,9 @@
 use super::ffi::{
     Cq, Device, DeviceMem, Endpoint, Local, MemRegion, Qp, QpCaps, SendOp, SendWr, Src, Wc,
 };
+use super::handshake::random_psn;
 use super::wire::{self, Hello, Welcome};
-use super::{random_psn, RdmaConfig, RdmaError};
+use super::{RdmaConfig, RdmaError};
 use crate::loopback::{read_words, write_words};
 use crate::ms::{check_bounds, ChunkAllocator, RpcRegistry};
 use crate::{GlobalAddr, MsConfig, MsMemory, VerbError};

@@ -37,37 +37,24 @@
 //! `(time, push order)` order of the binary min-heap it replaced (the
 //! `sim-speed` trace hash did not change) at a bit scan per event instead of
 //! ~8 dependent, mispredicted sift steps. An idle core whose completion
-//! arrives runs at once rather than through a wake event. Earlier tries, when
-//! the heap was keyed by `u128`: a monotone radix heap was slower (2.4 vs 3.3 M
-//! verbs/s), and so was a wheel of 1024 x 8 ns buckets kept as sorted
-//! vectors with an overflow heap (2.8-3.3 vs 3.5 M verbs/s).
+//! arrives runs at once rather than through a wake event. Speed and the
+//! event queues tried: `docs/experiments/fabric.md`.
 //!
-//! Speed (2-core development machine, `cargo run --release -p dm-bench -- sim-speed`,
-//! 16 simulated cores x 8 tasks, 64-byte READ/WRITE/FAA, torn READs on):
-//! 3.5 M simulated verbs per wall second on one core (best of 3); 1.52 M at
-//! a1ed554 on a machine about twice as slow (same run: trace hash
-//! `b17c4138ba4e6329`; `callgrind` of `sim-speed --verbs 1000` counts
-//! 2,570 instructions per simulated verb at 84090b1, 2,496 at a1ed554).
-//! On 2026-11-24 on the slower machine, after dm-runtime's verb path was
-//! reworked (414f75e): 2,322 instructions per verb, 1.87-1.94 M verbs/s
-//! (two runs, best of 3 each; the same trace hash).
-//! A 4-ary heap in place of `BinaryHeap` was tried the same day and
-//! measured worse (2,947 instructions per verb). The foundation issue's
-//! target is 5 M. Per simulated verb (callgrind, cabb09b): the executor's
-//! rounds, task polls and verb path about 600 instructions (a round per
-//! 1.36 verbs in this workload), the simulator's post lists, CQ, event loop
-//! and model about 1,750, of which the binary heap's sifts about 270.
-//! On 2026-11-24 on a faster machine (a later session): 4.85-5.11 M verbs/s
-//! with the binary heap (a51f7db, four runs of `--reps 3`), 6.12-6.48 M with
-//! the timing wheel (six runs of `--reps 3`; 6.05-6.25 M in three more at
-//! 8b0eb1f, 5.51-6.22 M in twenty-one runs of 8b0eb1f and 2fb7c2f an hour
-//! later, the machine slower); callgrind 2,322 -> 2,012 instructions per
-//! verb (1,923 at 8b0eb1f after the runtime's batch delivery, 1,878 at
-//! 2fb7c2f); the same trace hash. `perf` still puts much of
-//! the event loop's time on store-forwarding stalls where an event or a
-//! completion built with narrow stores is copied with wide loads.
+//! ## Files
+//! This file: the model's parameters ([`NetModel`], [`Faults`],
+//! [`SimConfig`]) and the handles ([`SimFabric`], [`SimQueues`]). The
+//! simulator itself is `World`: its state (`world.rs`), the event loop
+//! (`schedule.rs`, over `queue.rs`), a WR's trip through the network model
+//! (`network.rs`), verbs executing at the MS (`exec.rs`) on its memory
+//! (`memory.rs`), RPCs on MS cores (`rpc.rs`), and the WR recorder
+//! (`trace.rs`).
 
+mod exec;
+mod memory;
+mod network;
 mod queue;
+mod rpc;
+mod schedule;
 mod trace;
 mod world;
 

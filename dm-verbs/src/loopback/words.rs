@@ -1,0 +1,110 @@
+//! A region's memory: a zeroed array of `AtomicU64` words, and the READ and
+//! WRITE copies over it (one atomic access per word, so racing copies tear at
+//! 8-byte granularity, as on real RDMA, and are never undefined behaviour).
+
+use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering::*};
+
+/// A zero-initialised array of atomic words that touches no page until used.
+pub(super) struct Words {
+    ptr: NonNull<AtomicU64>,
+    len: usize,
+}
+
+// SAFETY: `Words` owns its allocation and only hands out `&[AtomicU64]`, whose
+// every access is atomic; sharing it between threads is sound.
+unsafe impl Send for Words {}
+unsafe impl Sync for Words {}
+
+impl Words {
+    pub(super) fn zeroed(bytes: u64) -> Self {
+        let len = usize::try_from(bytes.div_ceil(8)).expect("region too large");
+        if len == 0 {
+            return Words {
+                ptr: NonNull::dangling(),
+                len: 0,
+            };
+        }
+        let layout = Layout::array::<AtomicU64>(len).expect("region too large");
+        // SAFETY: the layout has non-zero size. All-zero bytes are a valid
+        // `AtomicU64` (value 0), so the memory is initialised as returned.
+        let p = unsafe { alloc_zeroed(layout) } as *mut AtomicU64;
+        let ptr = NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout));
+        Words { ptr, len }
+    }
+
+    pub(super) fn as_slice(&self) -> &[AtomicU64] {
+        // SAFETY: ptr/len describe our live, initialised allocation (or a
+        // dangling, aligned pointer with len 0).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            let layout = Layout::array::<AtomicU64>(self.len).unwrap();
+            // SAFETY: allocated in `zeroed` with this same layout.
+            unsafe { dealloc(self.ptr.as_ptr() as *mut u8, layout) }
+        }
+    }
+}
+
+/// Copies `len` bytes at byte offset `off` out of `w` with one atomic load per
+/// word (see the module docs: tearing at 8-byte granularity, never UB).
+/// Panics if the range is outside `w`; callers check bounds first.
+#[inline]
+pub(crate) fn read_words(w: &[AtomicU64], off: u64, len: usize) -> Vec<u8> {
+    if off.is_multiple_of(8) && len.is_multiple_of(8) {
+        // Whole words (every node and lock read of the indexes): one load and
+        // one 8-byte store per word, no per-word slicing. The buffer is
+        // sized first and filled through a slice, so the `Vec` itself is
+        // never written after it is made (extending it kept it on the stack
+        // and the caller's wide copy of it stalled on the narrow stores).
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        let words = &w[(off / 8) as usize..][..len / 8];
+        for (dst, word) in out.spare_capacity_mut().chunks_exact_mut(8).zip(words) {
+            for (d, b) in dst.iter_mut().zip(word.load(Acquire).to_le_bytes()) {
+                d.write(b);
+            }
+        }
+        // SAFETY: the loop wrote all `len` bytes (`len / 8` whole words).
+        unsafe { out.set_len(len) };
+        return out;
+    }
+    let end = off + len as u64;
+    let mut out = Vec::with_capacity(len);
+    for i in off / 8..end.div_ceil(8) {
+        let b = w[i as usize].load(Acquire).to_le_bytes();
+        let lo = off.saturating_sub(i * 8) as usize;
+        let hi = (end - i * 8).min(8) as usize;
+        out.extend_from_slice(&b[lo..hi]);
+    }
+    out
+}
+
+/// Stores `data` at byte offset `off` of `w` word by word; partial words at
+/// unaligned edges are merged with a CAS loop so neighbouring bytes written
+/// concurrently survive. Panics if the range is outside `w`.
+pub(crate) fn write_words(w: &[AtomicU64], off: u64, data: &[u8]) {
+    let end = off + data.len() as u64;
+    let mut src = data;
+    for i in off / 8..end.div_ceil(8) {
+        let lo = off.saturating_sub(i * 8) as usize;
+        let hi = (end - i * 8).min(8) as usize;
+        let (part, rest) = src.split_at(hi - lo);
+        src = rest;
+        let word = &w[i as usize];
+        if hi - lo == 8 {
+            word.store(u64::from_le_bytes(part.try_into().unwrap()), Release);
+        } else {
+            // Merge into the bytes around us without clobbering them.
+            let _ = word.fetch_update(AcqRel, Acquire, |old| {
+                let mut b = old.to_le_bytes();
+                b[lo..hi].copy_from_slice(part);
+                Some(u64::from_le_bytes(b))
+            });
+        }
+    }
+}

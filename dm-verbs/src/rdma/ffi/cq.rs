@@ -1,0 +1,106 @@
+//! [`Cq`]: a completion queue (CQ), polled with `ibv_poll_cq` into [`Wc`]s,
+//! and the names of the work-completion statuses.
+
+use super::{errno_err, Device, FfiError};
+use ibverbs_sys as sys;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+/// A completion queue.
+pub struct Cq {
+    pub(super) cq: NonNull<sys::ibv_cq>,
+    pub(super) dev: Arc<Device>,
+}
+
+// SAFETY: point 5.
+unsafe impl Send for Cq {}
+unsafe impl Sync for Cq {}
+
+/// A work completion, copied out of the CQ.
+#[derive(Clone, Copy, Debug)]
+pub struct Wc {
+    pub wr_id: u64,
+    pub qp_num: u32,
+    /// `None` on success; else (`ibv_wc_status`, vendor error).
+    pub error: Option<(u32, u32)>,
+    pub byte_len: u32,
+}
+
+impl Cq {
+    /// A CQ with at least `cqe` entries (capped at the device maximum).
+    pub fn new(dev: &Arc<Device>, cqe: u32) -> Result<Arc<Cq>, FfiError> {
+        let cqe = cqe.clamp(1, dev.max_cqe.max(1)) as i32;
+        // SAFETY: ctx valid; no channel, no context pointer.
+        let cq = unsafe {
+            sys::ibv_create_cq(dev.ctx.as_ptr(), cqe, ptr::null_mut(), ptr::null_mut(), 0)
+        };
+        let cq = NonNull::new(cq).ok_or_else(|| errno_err("ibv_create_cq", 0))?;
+        Ok(Arc::new(Cq {
+            cq,
+            dev: dev.clone(),
+        }))
+    }
+
+    /// `ibv_poll_cq` for up to `max` completions, appended to `out`; returns how many.
+    pub fn poll(&self, out: &mut Vec<Wc>, max: usize) -> Result<usize, FfiError> {
+        const BATCH: usize = 32;
+        // SAFETY: `ibv_wc` is plain old data; zeroed is a valid value.
+        let mut wcs: [sys::ibv_wc; BATCH] = unsafe { std::mem::zeroed() };
+        let want = max.min(BATCH) as i32;
+        // SAFETY: point 6; cq valid; `wcs` has room for `want` entries.
+        let n = unsafe {
+            let ctx = self.cq.as_ref().context;
+            let f = (*ctx)
+                .ops
+                .poll_cq
+                .ok_or_else(|| FfiError("provider has no poll_cq".into()))?;
+            f(self.cq.as_ptr(), want, wcs.as_mut_ptr())
+        };
+        if n < 0 {
+            return Err(FfiError(format!("ibv_poll_cq failed ({n})")));
+        }
+        for w in &wcs[..n as usize] {
+            out.push(Wc {
+                wr_id: w.wr_id(),
+                qp_num: w.qp_num,
+                error: w.error(),
+                byte_len: w.len() as u32,
+            });
+        }
+        Ok(n as usize)
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: point 1: every QP on this CQ holds an Arc to it, so none is left.
+        unsafe { sys::ibv_destroy_cq(self.cq.as_ptr()) };
+    }
+}
+
+/// True for `IBV_WC_REM_ACCESS_ERR` (wrong rkey, or an address outside the remote MR).
+pub fn is_remote_access_error(status: u32) -> bool {
+    status == sys::ibv_wc_status::IBV_WC_REM_ACCESS_ERR
+}
+
+/// The name of an `ibv_wc_status` (for logs).
+pub fn wc_status_name(status: u32) -> &'static str {
+    use sys::ibv_wc_status as S;
+    match status {
+        S::IBV_WC_SUCCESS => "IBV_WC_SUCCESS",
+        S::IBV_WC_LOC_LEN_ERR => "IBV_WC_LOC_LEN_ERR",
+        S::IBV_WC_LOC_QP_OP_ERR => "IBV_WC_LOC_QP_OP_ERR",
+        S::IBV_WC_LOC_PROT_ERR => "IBV_WC_LOC_PROT_ERR",
+        S::IBV_WC_WR_FLUSH_ERR => "IBV_WC_WR_FLUSH_ERR",
+        S::IBV_WC_REM_INV_REQ_ERR => "IBV_WC_REM_INV_REQ_ERR",
+        S::IBV_WC_REM_ACCESS_ERR => "IBV_WC_REM_ACCESS_ERR",
+        S::IBV_WC_REM_OP_ERR => "IBV_WC_REM_OP_ERR",
+        S::IBV_WC_RETRY_EXC_ERR => "IBV_WC_RETRY_EXC_ERR",
+        S::IBV_WC_RNR_RETRY_EXC_ERR => "IBV_WC_RNR_RETRY_EXC_ERR",
+        S::IBV_WC_REM_ABORT_ERR => "IBV_WC_REM_ABORT_ERR",
+        S::IBV_WC_FATAL_ERR => "IBV_WC_FATAL_ERR",
+        S::IBV_WC_RESP_TIMEOUT_ERR => "IBV_WC_RESP_TIMEOUT_ERR",
+        S::IBV_WC_GENERAL_ERR => "IBV_WC_GENERAL_ERR",
+        _ => "other ibv_wc_status",
+    }
+}

@@ -1,0 +1,151 @@
+//! One-sided verbs executing at the MS: READs (torn when the fault model
+//! says so, by mixing the snapshots at start and end), WRITEs, CAS, masked
+//! CAS and FAA, and the NIC atomic bucket a successful CAS holds on for its
+//! write-back (Sherman §3.2.2).
+
+use super::network::bucket;
+use super::world::{mix, Event, World};
+use crate::ms::masked_cas_apply;
+use crate::{Capability, GlobalAddr, Verb, VerbError, VerbOutput};
+use rand::Rng;
+
+impl World {
+    pub(super) fn exec(&mut self, core: usize, wr_id: u64, verb: Verb) {
+        self.verbs_executed += 1;
+        self.trace_hash = mix(mix(mix(self.trace_hash, self.now), core as u64), wr_id);
+        let now = self.now;
+        match verb {
+            Verb::Read { addr, len } => {
+                let res = self.peek(addr, len as usize);
+                match (res, self.cfg.faults.tear.bytes()) {
+                    (Ok(old), Some(_)) => {
+                        let end =
+                            self.link(addr.ms(), now, len as u64) + self.cfg.faults.tear_window_ns;
+                        self.push(
+                            end,
+                            Event::ReadEnd {
+                                core,
+                                wr_id,
+                                addr,
+                                old,
+                            },
+                        );
+                    }
+                    (Ok(data), None) => {
+                        let t = self.link(addr.ms(), now, len as u64);
+                        let t = self.return_path(core, t, len as u64);
+                        self.complete(core, wr_id, t, Ok(VerbOutput::Read(data)));
+                    }
+                    (Err(e), _) => {
+                        let t = self.return_path(core, now, 0);
+                        self.complete(core, wr_id, t, Err(e));
+                    }
+                }
+            }
+            Verb::Write { addr, data } => {
+                let res = self.store(addr, &data);
+                self.trace_hash = mix(self.trace_hash, data.len() as u64);
+                let t = self.link(addr.ms(), now, data.len() as u64);
+                let t = self.return_path(core, t, 0);
+                self.complete(core, wr_id, t, res.map(|_| VerbOutput::Write));
+            }
+            Verb::Cas { addr, expect, swap } => {
+                let res = self.atomic(addr, |old| (old == expect).then_some(swap));
+                if res == Ok(expect) {
+                    self.cas_write_back(addr);
+                }
+                let t = self.return_path(core, now, 8);
+                self.complete(core, wr_id, t, res.map(VerbOutput::Atomic));
+            }
+            Verb::MaskedCas {
+                addr,
+                expect,
+                swap,
+                compare_mask,
+                swap_mask,
+            } => {
+                let res = if self.cfg.masked_cas {
+                    let cas = |old| masked_cas_apply(old, expect, swap, compare_mask, swap_mask);
+                    let res = self.atomic(addr, cas);
+                    if res.as_ref().is_ok_and(|&old| cas(old).is_some()) {
+                        self.cas_write_back(addr);
+                    }
+                    res
+                } else {
+                    Err(VerbError::Unsupported(Capability::MaskedCas))
+                };
+                let t = self.return_path(core, now, 8);
+                self.complete(core, wr_id, t, res.map(VerbOutput::Atomic));
+            }
+            Verb::Faa { addr, add } => {
+                let res = self.atomic(addr, |old| Some(old.wrapping_add(add)));
+                let t = self.return_path(core, now, 8);
+                self.complete(core, wr_id, t, res.map(VerbOutput::Atomic));
+            }
+            Verb::Rpc {
+                ms,
+                handler,
+                payload,
+            } => {
+                let m = &mut self.ms[ms as usize];
+                if let Some(i) = m.cores_busy.iter().position(|b| !b) {
+                    self.run_rpc(core, wr_id, ms, i, handler, payload);
+                } else {
+                    m.rpc_queue.push_back((core, wr_id, handler, payload));
+                }
+            }
+        }
+    }
+
+    pub(super) fn read_end(&mut self, core: usize, wr_id: u64, addr: GlobalAddr, old: Vec<u8>) {
+        let g = self.cfg.faults.tear.bytes().unwrap_or(8);
+        let mut out = old;
+        let off = self
+            .bounds(addr, out.len() as u64)
+            .expect("bounds checked at start") as usize;
+        let m = &self.ms[addr.ms() as usize];
+        let mem = if addr.is_device() {
+            &m.dev[off..]
+        } else {
+            &m.host[off..]
+        };
+        // Granules are aligned to absolute addresses; each keeps the value seen at
+        // the start of the READ or takes the one in memory now, at random.
+        let base = addr.local_offset();
+        let mut i = 0usize;
+        let (mut bits, mut left) = (0u64, 0u32);
+        while i < out.len() {
+            let abs = base + i as u64;
+            let end = ((abs / g + 1) * g - base) as usize;
+            let end = end.min(out.len());
+            if left == 0 {
+                bits = self.rng.gen();
+                left = 64;
+            }
+            if bits & 1 == 0 {
+                out[i..end].copy_from_slice(&mem[i..end]);
+            }
+            bits >>= 1;
+            left -= 1;
+            i = end;
+        }
+        let len = out.len() as u64;
+        let t = self.link(addr.ms(), self.now, 0);
+        let t = self.return_path(core, t, len);
+        self.complete(core, wr_id, t, Ok(VerbOutput::Read(out)));
+    }
+
+    /// A CAS verb on `addr` succeeded: on host memory its write-back's PCIe
+    /// transaction holds the NIC bucket on (post reserved the read only).
+    /// Atomics already queued behind keep their times: a model
+    /// approximation, see docs/simulator.md. Not for the MS CPU's atomics
+    /// in RPC handlers, which do not go through the NIC.
+    pub(super) fn cas_write_back(&mut self, addr: GlobalAddr) {
+        if !addr.is_device() {
+            let net = self.cfg.net;
+            let m = &mut self.ms[addr.ms() as usize];
+            let b = bucket(addr, &net, m.buckets.len());
+            m.buckets[b] = m.buckets[b].max(self.now + net.host_atomic_ns);
+        }
+    }
+}

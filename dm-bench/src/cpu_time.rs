@@ -15,7 +15,7 @@
 //!   the executor's scheduling) and the benchmark's per-operation
 //!   bookkeeping (latency histogram, verb counters, checks of each result
 //!   against the values ever written), which the baseline
-//!   ([`crate::ycsb_baseline`]) does too;
+//!   ([`crate::ycsb::baseline`]) does too;
 //! - busy-polling the completion queue while every coroutine waits: an RDMA
 //!   client burns that CPU too (polling a CQ is how a one-sided client
 //!   waits), so it belongs to the cost of going through the fabric;

@@ -57,7 +57,7 @@ pub(crate) fn parse_index(
     Option<dm_art::Techniques>,
 )> {
     let rung = radix(name);
-    if name == crate::ycsb_dex::DEX || name == DOLPHIN {
+    if name == crate::ycsb::dex::DEX || name == DOLPHIN {
         return Ok((dm_tree::Techniques::FG_PLUS, dm_tree::Design::Fine, None));
     }
     match (btree(name), rung) {
@@ -72,7 +72,7 @@ fn index_names() -> String {
     let mut v: Vec<&str> = dm_tree::Techniques::NAMES.to_vec();
     v.extend(dm_tree::Design::NAMES.iter().map(|d| d.0));
     v.extend(RADIX.iter().map(|r| r.0));
-    v.push(crate::ycsb_dex::DEX);
+    v.push(crate::ycsb::dex::DEX);
     v.push(DOLPHIN);
     v.join(", ")
 }

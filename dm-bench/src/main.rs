@@ -1,28 +1,34 @@
-//! `dm-bench`: benchmarks and checks for the dm workspace.
+//! `dm-bench`: the benchmarks and checks of the dm workspace, one binary
+//! with a subcommand each (`dm-bench --help`); `dm-memserver`
+//! (`src/bin/dm-memserver.rs`) is the memory-server process of
+//! `--fabric rdma`.
 //!
-//! Subcommands (see `dm-bench --help`):
-//! - `ycsb`: the main job: load, run a YCSB or Sherman workload against an
-//!   index (`fg`, Sherman's rungs, `smart`), verify every key touched, report;
-//!   on loopback also CPU ns per operation, and `--baseline` (the same stream
-//!   against a local `BTreeMap` or skip list) for the ratio.
-//! - `check`: concurrent random operations on `sim` with faults, the history
-//!   checked for linearizability (per key, Wing & Gong) and scan consistency.
-//! - `verbs`: the main job until the B+tree lands: a cluster of CS coroutines
-//!   issuing READ/WRITE/CAS/FAA to the memory servers on `sim` or `loopback`,
-//!   reporting throughput, latency and per-operation verb accounting, and
-//!   verifying the final memory state.
-//! - `runtime`: ns per task switch of dm-runtime vs tokio's `LocalSet`.
-//! - `sim-speed`: simulated verbs per wall second on one core.
-//! - `calibrate`: the papers' hardware facts (RTT, READ IOPS and bandwidth,
-//!   on-chip CAS, lock collapse) measured on `sim` with a NIC preset ([`calibrate`]).
-//! - `figure`: a paper's headline figure or table at its cluster shape on
-//!   `sim` ([`figure`]): CSV, SVG plot, the table next to the paper's numbers.
-//! - `trace`: one operation on a warmed-up index on `sim`, as a timeline
-//!   of every WR, doorbell, completion, task switch and lock wait in
-//!   virtual ns, and an SVG sequence diagram (CS core, CS NIC, MSs)
-//!   ([`trace_cmd`]; `docs/techniques.md` shows each paper technique with it).
-//! - `workload`: statistics of a YCSB/Sherman operation stream, generated
-//!   ([`ycsb`]) or read from an index-microbench trace.
+//! Subcommands and their modules:
+//! - `ycsb` ([`ycsb`]): load, run a YCSB or Sherman workload against an index
+//!   (B+tree family, radix family, DEX, Dolphin, NAM designs), verify every
+//!   key touched, report; `--baseline` runs local ordered maps beside it.
+//! - `check` ([`check`]): concurrent random operations (on `sim` with
+//!   faults), the history checked for linearizability and scan consistency.
+//! - `verbs` ([`verbs_bench`]): CS coroutines issuing READ/WRITE/CAS/FAA to
+//!   the MSs: throughput, latency, verbs per operation, final memory checked.
+//! - `runtime` ([`runtime_bench`], [`runtime_lean`]): ns per task switch of
+//!   dm-runtime vs tokio's `LocalSet` and a minimal executor.
+//! - `sim-speed` ([`sim_speed`]): simulated verbs per wall second on one core.
+//! - `calibrate` ([`calibrate`]): the papers' hardware facts (RTT, READ IOPS
+//!   and bandwidth, on-chip CAS, lock collapse) on `sim` with a NIC preset.
+//! - `figure` ([`figure`]): a paper's headline figure or table at its
+//!   cluster shape on `sim`: CSV, SVG plot, the table next to the paper's.
+//! - `trace` ([`trace_cmd`]): one operation on a warmed-up index on `sim` as
+//!   a timeline of every WR, doorbell, completion, task switch and lock wait,
+//!   and an SVG sequence diagram (`docs/techniques.md`).
+//! - `workload` ([`workload_cmd`]): statistics of an operation stream,
+//!   generated ([`ycsb`]) or read from an index-microbench trace.
+//!
+//! Shared pieces: [`fabric_arg`] (`--fabric`, `--ms`, the RDMA flags,
+//! `--client I/N` barriers), [`kv`] (every index behind one
+//! get/insert/update/remove/scan interface; the `--index` names),
+//! [`report`] (verb accounting and `--json`), [`cpu_time`] (the core
+//! threads' CPU time on the wall-clock fabrics).
 
 mod calibrate;
 mod check;
@@ -38,10 +44,6 @@ mod trace_cmd;
 mod verbs_bench;
 mod workload_cmd;
 mod ycsb;
-mod ycsb_baseline;
-mod ycsb_bench;
-mod ycsb_dex;
-mod ycsb_head;
 
 /// The bench's allocator. The executor's batching (a post list of up to 256
 /// READs whose result buffers are freed as their tasks run) overflows
@@ -68,7 +70,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// The main job: load, then run a YCSB/Sherman workload against an index, then verify.
-    Ycsb(Box<ycsb_bench::Args>),
+    Ycsb(Box<ycsb::Args>),
     /// Concurrent random operations on sim with faults, checked for linearizability.
     Check(check::Args),
     /// Verb micro-benchmark over the fabric and runtime (sim or loopback).
@@ -119,7 +121,7 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Ycsb(a) => ycsb_bench::run(*a),
+        Cmd::Ycsb(a) => ycsb::run(*a),
         Cmd::Check(a) => check::run(a),
         Cmd::Verbs(a) => verbs_bench::run(a),
         Cmd::Runtime(a) => runtime_bench::run(a),

@@ -7,7 +7,11 @@
 //! sim, a mover task repartitions twice in the middle of each seed's run
 //! (bound from keys/2 to keys/3, then to 2keys/3, at seed-dependent times).
 
-use super::{finish_seed, key, Args, Event, Proc};
+use super::args::Args;
+use super::client::key;
+use super::history::Event;
+use super::real::{run_clients, Proc};
+use super::sim::{finish_seed, spawn_sim_clients};
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::{SimCore, SimRuntime};
 use dm_tree::{DexCluster, DexConfig, DexTree, TreeConfig};
@@ -57,7 +61,7 @@ pub(super) fn run_seed(
     let trees: Vec<Rc<DexTree>> = (0..cores.len())
         .map(|i| Rc::new(DexTree::open(cl.clone(), (i % 2) as u16, (i / 2) as u16).unwrap()))
         .collect();
-    let hs = super::spawn_sim_clients(&mut rt, cores, &trees, a, seed, &log);
+    let hs = spawn_sim_clients(&mut rt, cores, &trees, a, seed, &log);
     let t = trees[cores.len() - 1].clone();
     let keys = a.keys;
     let mover = rt.spawn_on(cores[cores.len() - 1], async move {
@@ -103,7 +107,7 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     };
     let (ci, cn) = (p.ci as u64, p.cn as u64);
     let keys = ci * a.keys / cn..(ci + 1) * a.keys / cn;
-    super::run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
+    run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
         DexTree::open(cl.clone(), cs, core).expect("a local CS")
     })
 }

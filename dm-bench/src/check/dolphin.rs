@@ -6,7 +6,10 @@
 //! updates race (the key-word CAS), and readers backtrack through special
 //! nodes under concurrent splits.
 
-use super::{finish_seed, Args, Event, Proc};
+use super::args::Args;
+use super::history::Event;
+use super::real::{run_clients, Proc};
+use super::sim::{finish_seed, spawn_sim_clients};
 use anyhow::{anyhow, Result};
 use dm_art::{DolphinCache, DolphinConfig, DolphinTree};
 use dm_runtime::{SimCore, SimRuntime};
@@ -55,7 +58,7 @@ pub(super) fn run_seed(
     let trees: Vec<Rc<DolphinTree>> = (0..cores.len())
         .map(|i| Rc::new(open(cfg, (i % 2) as u16, (i / 2) as u16, &caches[i % 2])))
         .collect();
-    let hs = super::spawn_sim_clients(&mut rt, cores, &trees, a, seed, &log);
+    let hs = spawn_sim_clients(&mut rt, cores, &trees, a, seed, &log);
     rt.run();
     finish_seed(seed, &hs, &log)
 }
@@ -75,7 +78,7 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
             .map_err(|e| e.to_string())
     };
     let caches = caches(a);
-    super::run_clients(fabric, ex, a, seed, p, 0..a.keys, create, |cs, core| {
+    run_clients(fabric, ex, a, seed, p, 0..a.keys, create, |cs, core| {
         open(cfg, cs, core, &caches[cs as usize % 2])
     })
 }

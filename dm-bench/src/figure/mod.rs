@@ -19,7 +19,7 @@ mod defs;
 mod plot;
 mod table;
 
-use crate::ycsb_bench;
+use crate::ycsb;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
@@ -117,12 +117,12 @@ pub struct Record {
 #[derive(Parser)]
 struct YcsbFlags {
     #[command(flatten)]
-    a: ycsb_bench::Args,
+    a: ycsb::Args,
 }
 
 /// Parses a row's flags into `ycsb`'s arguments. Errors: flags `ycsb` does
 /// not take (a figure definition out of date).
-pub fn row_args(row: &Row) -> Result<ycsb_bench::Args> {
+pub fn row_args(row: &Row) -> Result<ycsb::Args> {
     let argv = std::iter::once("ycsb").chain(row.args.split_whitespace());
     let f = YcsbFlags::try_parse_from(argv)
         .map_err(|e| anyhow!("row {} {}: {e}", row.series, row.x))?;
@@ -133,7 +133,7 @@ pub fn row_args(row: &Row) -> Result<ycsb_bench::Args> {
 pub fn run_row(fig: &Figure, row: &Row) -> Result<Record> {
     let mut a = row_args(row)?;
     a.quiet = true;
-    let v = ycsb_bench::measure(a).with_context(|| format!("{} row {}", fig.name, row.args))?;
+    let v = ycsb::measure(a).with_context(|| format!("{} row {}", fig.name, row.args))?;
     Ok(record(fig, row, &v))
 }
 

@@ -3,7 +3,7 @@
 //!
 //! What lives where:
 //! - this module: the command. It builds and loads the index with
-//!   `ycsb`'s own code ([`crate::ycsb_bench::measure_with`]: `--keys` keys
+//!   `ycsb`'s own code ([`crate::ycsb::measure_with`]: `--keys` keys
 //!   loaded by insert, then `--warmup` zipfian reads (YCSB c) from every
 //!   client, then ycsb's verification, which GETs every key from CS 0 and so
 //!   warms its cache), then, with every client idle, turns on the sim's WR
@@ -33,7 +33,7 @@ use timeline::render_text;
 pub use timeline::{actor_name, summary, timeline, wr_label, Actor, Line, What};
 
 use crate::kv::{parse_index, AnyIndex, Kv};
-use crate::ycsb_bench::{self, Warm};
+use crate::ycsb::{self, Warm};
 use anyhow::{anyhow, bail, Context, Result};
 use dm_verbs::sim::SimTrace;
 use dm_verbs::{Fabric, VerbStats};
@@ -91,7 +91,7 @@ pub struct Args {
 #[derive(clap::Parser)]
 struct YcsbArgs {
     #[command(flatten)]
-    a: ycsb_bench::Args,
+    a: ycsb::Args,
 }
 
 /// A simulated core as the timeline names it.
@@ -190,7 +190,7 @@ pub fn trace(a: &Args) -> Result<Traced> {
         .a;
     y.quiet = true;
     y.ms = y.ms_spec.count();
-    let key = ycsb_bench::generated_key(&y, k)?;
+    let key = ycsb::generated_key(&y, k)?;
     let (op, scan_len, index) = (a.op.clone(), a.scan_len as usize, a.index.clone());
     let mut got: Option<Traced> = None;
     let mut hook = |w: Warm<'_>| -> Result<()> {
@@ -249,7 +249,7 @@ pub fn trace(a: &Args) -> Result<Traced> {
         });
         Ok(())
     };
-    ycsb_bench::measure_with(y, Some(&mut hook))?;
+    ycsb::measure_with(y, Some(&mut hook))?;
     got.ok_or_else(|| anyhow!("the traced operation did not run"))
 }
 

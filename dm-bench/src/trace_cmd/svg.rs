@@ -36,25 +36,72 @@ fn colour(k: VerbKind) -> &'static str {
     }
 }
 
+/// Where things go: the columns' x and the virtual time's y.
+struct Layout {
+    /// One column per actor, in [`Actor`] order (cores, CS NICs, MSs).
+    cols: Vec<Actor>,
+    x_of: HashMap<Actor, f64>,
+    /// The first and last ns drawn (relative to the op's start).
+    lo: i64,
+    hi: i64,
+    scale: f64,
+    width: f64,
+    height: f64,
+}
+
+impl Layout {
+    /// A column per actor of `lines` and per MS; time from the first line
+    /// (or the op's start) to the last over [`SPAN_PX`].
+    fn new(t: &Traced, lines: &[Line]) -> Self {
+        let mut actors: BTreeSet<Actor> = lines.iter().map(|l| l.actor).collect();
+        for m in 0..t.num_ms {
+            actors.insert(Actor::Ms(m));
+        }
+        let cols: Vec<Actor> = actors.into_iter().collect();
+        let x_of: HashMap<Actor, f64> = cols
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| (a, LEFT + COL_W * (i as f64 + 0.5)))
+            .collect();
+        let lo = lines.iter().map(|l| l.ns).min().unwrap_or(0).min(0);
+        let hi = lines.iter().map(|l| l.ns).max().unwrap_or(1).max(lo + 1);
+        let scale = SPAN_PX / (hi - lo) as f64;
+        let width = LEFT + COL_W * cols.len() as f64 + 20.0;
+        let mut l = Layout {
+            cols,
+            x_of,
+            lo,
+            hi,
+            scale,
+            width,
+            height: 0.0,
+        };
+        l.height = l.y(hi) + 70.0;
+        l
+    }
+
+    /// The y of `ns` (relative to the op's start).
+    fn y(&self, ns: i64) -> f64 {
+        TOP + (ns - self.lo) as f64 * self.scale
+    }
+}
+
 /// The SVG document for `t` and its timeline `lines`.
 pub fn render(t: &Traced, lines: &[Line]) -> String {
-    let mut actors: BTreeSet<Actor> = lines.iter().map(|l| l.actor).collect();
-    for m in 0..t.num_ms {
-        actors.insert(Actor::Ms(m));
-    }
-    let cols: Vec<Actor> = actors.into_iter().collect();
-    let x_of: HashMap<Actor, f64> = cols
-        .iter()
-        .enumerate()
-        .map(|(i, &a)| (a, LEFT + COL_W * (i as f64 + 0.5)))
-        .collect();
-    let lo = lines.iter().map(|l| l.ns).min().unwrap_or(0).min(0);
-    let hi = lines.iter().map(|l| l.ns).max().unwrap_or(1).max(lo + 1);
-    let scale = SPAN_PX / (hi - lo) as f64;
-    let y = |ns: i64| TOP + (ns - lo) as f64 * scale;
-    let width = LEFT + COL_W * cols.len() as f64 + 20.0;
-    let height = y(hi) + 70.0;
+    let l = Layout::new(t, lines);
     let mut s = String::new();
+    header(&mut s, t, &l);
+    lifelines(&mut s, t, &l);
+    time_axis(&mut s, &l);
+    wrs(&mut s, t, lines, &l);
+    core_marks(&mut s, t, lines, &l);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The document's opening, the arrowhead, the title and the summary.
+fn header(s: &mut String, t: &Traced, l: &Layout) {
+    let (width, height) = (l.width, l.height);
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="10">"#
@@ -76,9 +123,12 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
         r#"<text x="10" y="38" font-size="11">{}</text>"#,
         esc(&summary(t))
     );
-    // Lifelines.
-    for &a in &cols {
-        let x = x_of[&a];
+}
+
+/// Each actor's name box and dashed lifeline.
+fn lifelines(s: &mut String, t: &Traced, l: &Layout) {
+    for &a in &l.cols {
+        let x = l.x_of[&a];
         let _ = writeln!(
             s,
             r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="22" fill="#eeeeee" stroke="#333"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="12" font-weight="bold">{}</text><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="4 3"/>"##,
@@ -88,10 +138,14 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             TOP - 25.0,
             esc(&actor_name(t, a)),
             TOP - 18.0,
-            height - 30.0
+            l.height - 30.0
         );
     }
-    // The time axis: a tick per 1000 ns.
+}
+
+/// The time axis: a tick per 1000 ns (5000 ns over long spans).
+fn time_axis(s: &mut String, l: &Layout) {
+    let (lo, hi) = (l.lo, l.hi);
     let step = if hi - lo > 20_000 { 5_000 } else { 1_000 };
     let mut tick = (lo / step) * step;
     while tick <= hi {
@@ -99,14 +153,33 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             s,
             r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#666">{tick} ns</text><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#eee"/>"##,
             55.0,
-            y(tick) + 3.0,
+            l.y(tick) + 3.0,
             60.0,
-            y(tick),
-            width - 20.0,
-            y(tick)
+            l.y(tick),
+            l.width - 20.0,
+            l.y(tick)
         );
         tick += step;
     }
+}
+
+/// An arrow from `(x1, y1)` to `(x2, y2)` in colour `c`, dashed for replies.
+fn arrow(s: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64), c: &str, dash: bool) {
+    let _ = writeln!(
+        s,
+        r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{c}" stroke-width="1.4" marker-end="url(#arr)"{}/>"#,
+        if dash {
+            r#" stroke-dasharray="5 3""#
+        } else {
+            ""
+        }
+    );
+}
+
+/// Per WR of the recorder: its arrows core -> CS NIC -> MS -> CS NIC ->
+/// core, its box on the MS's lifeline and its labels.
+fn wrs(s: &mut String, t: &Traced, lines: &[Line], lay: &Layout) {
+    let (x_of, y) = (&lay.x_of, |ns: i64| lay.y(ns));
     let polled: HashMap<usize, i64> = lines
         .iter()
         .filter_map(|l| match l.what {
@@ -115,21 +188,6 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
         })
         .collect();
     let rel = |ns: u64| ns as i64 - t.t0 as i64;
-    let arrow = |s: &mut String,
-                 (x1, y1): (f64, f64),
-                 (x2, y2): (f64, f64),
-                 c: &str,
-                 dash: bool| {
-        let _ = writeln!(
-            s,
-            r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{c}" stroke-width="1.4" marker-end="url(#arr)"{}/>"#,
-            if dash {
-                r#" stroke-dasharray="5 3""#
-            } else {
-                ""
-            }
-        );
-    };
     // Labels at one x move down below the previous one there (WRs of one
     // post list travel together); arrows and boxes stay at their times.
     let mut taken: HashMap<i64, f64> = HashMap::new();
@@ -157,8 +215,8 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             y(rel(w.ms_done_ns)),
             y(rel(w.cq_ns)),
         );
-        arrow(&mut s, (xc, yp), (xn, yt), c, false);
-        arrow(&mut s, (xn, yt), (xm, ya), c, false);
+        arrow(s, (xc, yp), (xn, yt), c, false);
+        arrow(s, (xn, yt), (xm, ya), c, false);
         let _ = writeln!(
             s,
             r#"<rect x="{:.1}" y="{ya:.1}" width="8" height="{:.1}" fill="{c}" fill-opacity="0.35" stroke="{c}"/>"#,
@@ -180,7 +238,7 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             place(xm + 7.0, ye + 3.0),
             esc(&format!("exec @{}", rel(w.exec_ns)))
         );
-        arrow(&mut s, (xm, yd), (xn, yq), c, true);
+        arrow(s, (xm, yd), (xn, yq), c, true);
         let _ = writeln!(
             s,
             r#"<text x="{:.1}" y="{:.1}" fill="{c}">{}</text>"#,
@@ -189,11 +247,17 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             esc(&format!("CQ @{}", rel(w.cq_ns)))
         );
         if let Some(&p) = polled.get(&i) {
-            arrow(&mut s, (xn, yq), (xc, y(p)), c, true);
+            arrow(s, (xn, yq), (xc, y(p)), c, true);
         }
     }
-    // Marks on the cores' lifelines; a label too close to the one above
-    // it moves down (the dot stays at its time).
+}
+
+/// Marks on the cores' lifelines: doorbells, runtime events, and the op's
+/// start and end (with a line across the diagram).
+fn core_marks(s: &mut String, t: &Traced, lines: &[Line], lay: &Layout) {
+    let (x_of, y, width) = (&lay.x_of, |ns: i64| lay.y(ns), lay.width);
+    // A label too close to the one above it moves down (the dot stays at
+    // its time).
     let mut label_y: HashMap<Actor, f64> = HashMap::new();
     for l in lines {
         let Actor::Core(_) = l.actor else { continue };
@@ -235,6 +299,4 @@ pub fn render(t: &Traced, lines: &[Line]) -> String {
             esc(&text)
         );
     }
-    s.push_str("</svg>\n");
-    s
 }

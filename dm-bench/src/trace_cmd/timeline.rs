@@ -99,12 +99,17 @@ fn reply_label(w: &WrTrace) -> String {
     }
 }
 
-/// The merged timeline of `t`, in time order.
-pub fn timeline(t: &Traced) -> Vec<Line> {
-    let rel = |ns: u64| ns as i64 - t.t0 as i64;
-    let mut v: Vec<(i64, u8, Line)> = Vec::new();
-    let mut push = |ns: u64, order: u8, actor: Actor, what: What, text: String| {
-        v.push((
+/// The timeline's lines as they are made: `(ns, order, line)`, sorted at
+/// the end by time and, at equal times, by stage (`order`), then by making.
+struct Merge<'a> {
+    t: &'a Traced,
+    v: Vec<(i64, u8, Line)>,
+}
+
+impl Merge<'_> {
+    fn push(&mut self, ns: u64, order: u8, actor: Actor, what: What, text: String) {
+        let rel = |ns: u64| ns as i64 - self.t.t0 as i64;
+        self.v.push((
             rel(ns),
             order,
             Line {
@@ -114,14 +119,37 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
                 text,
             },
         ))
-    };
-    push(
+    }
+}
+
+/// The merged timeline of `t`, in time order.
+pub fn timeline(t: &Traced) -> Vec<Line> {
+    let mut m = Merge { t, v: Vec::new() };
+    m.push(
         t.t0,
         0,
         Actor::Core(t.core),
         What::OpStart,
         format!("{} key #{} ({}) starts", t.op, t.key_number, hex(&t.key)),
     );
+    doorbells(&mut m);
+    wr_stages(&mut m);
+    runtime_events(&mut m);
+    m.push(
+        t.t1,
+        9,
+        Actor::Core(t.core),
+        What::OpEnd,
+        format!("{} returns: {}", t.op, t.outcome),
+    );
+    let mut v = m.v;
+    v.sort_by_key(|(ns, o, _)| (*ns, *o));
+    v.into_iter().map(|(_, _, l)| l).collect()
+}
+
+/// Each doorbell, after the WRs of its post list (on the posting core).
+fn doorbells(m: &mut Merge<'_>) {
+    let t = m.t;
     // Round trips: doorbells of one core in one scheduling round (same ns) share one.
     let mut rt_of = Vec::with_capacity(t.sim.doorbells.len());
     let mut last: HashMap<usize, (u64, usize)> = HashMap::new();
@@ -134,17 +162,10 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
         }
         rt_of.push(e.1);
     }
-    let by_wr_id: HashMap<(usize, u64), usize> = t
-        .sim
-        .wrs
-        .iter()
-        .enumerate()
-        .map(|(i, w)| ((w.core, w.wr_id), i))
-        .collect();
     for (di, d) in t.sim.doorbells.iter().enumerate() {
         for &i in &d.wrs {
             let w = &t.sim.wrs[i];
-            push(
+            m.push(
                 w.posted_ns,
                 1,
                 Actor::Core(w.core),
@@ -152,7 +173,7 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
                 format!("post {} wr_id={:#x}", wr_label(w), w.wr_id),
             );
         }
-        push(
+        m.push(
             d.ns,
             2,
             Actor::Core(d.core),
@@ -169,17 +190,23 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
             ),
         );
     }
+}
+
+/// The stages of each WR: sent by the CS NIC, received, executed and
+/// replied to by the MS, its completion in the CS's CQ.
+fn wr_stages(m: &mut Merge<'_>) {
+    let t = m.t;
     for w in &t.sim.wrs {
         let cs = t.cores.get(w.core).map_or(w.cs, |c| c.cs);
         let l = wr_label(w);
-        push(
+        m.push(
             w.nic_tx_ns,
             3,
             Actor::CsNic(cs),
             What::Wr,
             format!("sends {l}"),
         );
-        push(
+        m.push(
             w.ms_arrive_ns,
             4,
             Actor::Ms(w.ms),
@@ -187,7 +214,7 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
             format!("NIC receives {} wr_id={:#x}", kind_name(w), w.wr_id),
         );
         let wait = w.exec_ns - w.ms_arrive_ns;
-        push(
+        m.push(
             w.exec_ns,
             5,
             Actor::Ms(w.ms),
@@ -203,7 +230,7 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
                 }
             ),
         );
-        push(
+        m.push(
             w.ms_done_ns,
             6,
             Actor::Ms(w.ms),
@@ -215,7 +242,7 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
                 reply_label(w)
             ),
         );
-        push(
+        m.push(
             w.cq_ns,
             7,
             Actor::CsNic(cs),
@@ -227,6 +254,19 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
             ),
         );
     }
+}
+
+/// The runtime's events on the cores: CQ polls (with the WR they
+/// completed), task switches, local lock-table waits and grants.
+fn runtime_events(m: &mut Merge<'_>) {
+    let t = m.t;
+    let by_wr_id: HashMap<(usize, u64), usize> = t
+        .sim
+        .wrs
+        .iter()
+        .enumerate()
+        .map(|(i, w)| ((w.core, w.wr_id), i))
+        .collect();
     for e in &t.rt {
         let Some(&core) = t.exec_core.get(&e.exec) else {
             continue;
@@ -267,17 +307,8 @@ pub fn timeline(t: &Traced) -> Vec<Line> {
             ),
             _ => continue,
         };
-        push(e.ns, 8, Actor::Core(core), what, text);
+        m.push(e.ns, 8, Actor::Core(core), what, text);
     }
-    push(
-        t.t1,
-        9,
-        Actor::Core(t.core),
-        What::OpEnd,
-        format!("{} returns: {}", t.op, t.outcome),
-    );
-    v.sort_by_key(|(ns, o, _)| (*ns, *o));
-    v.into_iter().map(|(_, _, l)| l).collect()
 }
 
 fn hex(b: &[u8]) -> String {

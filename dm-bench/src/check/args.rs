@@ -1,0 +1,146 @@
+//! The arguments of `dm-bench check` ([`Args`]), their checks before
+//! anything runs ([`Args::validate`]) and the simulator faults they ask for
+//! ([`parse_faults`]: torn READs at 8- or 64-byte granularity, delayed
+//! completions).
+
+use crate::fabric_arg::{check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
+use crate::kv::radix;
+use crate::verbs_bench::FabricArg;
+use anyhow::{bail, Result};
+use dm_tree::{Design, Techniques};
+use dm_verbs::sim::{Faults, TearGranularity};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// fg, sherman-combine, sherman-onchip, sherman-hier, sherman, smart.
+    #[arg(long, default_value = "fg")]
+    pub index: String,
+    /// Number of seeds (independent runs).
+    #[arg(long, default_value_t = 100)]
+    pub seeds: u64,
+    #[arg(long, default_value_t = 0)]
+    pub first_seed: u64,
+    /// Concurrent clients (tasks), spread over `--cores` cores on 2 CSs
+    /// (per process with `--client`).
+    #[arg(long, default_value_t = 16)]
+    pub clients: u32,
+    /// Cores: simulated on sim, OS threads on loopback and rdma.
+    #[arg(long, default_value_t = 4)]
+    pub cores: u16,
+    /// Operations per client.
+    #[arg(long, default_value_t = 150)]
+    pub ops: u32,
+    /// Key space (keys 0..N as 8-byte big-endian).
+    #[arg(long, default_value_t = 48)]
+    pub keys: u64,
+    /// Node size: small nodes split often. Default 128 bytes, or 176 when
+    /// leaves are unsorted (`--index sherman`): 5 entries per leaf either way.
+    #[arg(long)]
+    pub node_bytes: Option<usize>,
+    /// Index cache per CS in leaf-parent nodes (tiny, so stale entries and evictions are frequent; 0 = none).
+    #[arg(long, default_value_t = 4)]
+    pub cache_nodes: u64,
+    /// Comma-separated faults the simulator injects: torn (8-byte torn READs),
+    /// torn-line (64-byte), delay. Default on sim: torn,delay. Sim only.
+    #[arg(long)]
+    pub faults: Option<String>,
+    /// sim (deterministic, faults injected), loopback (threads, process
+    /// memory) or rdma (dm-memserver processes; build with --features rdma).
+    #[arg(long, value_enum, default_value = "sim")]
+    pub fabric: FabricArg,
+    /// Memory servers: a count (sim, loopback) or HOST:PORT[,HOST:PORT..]
+    /// of dm-memserver processes (rdma; MS id = position).
+    #[arg(long = "ms", default_value = "2", value_parser = parse_ms)]
+    pub ms_spec: MsArg,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+    /// This process is client I of N (rdma); see the module docs. N > 1 needs
+    /// --history-out, and the union is checked with --histories.
+    #[arg(long, default_value = "0/1")]
+    pub client: String,
+    /// Check these history files (from `--client I/N` runs, same --keys)
+    /// together, per seed, instead of running anything.
+    #[arg(long, value_delimiter = ',')]
+    pub histories: Vec<PathBuf>,
+    #[arg(long)]
+    pub history_out: Option<PathBuf>,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Head nodes (Ziegler et al. §4-5) on sim: a maintainer task on the
+    /// last core runs passes with groups of N, then 2, then N+1 leaves, over
+    /// and over until the clients are done, so heads are installed, refreshed
+    /// and unlinked while scans cross them (fg, sherman*, nam-hybrid; 0: none).
+    #[arg(long, default_value_t = 0)]
+    pub head_nodes: usize,
+    /// Set from `--index`.
+    #[arg(skip = dm_tree::Techniques::FG_PLUS)]
+    pub techniques: Techniques,
+    /// Set from `--index` (nam-coarse, nam-hybrid).
+    #[arg(skip)]
+    pub design: Design,
+}
+
+impl Args {
+    pub(super) fn node_bytes(&self) -> usize {
+        self.node_bytes
+            .unwrap_or(if self.techniques.two_level { 176 } else { 128 })
+    }
+
+    /// The checks of a run (not of `--histories`), after `--index` set
+    /// `techniques` and `design`: this process's `--client` `(I, N)`.
+    pub(super) fn validate(&self) -> Result<(usize, usize)> {
+        let a = self;
+        check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
+        let (ci, cn) = parse_client(&a.client)?;
+        if cn > 1 && a.fabric != FabricArg::Rdma {
+            bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
+        }
+        if cn > 1 && a.history_out.is_none() {
+            bail!("--client I/N with N > 1 needs --history-out (check the union with --histories)");
+        }
+        if a.fabric == FabricArg::Sim {
+            parse_faults(a)?;
+        } else if a.faults.as_deref().is_some_and(|f| !f.trim().is_empty()) {
+            bail!(
+                "--faults are injected by the simulator; on {} nothing is injected",
+                format!("{:?}", a.fabric).to_lowercase()
+            );
+        }
+        if a.head_nodes > 0
+            && (a.fabric != FabricArg::Sim
+                || radix(&a.index).is_some()
+                || a.index == crate::ycsb::dex::DEX
+                || a.design == Design::Coarse)
+        {
+            bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
+        }
+        let n_ms = a.ms_spec.count();
+        if n_ms == 0 || a.cores == 0 || a.clients == 0 {
+            bail!("--ms, --cores and --clients must be at least 1");
+        }
+        Ok((ci, cn))
+    }
+}
+
+/// The faults of `--faults` (sim only; default torn,delay).
+pub(super) fn parse_faults(a: &Args) -> Result<Faults> {
+    let mut faults = Faults {
+        tear: TearGranularity::Off,
+        tear_window_ns: 300,
+        ..Default::default()
+    };
+    let spec = a.faults.as_deref().unwrap_or("torn,delay");
+    for f in spec.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        match f {
+            "torn" => faults.tear = TearGranularity::Word,
+            "torn-line" => faults.tear = TearGranularity::CacheLine,
+            "delay" => {
+                faults.delay_prob = 0.2;
+                faults.delay_max_ns = 4_000;
+            }
+            other => bail!("unknown fault {other:?}: use torn, torn-line, delay"),
+        }
+    }
+    Ok(faults)
+}

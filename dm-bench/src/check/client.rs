@@ -1,0 +1,66 @@
+//! The client workload: random get / insert / update / remove / scan on a
+//! small key space (with small nodes, so conflicts, splits and root growth
+//! are frequent), each operation logged as an [`Event`] with its call and
+//! return times. Every written value is unique (client id and operation
+//! number), so a read names the write it saw.
+
+use super::args::Args;
+use super::history::{Event, Kind};
+use crate::kv::Kv;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Key `k` as the index sees it: 8 bytes, big-endian (ordered as `k`).
+pub(super) fn key(k: u64) -> Vec<u8> {
+    k.to_be_bytes().to_vec()
+}
+
+/// One client: `a.ops` random operations on keys drawn from `keys`, each
+/// logged with its call and return times on `clock`. Stops at the first error.
+pub(super) async fn client<T: Kv>(
+    t: Rc<T>,
+    id: u32,
+    seed: u64,
+    a: Rc<Args>,
+    keys: std::ops::Range<u64>,
+    log: Rc<RefCell<Vec<Event>>>,
+    clock: fn() -> u64,
+) -> Result<(), String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ id as u64);
+    for i in 0..a.ops {
+        let k = rng.gen_range(keys.clone());
+        let value = ((id as u64 + 1) << 32) | (i as u64 + 1);
+        let p = rng.gen_range(0..100);
+        let call = clock();
+        let kind = if p < 30 {
+            t.insert(&key(k), value).await?;
+            Kind::Insert(value)
+        } else if p < 40 {
+            Kind::Update(value, t.update(&key(k), value).await?)
+        } else if p < 55 {
+            Kind::Remove(t.remove(&key(k)).await?)
+        } else if p < 90 {
+            Kind::Get(t.get(&key(k)).await?)
+        } else {
+            let n = rng.gen_range(1..12u32);
+            let r = t.scan(&key(k), n as usize).await?;
+            Kind::Scan(
+                n,
+                r.into_iter()
+                    .map(|(kk, v)| (u64::from_be_bytes(kk.try_into().unwrap()), v))
+                    .collect(),
+            )
+        };
+        log.borrow_mut().push(Event {
+            client: id,
+            key: k,
+            hi: keys.end,
+            kind,
+            call,
+            ret: clock(),
+        });
+    }
+    Ok(())
+}

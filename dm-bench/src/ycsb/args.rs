@@ -1,0 +1,164 @@
+//! `dm-bench ycsb`'s flags: the index and its techniques, the workload
+//! (generated, from a key file or from index-microbench traces), the cluster
+//! shape (MSs, CSs, cores, coroutines) and fabric, and the report. DEX's and
+//! the head nodes' flag groups live with their code ([`super::dex`],
+//! [`super::head`]).
+
+use crate::fabric_arg::{parse_ms, MsArg, RdmaArgs};
+use crate::report::PerftestArgs;
+use crate::verbs_bench::{FabricArg, TearArg};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// Index: fg (FG+ B-link tree), or Sherman's ladder over it:
+    /// sherman-combine, sherman-onchip, sherman-hier, sherman (all of them plus
+    /// two-level versions with unsorted leaves); smart (SMART's adaptive radix
+    /// tree, dm-art; insert load only) and its ladder down to the DM-ported
+    /// ART: art (ROWEX, RCU leaves, HOCL), lockfree-art (+ lock-free internal
+    /// nodes), smart-inplace (+ in-place leaves under a lock-table lock).
+    #[arg(long, default_value = "fg")]
+    pub index: String,
+    /// a-f, load, write-only, write-intensive, read-intensive, range-only, range-write.
+    #[arg(long, default_value = "a")]
+    pub workload: String,
+    /// Operation proportions in percent, `read,update,insert,scan,rmw`
+    /// (summing to 100), replacing the workload's; the workload still sets
+    /// the key distribution, the scan lengths and how inserts pick keys
+    /// (new keys, or Sherman's mixes' upserts). Generated workloads only.
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// Records loaded before the run (generator mode).
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    /// Run-phase operations (generator mode; a cap in trace mode).
+    #[arg(long, default_value_t = 100_000)]
+    pub ops: u64,
+    #[arg(long, value_enum, default_value = "sim")]
+    pub fabric: FabricArg,
+    /// Memory servers: a count (sim, loopback) or HOST:PORT[,HOST:PORT..]
+    /// of dm-memserver processes (rdma; MS id = position).
+    #[arg(long = "ms", default_value = "2", value_parser = parse_ms)]
+    pub ms_spec: MsArg,
+    /// Number of memory servers (from `--ms`).
+    #[arg(skip)]
+    pub ms: u16,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+    #[command(flatten)]
+    pub perftest: PerftestArgs,
+    /// This process is client I of N (rdma): all N run the same command; each
+    /// loads and runs its share of the operations (CS ids I*cs..), client 0
+    /// creates the tree, and they meet at barriers (an FAA word at offset 2048
+    /// of MS 0's superblock) after creation, load and run; each then verifies
+    /// every key. Needs fresh memory servers per run.
+    #[arg(long, default_value = "0/1")]
+    pub client: String,
+    #[arg(long, default_value_t = 2)]
+    pub cs: u16,
+    /// Cores (threads) per compute server.
+    #[arg(long, default_value_t = 4)]
+    pub threads: u16,
+    /// Coroutines per thread.
+    #[arg(long, default_value_t = 8)]
+    pub coros: u32,
+    /// Zipfian constant (0 = uniform).
+    #[arg(long, default_value_t = 0.99)]
+    pub theta: f64,
+    /// Range length of Sherman's range mixes.
+    #[arg(long, default_value_t = 100)]
+    pub scan_len: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Torn-READ model on sim.
+    #[arg(long, value_enum, default_value = "word")]
+    pub tear: TearArg,
+    #[command(flatten)]
+    pub net: crate::fabric_arg::SimNetArgs,
+    /// Read load_<key-type>_workload<W> and txn_<key-type>_workload<W> from here.
+    #[arg(long)]
+    pub trace_dir: Option<PathBuf>,
+    /// Trace key type: randint (decimal u64) or anything else (string keys).
+    #[arg(long, default_value = "randint")]
+    pub key_type: String,
+    /// Tree key size in bytes (1..=32); shorter string keys are zero-padded.
+    /// Default: 8 for integer keys, 32 for string keys (--key-file, string traces).
+    #[arg(long)]
+    pub key_bytes: Option<usize>,
+    /// String keys, one a line (plain, .gz or .zst), e.g. pypi-names.txt.gz:
+    /// key number n of the generated workload becomes the file's n-th key after
+    /// a fixed shuffle; keys longer than --key-bytes are skipped and counted.
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+    /// Generated integer keys: `hashed` (YCSB's default `insertorder`: key
+    /// number n becomes FNV(n), sparse) or `ordered` (key n is n: dense, 256
+    /// keys to each 7-byte prefix, as Dolphin's evaluation loads its tree).
+    #[arg(long, default_value = "hashed")]
+    pub key_order: String,
+    /// Load phase: `insert` (YCSB's load: one insert per record, all coroutines)
+    /// or `bulk` (sorted bulk load at --fill, as Sherman loads its trees).
+    #[arg(long, default_value = "insert")]
+    pub load: String,
+    /// Node fill factor of --load bulk.
+    #[arg(long, default_value_t = 0.8)]
+    pub fill: f64,
+    /// Index cache per compute server, MiB, shared by its cores (B+trees:
+    /// leaf parents, the top two levels kept on top of it; smart: the ART
+    /// cache of internal nodes, SMART \u{a7}4.3); 0 = no cache.
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: u64,
+    /// Tree node size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub node_bytes: usize,
+    /// B+tree rungs: most yields between two failed node-lock CASes; 0
+    /// retries at once, as FG does (Sherman §3.2.2, Table 1). Default 32.
+    #[arg(long)]
+    pub lock_backoff: Option<u32>,
+    /// B+tree rungs with in-node locks: release by FAA, as FG does (Sherman
+    /// §3.1), instead of FG+'s WRITE.
+    #[arg(long)]
+    pub unlock_faa: bool,
+    /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor
+    /// analysis): `lfi` lock-free internal nodes (ROWEX node locks instead),
+    /// `ipl` in-place leaves (RCU instead; implies `rear`), `rear` the
+    /// rear-embedded lock (a lock-table lock instead), `rd` read delegation,
+    /// `wc` write combining, `cache` the ART cache (same as --cache-mb 0).
+    /// Read delegation and write combining are on only for --index smart.
+    #[arg(long, value_delimiter = ',')]
+    pub smart_off: Vec<String>,
+    /// Lock entries of SMART's per-CS read delegation / write combining
+    /// table (\u{a7}4.2.1; the paper finds 128 enough for 16 clients per CS).
+    #[arg(long, default_value_t = 1024)]
+    pub rdwc_entries: usize,
+    /// CPU cores per memory server that run RPC handlers (sim, loopback):
+    /// what the NAM designs' MS-side work saturates (Ziegler et al. ran about
+    /// 10 per MS: 2 MSs on a 20-core machine).
+    #[arg(long, default_value_t = 1)]
+    pub ms_cores: u16,
+    /// nam-coarse / nam-hybrid: simulated MS CPU ns per node a handler reads
+    /// or writes (`dm_tree::NamConfig::ms_node_ns`).
+    #[arg(long, default_value_t = 300)]
+    pub nam_node_ns: u32,
+    /// nam-coarse / nam-hybrid: partition shares of the key-prefix space,
+    /// one per partition (Ziegler et al. \u{a7}6's data skew: 80,12,5,3);
+    /// default: one partition per MS holding equal shares of the loaded keys.
+    #[arg(long, value_delimiter = ',')]
+    pub nam_skew: Vec<u32>,
+    #[command(flatten)]
+    pub dex: super::dex::DexArgs,
+    #[command(flatten)]
+    pub head: super::head::HeadArgs,
+    /// Also run the same load and operations against local ordered maps
+    /// (comma list: btree = RwLock<BTreeMap>, skiplist = crossbeam's
+    /// SkipMap) on as many OS threads, and report their thread CPU ns per
+    /// op and Mops beside the index's, with the index's ratios to them.
+    /// Wall-clock fabrics only: loopback, or rdma with --client 0/1.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub baseline: Vec<super::baseline::BaselineMap>,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Print nothing (the report is still returned to `dm-bench figure`,
+    /// which runs rows in-process, and written by --json).
+    #[arg(long, hide = true)]
+    pub quiet: bool,
+}

@@ -1,0 +1,145 @@
+//! The local ordered maps of `--baseline` ([`BaselineMap`]) and what the
+//! baseline run needs of them ([`Map`]): `btree`, a
+//! `std::sync::RwLock<BTreeMap<Vec<u8>, u64>>` (gets and scans under the read
+//! lock, writes under the write lock), and `skiplist`, crossbeam's lock-free
+//! `SkipMap<Vec<u8>, u64>`. Scans go through `range` from their start key,
+//! `take(len)`, copied out as the index's scans are.
+
+use crossbeam_skiplist::SkipMap;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::RwLock;
+
+/// A local ordered map to run the stream against (`--baseline`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaselineMap {
+    /// `std::sync::RwLock<BTreeMap<Vec<u8>, u64>>`.
+    Btree,
+    /// `crossbeam_skiplist::SkipMap<Vec<u8>, u64>` (lock-free).
+    Skiplist,
+}
+
+impl BaselineMap {
+    /// The `--baseline` name (and the report's key).
+    pub fn name(self) -> &'static str {
+        match self {
+            BaselineMap::Btree => "btree",
+            BaselineMap::Skiplist => "skiplist",
+        }
+    }
+
+    /// The map's type, for the report.
+    pub fn what(self) -> &'static str {
+        match self {
+            BaselineMap::Btree => "std::sync::RwLock<BTreeMap<Vec<u8>, u64>>",
+            BaselineMap::Skiplist => "crossbeam_skiplist::SkipMap<Vec<u8>, u64>",
+        }
+    }
+}
+
+/// The operations ycsb needs of a map.
+pub(super) trait Map: Sync + Sized {
+    fn empty() -> Self;
+    /// The map of `sorted` (ascending, distinct keys).
+    fn from_sorted(sorted: Vec<(Vec<u8>, u64)>) -> Self;
+    /// Insert or overwrite.
+    fn insert(&self, k: &[u8], v: u64);
+    /// Overwrite if present; whether it was.
+    fn update(&self, k: &[u8], v: u64) -> bool;
+    fn remove(&self, k: &[u8]) -> bool;
+    fn get(&self, k: &[u8]) -> Option<u64>;
+    /// At most `n` pairs from `from` on, in key order.
+    fn scan(&self, from: &[u8], n: usize) -> Vec<(Vec<u8>, u64)>;
+}
+
+fn from(k: &[u8]) -> (Bound<&[u8]>, Bound<&[u8]>) {
+    (Bound::Included(k), Bound::Unbounded)
+}
+
+impl Map for RwLock<BTreeMap<Vec<u8>, u64>> {
+    fn empty() -> Self {
+        RwLock::new(BTreeMap::new())
+    }
+    fn from_sorted(sorted: Vec<(Vec<u8>, u64)>) -> Self {
+        // Sorted input: `from_iter` builds the tree bottom-up.
+        RwLock::new(sorted.into_iter().collect())
+    }
+    fn insert(&self, k: &[u8], v: u64) {
+        let k = k.to_vec();
+        self.write().unwrap_or_else(|e| e.into_inner()).insert(k, v);
+    }
+    fn update(&self, k: &[u8], v: u64) -> bool {
+        let mut m = self.write().unwrap_or_else(|e| e.into_inner());
+        m.get_mut(k).map(|x| *x = v).is_some()
+    }
+    fn remove(&self, k: &[u8]) -> bool {
+        let mut m = self.write().unwrap_or_else(|e| e.into_inner());
+        m.remove(k).is_some()
+    }
+    fn get(&self, k: &[u8]) -> Option<u64> {
+        self.read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(k)
+            .copied()
+    }
+    fn scan(&self, k: &[u8], n: usize) -> Vec<(Vec<u8>, u64)> {
+        let m = self.read().unwrap_or_else(|e| e.into_inner());
+        m.range::<[u8], _>(from(k))
+            .take(n)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
+/// Lookups before a skiplist update decides that its key is absent (see
+/// the `update` of `SkipMap`'s [`Map`] impl).
+const SKIPLIST_MISS_RETRIES: usize = 100;
+
+impl Map for SkipMap<Vec<u8>, u64> {
+    fn empty() -> Self {
+        SkipMap::new()
+    }
+    fn from_sorted(sorted: Vec<(Vec<u8>, u64)>) -> Self {
+        let m = SkipMap::new();
+        for (k, v) in sorted {
+            m.insert(k, v);
+        }
+        m
+    }
+    fn insert(&self, k: &[u8], v: u64) {
+        SkipMap::insert(self, k.to_vec(), v);
+    }
+    /// A lookup, then an insert: not atomic with a concurrent remove of the
+    /// same key (which it may undo), unlike the index's update. YCSB's
+    /// generated workloads remove nothing.
+    ///
+    /// crossbeam-skiplist 0.1.3 replaces an entry by marking the old node
+    /// removed and then inserting the new one (its issue #1023), so a lookup
+    /// between the two misses a key that is present before and after. A
+    /// miss is therefore retried, yielding the OS thread so that a replacing
+    /// thread that was preempted in that window can finish; only a key that
+    /// stays absent through [`SKIPLIST_MISS_RETRIES`] lookups is absent.
+    fn update(&self, k: &[u8], v: u64) -> bool {
+        let found = self.contains_key(k)
+            || (0..SKIPLIST_MISS_RETRIES).any(|_| {
+                std::thread::yield_now();
+                self.contains_key(k)
+            });
+        if found {
+            SkipMap::insert(self, k.to_vec(), v);
+        }
+        found
+    }
+    fn remove(&self, k: &[u8]) -> bool {
+        SkipMap::remove(self, k).is_some()
+    }
+    fn get(&self, k: &[u8]) -> Option<u64> {
+        SkipMap::get(self, k).map(|e| *e.value())
+    }
+    fn scan(&self, k: &[u8], n: usize) -> Vec<(Vec<u8>, u64)> {
+        self.range::<[u8], _>(from(k))
+            .take(n)
+            .map(|e| (e.key().clone(), *e.value()))
+            .collect()
+    }
+}

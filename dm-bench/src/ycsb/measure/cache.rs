@@ -1,0 +1,139 @@
+//! The report's `cache` line and JSON, summed over the CSs: the B+trees'
+//! index cache (leaf parents and top levels), DEX's cache of node frames
+//! (DEX §5), Dolphin's cache of ART nodes and special nodes, and SMART's
+//! ART cache (SMART §4.3).
+
+use super::Bench;
+use dm_art::{ArtCache, DolphinCache};
+use dm_tree::IndexCache;
+use serde_json::json;
+use std::sync::Arc;
+
+/// The report's cache line and JSON object, summed over the CSs.
+pub(super) struct CacheReport {
+    pub line: String,
+    pub json: serde_json::Value,
+    pub bytes: u64,
+}
+
+impl CacheReport {
+    /// The cache report of the run's index.
+    pub(super) fn of(b: &Bench) -> Self {
+        let (a, ix) = (&b.a, &b.ix);
+        if let Some(cl) = &b.cl.dexcl {
+            CacheReport::dex(cl)
+        } else if b.c.dolphin {
+            CacheReport::dolphin(&ix.dolphin_caches, a.cs)
+        } else if b.c.smart {
+            CacheReport::art(&ix.art_caches, a.cs)
+        } else {
+            CacheReport::tree(&ix.caches, a.cs)
+        }
+    }
+
+    fn tree(caches: &[Arc<IndexCache>], cs: u16) -> Self {
+        let mut c = dm_tree::CacheStats::default();
+        for k in caches {
+            let s = k.stats();
+            c.hits += s.hits;
+            c.misses += s.misses;
+            c.bytes += s.bytes;
+            c.nodes += s.nodes;
+            c.top_nodes += s.top_nodes;
+        }
+        CacheReport {
+            line: format!(
+                "hit ratio {:.3} (load and run), {} leaf parents + {} top-level nodes, {:.1} MiB over {cs} CS",
+                c.hit_ratio(),
+                c.nodes,
+                c.top_nodes,
+                c.bytes as f64 / (1 << 20) as f64,
+            ),
+            json: json!({"hit_ratio": c.hit_ratio(), "bytes": c.bytes, "items": c.nodes, "top_items": c.top_nodes, "hits": c.hits, "misses": c.misses}),
+            bytes: c.bytes,
+        }
+    }
+
+    /// DEX (§5): one frame per cached node image (inner and leaf nodes
+    /// alike), `node_bytes` each; the hit ratio is over traversals (a
+    /// traversal that reached its leaf without I/O is a hit).
+    fn dex(cl: &dm_tree::DexCluster) -> Self {
+        let n = cl.num_cs();
+        let (mut hits, mut misses, mut frames) = (0u64, 0u64, 0u64);
+        for c in 0..n {
+            let s = cl.stats(c);
+            hits += s.cache.hits;
+            misses += s.cache.misses;
+            frames += cl.cache_frames(c).0 as u64;
+        }
+        let bytes = frames * cl.tree_config().node_bytes as u64;
+        let ratio = hits as f64 / (hits + misses).max(1) as f64;
+        CacheReport {
+            line: format!(
+                "DEX cache: hit ratio {ratio:.3} (traversals without I/O, load and run), {frames} node frames (inner and leaf), {:.1} MiB over {n} CS",
+                bytes as f64 / (1 << 20) as f64,
+            ),
+            json: json!({"hit_ratio": ratio, "bytes": bytes, "items": frames, "hits": hits, "misses": misses}),
+            bytes,
+        }
+    }
+
+    fn dolphin(caches: &[Arc<DolphinCache>], cs: u16) -> Self {
+        let mut c = dm_art::dolphin::DolphinCacheStats::default();
+        for k in caches {
+            let s = k.stats();
+            c.art.hits += s.art.hits;
+            c.art.misses += s.art.misses;
+            c.art.entries += s.art.entries;
+            c.art.invalidations += s.art.invalidations;
+            c.specials += s.specials;
+            c.special_hits += s.special_hits;
+            c.special_misses += s.special_misses;
+            c.bytes += s.bytes;
+        }
+        let ratio = |h: u64, m: u64| h as f64 / (h + m).max(1) as f64;
+        let (ra, rs) = (
+            ratio(c.art.hits, c.art.misses),
+            ratio(c.special_hits, c.special_misses),
+        );
+        let items = c.art.entries + c.specials;
+        CacheReport {
+            line: format!(
+                "Dolphin cache: ART hit ratio {ra:.3}, special-node hit ratio {rs:.3}; {} node snapshots + {} special nodes, {:.1} MiB over {cs} CS, {} stale entries dropped",
+                c.art.entries,
+                c.specials,
+                c.bytes as f64 / (1 << 20) as f64,
+                c.art.invalidations,
+            ),
+            json: json!({"hit_ratio": ra, "special_hit_ratio": rs, "bytes": c.bytes, "items": items, "art_items": c.art.entries, "special_items": c.specials, "hits": c.art.hits, "misses": c.art.misses, "invalidations": c.art.invalidations}),
+            bytes: c.bytes,
+        }
+    }
+
+    fn art(caches: &[Arc<ArtCache>], cs: u16) -> Self {
+        let mut c = dm_art::CacheStats::default();
+        for k in caches {
+            let s = k.stats();
+            c.hits += s.hits;
+            c.misses += s.misses;
+            c.invalidations += s.invalidations;
+            c.evictions += s.evictions;
+            c.stale_leaves += s.stale_leaves;
+            c.entries += s.entries;
+            c.bytes += s.bytes;
+        }
+        let ratio = c.hits as f64 / (c.hits + c.misses).max(1) as f64;
+        CacheReport {
+            line: format!(
+                "ART cache: hit ratio {ratio:.3} (load and run; a hit starts below the root), {} node snapshots, {:.1} MiB over {cs} CS, {} stale entries dropped, {} evicted, {} cached leaf addresses found replaced (RCU)",
+                c.entries,
+                c.bytes as f64 / (1 << 20) as f64,
+                c.invalidations,
+                c.evictions,
+                c.stale_leaves,
+            ),
+            json: json!({"hit_ratio": ratio, "bytes": c.bytes, "items": c.entries, "hits": c.hits, "misses": c.misses, "invalidations": c.invalidations, "evictions": c.evictions, "stale_leaves": c.stale_leaves}),
+            bytes: c.bytes,
+        }
+    }
+}

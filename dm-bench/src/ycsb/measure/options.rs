@@ -1,0 +1,142 @@
+//! What to run, from the flags: the cluster's shape checked (`--ms`,
+//! `--client I/N`, `--baseline` only on wall-clock fabrics), and the index
+//! resolved ([`Choice`]): the B+tree techniques and design or the radix rung,
+//! SMART's switched-off techniques (SMART §5.3.1), and the flags each index
+//! family rejects.
+
+use crate::fabric_arg::{check_ms, parse_client};
+use crate::kv::{parse_index, SMART};
+use crate::verbs_bench::FabricArg;
+use crate::ycsb::dex::DEX;
+use crate::ycsb::plan::key_bytes;
+use crate::ycsb::Args;
+use anyhow::{bail, Result};
+use dm_tree::Design;
+
+/// The index a run builds, as the flags select it.
+pub(super) struct Choice {
+    /// This process is client `ci` of `cn` (`--client I/N`).
+    pub ci: usize,
+    pub cn: usize,
+    /// The B+tree family's techniques and design (FG+ and the fine-grained
+    /// design for the others, which do not use them).
+    pub techniques: dm_tree::Techniques,
+    pub design: Design,
+    /// The radix family's techniques (`--index` rung less `--smart-off`).
+    pub art_techniques: dm_art::Techniques,
+    /// The radix family (SMART's ladder), DEX, Dolphin.
+    pub smart: bool,
+    pub dex: bool,
+    pub dolphin: bool,
+}
+
+/// Checks the cluster's flags (a traced operation, `after`, runs on sim
+/// only) and sets `a.ms`; returns `(I, N)` of `--client I/N`.
+pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)> {
+    if traced && a.fabric != FabricArg::Sim {
+        bail!("a traced operation runs on --fabric sim only");
+    }
+    a.ms = a.ms_spec.count();
+    check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
+    let (ci, cn) = parse_client(&a.client)?;
+    a.perftest.check(a.fabric == FabricArg::Sim)?;
+    if cn > 1 && a.fabric != FabricArg::Rdma {
+        bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
+    }
+    if !a.baseline.is_empty() && a.fabric == FabricArg::Sim {
+        bail!("--baseline compares real CPU time and wall-clock throughput: use --fabric loopback (sim's time is virtual)");
+    }
+    if !a.baseline.is_empty() && cn > 1 {
+        bail!("--baseline runs the whole operation stream in one process: use --client 0/1");
+    }
+    Ok((ci, cn))
+}
+
+/// Resolves `--index` and the technique flags into a [`Choice`] and checks
+/// the flags against the index (`--smart-off` without rd and wc for all
+/// but SMART; no CS cache for the NAM designs).
+pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Choice> {
+    let (mut techniques, design, rung) = parse_index(&a.index)?;
+    if let Some(b) = a.lock_backoff {
+        techniques.locks.lock_backoff = b;
+    }
+    techniques.locks.unlock_faa = a.unlock_faa;
+    let smart = rung.is_some();
+    for t in &a.smart_off {
+        if !["lfi", "ipl", "rear", "rd", "wc", "cache"].contains(&t.as_str()) {
+            bail!("--smart-off takes lfi, ipl, rear, rd, wc and cache, got {t:?}");
+        }
+    }
+    if !smart && !a.smart_off.is_empty() {
+        bail!("--smart-off is for the radix family (--index smart, art, ...)");
+    }
+    if a.index != SMART {
+        for t in ["rd", "wc"] {
+            if !a.smart_off.iter().any(|x| x == t) {
+                a.smart_off.push(t.into());
+            }
+        }
+    }
+    let mut art_techniques = rung.unwrap_or_default();
+    for t in &a.smart_off {
+        match t.as_str() {
+            "lfi" => art_techniques.lock_free_internal = false,
+            "ipl" => {
+                art_techniques.in_place_leaf = false;
+                art_techniques.rear_lock = false;
+            }
+            "rear" => art_techniques.rear_lock = false,
+            _ => {}
+        }
+    }
+    if smart && a.smart_off.iter().any(|t| t == "cache") {
+        a.cache_mb = 0;
+    }
+    if smart && a.load == "bulk" {
+        bail!("--load bulk is for the B+tree family; --index smart loads by insert");
+    }
+    if design != Design::Fine {
+        if a.load == "bulk" {
+            bail!(
+                "--load bulk builds the fine-grained design only, not --index {}",
+                a.index
+            );
+        }
+        // Ziegler et al. run the NAM designs without a CS cache (App. A.4).
+        a.cache_mb = 0;
+    } else if !a.nam_skew.is_empty() {
+        bail!("--nam-skew is for --index nam-coarse and nam-hybrid");
+    }
+    if a.ms_cores == 0 {
+        bail!("--ms-cores must be at least 1");
+    }
+    let dex = a.index == DEX;
+    let dolphin = a.index == crate::kv::DOLPHIN;
+    if dolphin && a.load == "bulk" {
+        bail!("--load bulk is for the B+tree family; --index dolphin loads by insert");
+    }
+    if dolphin && key_bytes(a) != 8 {
+        bail!("--index dolphin takes 8-byte integer keys (Dolphin \u{a7}III-A)");
+    }
+    if dex && cn > 1 && (a.dex.dex_forward || a.dex.dex_repartition_at != 0.0) {
+        bail!(
+            "--dex-forward and --dex-repartition-at keep every CS in one process: use --client 0/1"
+        );
+    }
+    if a.load != "insert" && a.load != "bulk" {
+        bail!("--load must be insert or bulk, got {:?}", a.load);
+    }
+    if a.ms == 0 || a.cs == 0 || a.threads == 0 || a.coros == 0 {
+        bail!("--ms, --cs, --threads and --coros must be at least 1");
+    }
+    Ok(Choice {
+        ci,
+        cn,
+        techniques,
+        design,
+        art_techniques,
+        smart,
+        dex,
+        dolphin,
+    })
+}

@@ -1,0 +1,311 @@
+//! The load and run phases on one core: its coroutines, each over its
+//! share of the operations ([`Layout`]: round-robin over every coroutine of
+//! every CS core, or DEX's per-CS lists), with the run's checks of every
+//! result against the values ever written ([`run_op`]); and the load phase
+//! of `--load bulk` (a sorted bulk load from one core, as Sherman loads its
+//! trees).
+
+use crate::kv::{AnyIndex, Kv};
+use crate::ycsb::dex::{routes, Routes};
+use crate::ycsb::plan::{allowed, load_value, run_value, Plan};
+use crate::ycsb::{Args, Op};
+use dm_tree::{DexTree, FgTree, TreeConfig};
+use dm_verbs::VerbStats;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::rc::Rc;
+use std::sync::Arc;
+
+#[derive(Default)]
+pub(super) struct Out {
+    pub hist: Option<Histogram<u64>>,
+    pub stats: [VerbStats; 6],
+    pub counts: [u64; 6],
+    pub mismatches: u64,
+    pub first_mismatch: Option<String>,
+    /// Leaves scans READ ahead from head lists, and used (one per core:
+    /// [`FgTree::head_prefetch_stats`] of the core's handle).
+    pub head_prefetch: (u64, u64),
+}
+
+impl Out {
+    pub(super) fn new() -> Self {
+        Out {
+            hist: Some(Histogram::new(3).unwrap()),
+            ..Default::default()
+        }
+    }
+    pub(super) fn bad(&mut self, what: String) {
+        self.mismatches += 1;
+        self.first_mismatch.get_or_insert(what);
+    }
+    pub(super) fn merge(&mut self, o: Out) {
+        if let (Some(h), Some(oh)) = (self.hist.as_mut(), o.hist.as_ref()) {
+            h.add(oh).unwrap();
+        }
+        for i in 0..6 {
+            self.stats[i].add(&o.stats[i]);
+            self.counts[i] += o.counts[i];
+        }
+        self.mismatches += o.mismatches;
+        self.head_prefetch.0 += o.head_prefetch.0;
+        self.head_prefetch.1 += o.head_prefetch.1;
+        if self.first_mismatch.is_none() {
+            self.first_mismatch = o.first_mismatch;
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Phase {
+    Load,
+    Run,
+}
+
+async fn coroutine(
+    tree: Rc<AnyIndex>,
+    plan: Arc<Plan>,
+    phase: Phase,
+    id: usize,
+    total: usize,
+    pb: ProgressBar,
+    ids: Option<Arc<Vec<usize>>>,
+) -> Out {
+    let mut out = Out::new();
+    let n = if phase == Phase::Load {
+        plan.load.len()
+    } else {
+        plan.run.len()
+    };
+    // All operations round-robin, or (DEX, partitioned) this CS's list.
+    let mine: Box<dyn Iterator<Item = usize>> = match &ids {
+        None => Box::new((id..n).step_by(total)),
+        Some(v) => Box::new(v.iter().copied().skip(id).step_by(total)),
+    };
+    for j in mine {
+        let t0 = dm_runtime::now_ns();
+        dm_runtime::charge_op();
+        let s0 = dm_runtime::task_stats();
+        let kind = match phase {
+            Phase::Load => {
+                tree.insert(&plan.load[j], load_value(j))
+                    .await
+                    .expect("insert");
+                1
+            }
+            Phase::Run => run_op(&tree, &plan, j, &mut out).await,
+        };
+        out.stats[kind].add(&dm_runtime::task_stats().since(&s0));
+        out.counts[kind] += 1;
+        out.hist
+            .as_mut()
+            .unwrap()
+            .record((dm_runtime::now_ns() - t0).max(1))
+            .unwrap();
+        pb.inc(1);
+        if let (Phase::Run, Some(r), AnyIndex::Dex(d)) = (phase, &plan.repartition, &*tree) {
+            r.tick(d).await;
+        }
+        if let (Phase::Run, Some(h)) = (phase, &plan.heads) {
+            h.tick(&tree).await;
+        }
+    }
+    out
+}
+
+async fn run_op(tree: &AnyIndex, plan: &Plan, j: usize, out: &mut Out) -> usize {
+    match &plan.run[j] {
+        Op::Read(k) => {
+            if let Some(v) = tree.get(k).await.expect("get") {
+                if !allowed(plan, k, v) {
+                    out.bad(format!("get {k:?} returned {v:#x}, never written"));
+                }
+            }
+            0
+        }
+        Op::Insert(k) => {
+            tree.insert(k, run_value(j)).await.expect("insert");
+            1
+        }
+        Op::Update(k) => {
+            if !tree.update(k, run_value(j)).await.expect("update") && plan.load.contains(k) {
+                out.bad(format!("update of loaded key {k:?} did not find it"));
+            }
+            2
+        }
+        Op::Remove(k) => {
+            tree.remove(k).await.expect("remove");
+            3
+        }
+        Op::Scan(k, len) => {
+            let r = tree.scan(k, *len as usize).await.expect("scan");
+            let sorted = r.windows(2).all(|w| w[0].0 < w[1].0);
+            if !sorted || r.len() > *len as usize || r.first().is_some_and(|(f, _)| f < k) {
+                out.bad(format!(
+                    "scan from {k:?} returned an unordered or out-of-range result"
+                ));
+            }
+            4
+        }
+        Op::ReadModifyWrite(k) => {
+            let _ = tree.get(k).await.expect("get");
+            tree.update(k, run_value(j)).await.expect("update");
+            5
+        }
+    }
+}
+
+/// The coroutines of one core: ids `first..first + coros` of `total`, over
+/// every operation or (with `ids`) over the listed ones.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn core_phase(
+    tree: Rc<AnyIndex>,
+    plan: Arc<Plan>,
+    phase: Phase,
+    first: usize,
+    coros: usize,
+    total: usize,
+    pb: ProgressBar,
+    ids: Option<Arc<Vec<usize>>>,
+) -> Out {
+    let hs: Vec<_> = (0..coros)
+        .map(|c| {
+            dm_runtime::spawn(coroutine(
+                tree.clone(),
+                plan.clone(),
+                phase,
+                first + c,
+                total,
+                pb.clone(),
+                ids.clone(),
+            ))
+        })
+        .collect();
+    let mut out = Out::new();
+    for h in hs {
+        out.merge(h.await);
+    }
+    if let AnyIndex::Tree(t) = &*tree {
+        out.head_prefetch = t.head_prefetch_stats();
+    }
+    out
+}
+
+/// Bulk-loads the B+tree `tcfg`, or DEX's tree when `dex` is given
+/// (`--load bulk`, from client 0's first core).
+pub(super) async fn bulk_load(
+    dex: Option<Arc<dm_tree::DexCluster>>,
+    tcfg: TreeConfig,
+    sorted: Vec<(Vec<u8>, u64)>,
+    fill: f64,
+) -> Result<(), dm_tree::TreeError> {
+    match dex {
+        Some(cl) => DexTree::bulk_load(cl, 0, 0, &sorted, fill)
+            .await
+            .map(|_| ()),
+        None => FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
+            .await
+            .map(|_| ()),
+    }
+}
+
+/// Load-phase counters of a bulk load (its verbs are not per-operation).
+pub(super) fn bulk_out(plan: &Plan) -> Out {
+    let mut o = Out::new();
+    o.counts[1] = plan.load.len() as u64;
+    o
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>5} [{bar:40}] {pos}/{len} ops ({elapsed})")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+/// Which coroutines run which operations: every core of this process's
+/// CSs runs `coros` coroutines; with DEX's routing (not `--dex-forward`),
+/// each CS's coroutines run the operations on its own keys.
+pub(super) struct Layout {
+    /// (CS, thread) of each core of this process.
+    pub cores: Vec<(u16, u16)>,
+    /// Coroutines per core (`--coros`).
+    pub coros: usize,
+    /// Coroutines of this process.
+    pub total: usize,
+    /// DEX: each CS's coroutines run the operations on its own keys.
+    routes: Option<Routes>,
+    /// This process is client `ci` (`--client I/N`).
+    ci: usize,
+    cs: u16,
+    threads: u16,
+}
+
+impl Layout {
+    pub(super) fn new(
+        a: &Args,
+        ci: usize,
+        dexcl: Option<&Arc<dm_tree::DexCluster>>,
+        plan: &Plan,
+    ) -> Self {
+        // DEX: each CS's coroutines run the operations on its own keys.
+        let routes = match dexcl {
+            Some(cl) if !a.dex.dex_forward => Some(routes(cl, &plan.load, &plan.run)),
+            _ => None,
+        };
+        let cores: Vec<(u16, u16)> = (0..a.cs)
+            .flat_map(|cs| (0..a.threads).map(move |t| (cs, t)))
+            .collect();
+        let coros = a.coros as usize;
+        let total = cores.len() * coros;
+        Layout {
+            cores,
+            coros,
+            total,
+            routes,
+            ci,
+            cs: a.cs,
+            threads: a.threads,
+        }
+    }
+
+    /// (first coroutine id, coroutines in the group, the group's list) of core i.
+    pub(super) fn group(
+        &self,
+        i: usize,
+        (cs, t): (u16, u16),
+        ph: Phase,
+        coros: usize,
+        total: usize,
+    ) -> (usize, usize, Option<Arc<Vec<usize>>>) {
+        match &self.routes {
+            None => (i * coros, total, None),
+            Some((l, r)) => (
+                t as usize * coros,
+                self.threads as usize * coros,
+                Some(
+                    if ph == Phase::Load { l } else { r }[self.ci * self.cs as usize + cs as usize]
+                        .clone(),
+                ),
+            ),
+        }
+    }
+}
+
+/// The load and run phases' progress bars.
+pub(super) struct Bars {
+    pub load: ProgressBar,
+    pub run: ProgressBar,
+}
+
+impl Bars {
+    pub(super) fn new(plan: &Plan) -> Self {
+        let load = bar(plan.load.len() as u64, "load");
+        let run = bar(plan.run.len() as u64, "run");
+        Bars { load, run }
+    }
+}

@@ -1,0 +1,151 @@
+//! Load, run and verification on the wall-clock fabrics (`loopback`,
+//! `rdma`): one OS thread per core (`dm_runtime::run_threads`), each
+//! running its coroutines, with the core threads' CPU time measured
+//! ([`crate::cpu_time`]); with `--client I/N` this process's share of the
+//! load and run, between barriers (an FAA word on MS 0) after creation,
+//! load and run.
+
+use super::phase::{bulk_load, bulk_out, core_phase, Bars, Out, Phase};
+use super::verify::verify_view;
+use super::{Bench, Ran};
+use crate::fabric_arg::barrier;
+use crate::kv::AnyIndex;
+use crate::ycsb::plan::sorted_load;
+use anyhow::{anyhow, Result};
+use dm_runtime::{ExecConfig, Executor};
+use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
+use dm_verbs::Fabric;
+use indicatif::ProgressBar;
+use serde_json::json;
+use std::rc::Rc;
+
+impl Bench {
+    /// The run on `loopback`.
+    pub(super) fn run_loopback(&self, bars: &Bars) -> Result<Ran> {
+        let (a, ms_cfg) = (&self.a, self.cl.ms_cfg);
+        let fabric = LoopbackFabric::new(LoopbackConfig {
+            num_ms: a.ms,
+            ms: ms_cfg,
+            ..Default::default()
+        });
+        fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
+        fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
+        let q = fabric.open_queues(0, 0);
+        let mut r = self.real_run(&fabric, q, bars)?;
+        r.ms_used = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
+        r.fabric_detail = json!({});
+        Ok(r)
+    }
+
+    /// The run on `rdma`, over the memory servers `fabric` reaches.
+    #[cfg(feature = "rdma")]
+    pub(super) fn run_rdma(&self, fabric: &dm_verbs::rdma::RdmaFabric, bars: &Bars) -> Result<Ran> {
+        let (a, ci, cn, chunk) = (&self.a, self.c.ci, self.c.cn, self.cl.ms_cfg.chunk_bytes);
+        let q = fabric.try_open_queues((ci * a.cs as usize) as u16, 0)?;
+        let mut r = self.real_run(fabric, q, bars)?;
+        // Chunks this client's cores took (the MSs' own totals stay on the MSs).
+        r.fabric_detail = json!({"device": fabric.device_name(), "chunk_bytes": chunk, "client": ci, "clients": cn});
+        r.ms_used = 0;
+        Ok(r)
+    }
+
+    /// The run on a real fabric (loopback, rdma): one OS thread per core; with
+    /// --client I/N, this process's share of the load and run, between barriers.
+    fn real_run<F: Fabric + Send + Sync>(
+        &self,
+        fabric: &F,
+        q: F::Queues,
+        bars: &Bars,
+    ) -> Result<Ran> {
+        let (a, plan, ci, cn) = (&self.a, &self.plan, self.c.ci, self.c.cn);
+        let (load_pb, run_pb) = (&bars.load, &bars.run);
+        let mut ex = Executor::new(q, a.ms, ExecConfig::default());
+        let meet = |ex: &mut Executor<_>, k: u64| -> Result<()> {
+            if cn > 1 {
+                ex.block_on(barrier(cn as u64, k))?;
+            }
+            Ok(())
+        };
+        if ci == 0 && a.load != "bulk" {
+            ex.block_on(self.create()).map_err(|e| anyhow!("{e}"))?;
+        }
+        let phase = |ph: Phase, pb: &ProgressBar| self.threads_phase(fabric, ph, pb);
+        let (lo, lns) = if a.load == "bulk" {
+            let t0 = std::time::Instant::now();
+            if ci == 0 {
+                let sorted = sorted_load(plan);
+                let fill = a.fill;
+                ex.block_on(bulk_load(self.cl.dexcl.clone(), self.cl.tcfg, sorted, fill))
+                    .map_err(|e| anyhow!("{e}"))?;
+            }
+            meet(&mut ex, 1)?;
+            load_pb.finish_and_clear();
+            let lo = if ci == 0 { bulk_out(plan) } else { Out::new() };
+            (lo, t0.elapsed().as_nanos() as u64)
+        } else {
+            meet(&mut ex, 1)?;
+            let (lo, lns, _) = phase(Phase::Load, load_pb);
+            (lo, lns)
+        };
+        if let (0, Some(h)) = (ci, plan.heads.clone()) {
+            let t = self.open(0, 0);
+            ex.block_on(async move { h.pass(&t).await });
+        }
+        meet(&mut ex, 2)?;
+        let (ro, rns, rcpu) = phase(Phase::Run, run_pb);
+        if let AnyIndex::Dex(d) = self.open(0, 0) {
+            // Every process writes its CSs' dirty pages back before any
+            // verifies the pool.
+            ex.block_on(async move { d.flush().await })
+                .map_err(|e| anyhow!("flushing DEX's caches: {e}"))?;
+        }
+        meet(&mut ex, 3)?;
+        let v = ex.block_on(verify_view(self.open(0, 0), plan.clone()));
+        Ok(Ran {
+            load: lo,
+            run: ro,
+            load_ns: lns,
+            run_ns: rns,
+            verified: v,
+            run_cpu_ns: Some(rcpu),
+            fabric_detail: json!({}),
+            ms_used: 0,
+        })
+    }
+
+    /// One phase on every core thread: (counters, wall ns, thread CPU ns).
+    fn threads_phase<F: Fabric + Send + Sync>(
+        &self,
+        fabric: &F,
+        ph: Phase,
+        pb: &ProgressBar,
+    ) -> (Out, u64, u64) {
+        let (plan, ci, cn) = (&self.plan, self.c.ci, self.c.cn);
+        let l = &self.layout;
+        let (cores, coros, total, ncores) = (&l.cores, l.coros, l.total, l.cores.len());
+        let t0 = std::time::Instant::now();
+        let outs = dm_runtime::run_threads(fabric, cores, true, |i| {
+            let (cs, t) = cores[i];
+            let (first, all, ids) = l.group(ci * ncores + i, cores[i], ph, coros, cn * total);
+            // The core thread's CPU time over its share (crate::cpu_time).
+            crate::cpu_time::on_thread(core_phase(
+                Rc::new(self.open(cs, t)),
+                plan.clone(),
+                ph,
+                first,
+                coros,
+                all,
+                pb.clone(),
+                ids,
+            ))
+        });
+        let mut o = Out::new();
+        let mut cpu = 0;
+        for (x, ns) in outs {
+            o.merge(x);
+            cpu += ns;
+        }
+        pb.finish();
+        (o, t0.elapsed().as_nanos() as u64, cpu)
+    }
+}

@@ -1,0 +1,307 @@
+//! `dm-bench ycsb` end to end on FG+, small sizes: every key verified on sim and
+//! loopback, trace samples, bulk loads, string keys from a key file, and the
+//! CPU-per-operation figures and local-map baselines on loopback.
+
+mod common;
+
+use common::{bench, rejects};
+
+#[test]
+fn ycsb_fg_on_sim_verifies_every_key() {
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--index",
+        "fg",
+        "--workload",
+        "a",
+        "--keys",
+        "3000",
+        "--ops",
+        "3000",
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["verified"], 3000);
+    assert_eq!(v["clock"], "virtual");
+    assert!(
+        v["per_op_by_kind"]["update"]["cas"].as_f64().unwrap() >= 1.0,
+        "an update takes the leaf lock"
+    );
+    for k in [
+        "throughput_mops",
+        "latency_us",
+        "per_op",
+        "cache",
+        "memory",
+        "time",
+        "cluster",
+    ] {
+        assert!(!v[k].is_null(), "{k} missing");
+    }
+}
+
+#[test]
+fn ycsb_fg_on_trace_sample_and_loopback() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "e",
+        "--trace-dir",
+        dir,
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(
+        v["ops_by_kind"]["scan"].as_u64().unwrap() + v["ops_by_kind"]["insert"].as_u64().unwrap(),
+        2000
+    );
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--fabric",
+        "loopback",
+        "--workload",
+        "b",
+        "--keys",
+        "2000",
+        "--ops",
+        "2000",
+        "--cs",
+        "1",
+        "--threads",
+        "2",
+        "--coros",
+        "2",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["clock"], "wall");
+    rejects(&["ycsb", "--index", "nope"], "unknown --index");
+}
+
+#[test]
+fn ycsb_fg_bulk_load() {
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "d",
+        "--keys",
+        "5000",
+        "--ops",
+        "3000",
+        "--load",
+        "bulk",
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["keys"], 5000);
+    assert_eq!(v["load"]["mode"], "bulk");
+    // A bulk load writes whole nodes: no per-key READs or lock CASes.
+    assert_eq!(v["load"]["per_op"]["cas"], 0.0, "{text}");
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "d",
+        "--keys",
+        "5000",
+        "--ops",
+        "3000",
+        "--threads",
+        "2",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["load"]["mode"], "insert");
+    assert!(
+        v["load"]["per_op"]["cas"].as_f64().unwrap() >= 1.0,
+        "{text}"
+    );
+    rejects(&["ycsb", "--load", "sideways"], "--load");
+}
+
+/// String keys from a gzip'd file: padded to --key-bytes, long keys skipped
+/// and counted, every key verified after a run with inserts and scans.
+#[test]
+fn ycsb_fg_on_string_keys_from_a_key_file() {
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("dm-bench-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("names.txt.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    for i in 0..3000u32 {
+        // Shared prefixes, as in package names; every 100th name is 40 bytes.
+        if i % 100 == 99 {
+            writeln!(gz, "{}", "x".repeat(39) + &(i % 10).to_string()).unwrap();
+        } else {
+            writeln!(gz, "django-plugin-{i}").unwrap();
+        }
+    }
+    gz.finish().unwrap();
+    let p = path.to_str().unwrap();
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--workload",
+        "e",
+        "--keys",
+        "2000",
+        "--ops",
+        "2000",
+        "--key-file",
+        p,
+        "--threads",
+        "2",
+        "--coros",
+        "4",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["mismatches"], 0, "{text}");
+    assert_eq!(v["key_source"]["key_bytes"], 32);
+    assert_eq!(v["key_source"]["skipped_too_long"], 30, "{text}");
+    assert_eq!(v["key_source"]["usable"], 2970);
+    assert!(v["verified"].as_u64().unwrap() >= 2000, "{text}");
+    // 2000 records plus up to 2000 inserts need more keys than the file has.
+    rejects(
+        &[
+            "ycsb",
+            "--workload",
+            "d",
+            "--keys",
+            "2900",
+            "--ops",
+            "2000",
+            "--key-file",
+            p,
+        ],
+        "usable keys",
+    );
+    rejects(
+        &["ycsb", "--key-file", "/nonexistent/keys.gz"],
+        "cannot open",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 9, item 4: on loopback the report has the core threads' CPU ns per
+/// operation and Mops per core; `--baseline` runs the same load and
+/// operations against local maps (RwLock<BTreeMap>, crossbeam's SkipMap) on
+/// as many threads, verifies them and gives the index's ratios to them (for
+/// generated and bulk loads, and DEX's per-CS operation lists); on sim the
+/// CPU keys are null and `--baseline` is an error. No timing is asserted:
+/// only that each number was measured.
+#[test]
+fn ycsb_cpu_per_op_and_baselines_on_loopback() {
+    let base = [
+        "ycsb",
+        "--fabric",
+        "loopback",
+        "--keys",
+        "2000",
+        "--ops",
+        "2000",
+        "--threads",
+        "2",
+        "--coros",
+        "2",
+    ];
+    let positive =
+        |v: &serde_json::Value, p: &str| v.pointer(p).and_then(|x| x.as_f64()) > Some(0.0);
+    for (extra, maps) in [
+        (
+            &["--index", "fg", "--cs", "1", "--workload", "a"][..],
+            &[][..],
+        ),
+        (
+            &[
+                "--index",
+                "fg",
+                "--cs",
+                "1",
+                "--workload",
+                "a",
+                "--baseline",
+                "btree,skiplist",
+            ][..],
+            &["btree", "skiplist"][..],
+        ),
+        (
+            &[
+                "--index",
+                "smart",
+                "--cs",
+                "1",
+                "--workload",
+                "e",
+                "--baseline",
+                "skiplist",
+            ][..],
+            &["skiplist"][..],
+        ),
+        (
+            &[
+                "--index",
+                "dex",
+                "--cs",
+                "2",
+                "--load",
+                "bulk",
+                "--workload",
+                "b",
+                "--baseline",
+                "btree",
+            ][..],
+            &["btree"][..],
+        ),
+    ] {
+        let (ok, text, v) = bench(&[&base[..], extra].concat());
+        assert!(ok && v["mismatches"] == 0, "{extra:?}: {text}");
+        assert!(positive(&v, "/cpu_ns_per_op"), "{extra:?}: {text}");
+        assert!(positive(&v, "/per_core_mops"), "{extra:?}: {text}");
+        assert!(positive(&v, "/cpu/thread_cpu_ns"), "{extra:?}: {text}");
+        assert!(text.contains("ns of thread CPU per op"), "{text}");
+        if maps.is_empty() {
+            assert!(v["baseline"].is_null(), "{text}");
+        }
+        for m in maps {
+            let b = &v["baseline"][m];
+            assert_eq!(b["mismatches"], 0, "{m}: {text}");
+            assert_eq!(b["verified"], v["verified"], "{m}: {text}");
+            assert_eq!(b["ops"], v["ops"], "{m}: {text}");
+            assert_eq!(b["threads"], v["cpu"]["threads"], "{m}: {text}");
+            for k in [
+                "cpu_ns_per_op",
+                "per_core_mops",
+                "throughput_mops",
+                "cpu_ratio",
+                "throughput_ratio",
+            ] {
+                assert!(positive(b, &format!("/{k}")), "{m} {k}: {text}");
+            }
+            assert!(text.contains(&format!("index / {m}:")), "{text}");
+        }
+    }
+    let (ok, text, v) = bench(&["ycsb", "--keys", "500", "--ops", "500"]);
+    assert!(ok, "{text}");
+    assert!(
+        v["cpu_ns_per_op"].is_null() && v["per_core_mops"].is_null(),
+        "{text}"
+    );
+    rejects(&["ycsb", "--baseline", "btree"], "use --fabric loopback");
+    rejects(
+        &["ycsb", "--fabric", "loopback", "--baseline", "hashmap"],
+        "--baseline",
+    );
+}

@@ -10,7 +10,7 @@
 //! ## What lives where
 //! | module | what | paper |
 //! |---|---|---|
-//! | [`node`] | node byte layout, fences, checksum validation | FG §4-5, Sherman §5 |
+//! | [`node`] | node byte layout, fences; `node/codec.rs`: encode, checksum-validated decode | FG §4-5, Sherman §5 |
 //! | [`two_level`] | unsorted leaves with two-level versions, sound under torn READs | Sherman §4.4 |
 //! | [`tree`] | [`FgTree`] (one core's handle), [`TreeConfig`], [`TreeError`], root pointer, node READ, lock and release | FG §4 |
 //! | `techniques.rs` | [`Techniques`]: Sherman's ladder as switches (lock techniques plus two-level versions) | Sherman §4, Fig. 5 |

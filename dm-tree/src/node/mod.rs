@@ -39,8 +39,9 @@
 //! version (the previous holder's write-back completed before its unlock WRITE
 //! on the same QP).
 
-use dm_runtime::checksum::checksum;
 use dm_verbs::GlobalAddr;
+
+mod codec;
 
 pub const OFF_LOCK: usize = 0;
 pub const OFF_CSUM: usize = 8;
@@ -241,114 +242,6 @@ impl Node {
         GlobalAddr::from_u64(self.entries[i].1)
     }
 
-    /// Serialises into `node_bytes` bytes with lock word 0 and a fresh checksum.
-    pub fn encode(&self, g: &Geometry) -> Vec<u8> {
-        let mut b = vec![0u8; g.node_bytes];
-        b[OFF_LEVEL] = self.level;
-        let mut flags = 0;
-        if self.low == Fence::NegInf {
-            flags |= FLAG_LOW_INF;
-        }
-        if self.high == Fence::PosInf {
-            flags |= FLAG_HIGH_INF;
-        }
-        if self.unsorted {
-            flags |= FLAG_UNSORTED;
-        }
-        if self.head {
-            flags |= FLAG_HEAD;
-        }
-        b[OFF_FLAGS] = flags;
-        if !self.unsorted {
-            b[OFF_COUNT..OFF_COUNT + 2].copy_from_slice(&(self.entries.len() as u16).to_le_bytes());
-        }
-        b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&self.version.to_le_bytes());
-        b[OFF_SIBLING..OFF_SIBLING + 8].copy_from_slice(&self.sibling.to_u64().to_le_bytes());
-        if let Fence::Key(k) = &self.low {
-            b[OFF_FENCES..OFF_FENCES + k.len()].copy_from_slice(k);
-        }
-        if let Fence::Key(k) = &self.high {
-            b[OFF_FENCES + g.kp..OFF_FENCES + g.kp + k.len()].copy_from_slice(k);
-        }
-        if self.unsorted {
-            crate::two_level::encode_slots(g, self, &mut b);
-            let c = checksum(&b[16..g.entries_off()]);
-            b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
-            return b;
-        }
-        let mut o = g.entries_off();
-        for (k, v) in &self.entries {
-            b[o..o + k.len()].copy_from_slice(k);
-            b[o + g.kp..o + g.kp + 8].copy_from_slice(&v.to_le_bytes());
-            o += g.entry_bytes();
-        }
-        let c = checksum(&b[16..]);
-        b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
-        b
-    }
-
-    /// Validates and decodes a node image; `None` if the checksum does not
-    /// match (torn or being written) or the header is impossible.
-    pub fn decode(g: &Geometry, b: &[u8]) -> Option<Node> {
-        if b.len() != g.node_bytes {
-            return None;
-        }
-        let stored = u64::from_le_bytes(b[OFF_CSUM..OFF_CSUM + 8].try_into().unwrap());
-        let flags = b[OFF_FLAGS];
-        let unsorted = flags & FLAG_UNSORTED != 0;
-        let covered = if unsorted {
-            &b[16..g.entries_off()]
-        } else {
-            &b[16..]
-        };
-        if checksum(covered) != stored {
-            return None;
-        }
-        let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
-        if count > g.capacity() || (unsorted && (count != 0 || b[OFF_LEVEL] != 0)) {
-            return None;
-        }
-        let key_at = |o: usize| b[o..o + g.key_bytes].to_vec();
-        let low = if flags & FLAG_LOW_INF != 0 {
-            Fence::NegInf
-        } else {
-            Fence::Key(key_at(OFF_FENCES))
-        };
-        let high = if flags & FLAG_HIGH_INF != 0 {
-            Fence::PosInf
-        } else {
-            Fence::Key(key_at(OFF_FENCES + g.kp))
-        };
-        let version = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
-        let mut entries = Vec::with_capacity(count);
-        let mut o = g.entries_off();
-        for _ in 0..count {
-            let v = u64::from_le_bytes(b[o + g.kp..o + g.kp + 8].try_into().unwrap());
-            entries.push((key_at(o), v));
-            o += g.entry_bytes();
-        }
-        let n = Node {
-            level: b[OFF_LEVEL],
-            low,
-            high,
-            sibling: GlobalAddr::from_u64(u64::from_le_bytes(
-                b[OFF_SIBLING..OFF_SIBLING + 8].try_into().unwrap(),
-            )),
-            entries,
-            version,
-            unsorted,
-            head: flags & FLAG_HEAD != 0,
-            slots: Vec::new(),
-        };
-        if n.head && (unsorted || n.level != 0 || n.low != n.high) {
-            return None;
-        }
-        if unsorted {
-            return crate::two_level::decode_slots(g, b, n);
-        }
-        Some(n)
-    }
-
     /// Bytes of MS memory holding live entries (for memory accounting).
     pub fn live_bytes(&self, g: &Geometry) -> usize {
         if self.head {
@@ -360,60 +253,5 @@ impl Node {
             g.entry_bytes()
         };
         self.entries.len() * per
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample(g: &Geometry) -> Node {
-        let mut n = Node::empty(0, Fence::Key(vec![1; 8]), Fence::PosInf);
-        n.sibling = GlobalAddr::new(1, 4096);
-        for i in 0..g.capacity() as u8 {
-            n.entries
-                .push((vec![2, i, 0, 0, 0, 0, 0, 0], i as u64 * 10));
-        }
-        n
-    }
-
-    #[test]
-    fn round_trip_and_capacity() {
-        let g = Geometry::new(1024, 8);
-        assert_eq!(g.capacity(), (1024 - 48) / 16);
-        let n = sample(&g);
-        let b = n.encode(&g);
-        assert_eq!(Node::decode(&g, &b), Some(n));
-        let g32 = Geometry::new(1024, 32);
-        assert_eq!(g32.capacity(), (1024 - 96) / 40);
-    }
-
-    #[test]
-    fn any_single_torn_word_is_rejected() {
-        let g = Geometry::new(1024, 8);
-        let old = sample(&g).encode(&g);
-        let mut n2 = sample(&g);
-        for e in &mut n2.entries {
-            e.1 += 1;
-        }
-        n2.sibling = GlobalAddr::new(0, 8192);
-        let new = n2.encode(&g);
-        // Every mix that takes exactly one word from the other version is rejected.
-        for w in 1..g.node_bytes / 8 {
-            let mut t = old.clone();
-            t[w * 8..w * 8 + 8].copy_from_slice(&new[w * 8..w * 8 + 8]);
-            if t != old {
-                assert_eq!(Node::decode(&g, &t), None, "word {w}");
-            }
-            let mut t = new.clone();
-            t[w * 8..w * 8 + 8].copy_from_slice(&old[w * 8..w * 8 + 8]);
-            if t != new {
-                assert_eq!(Node::decode(&g, &t), None, "word {w}");
-            }
-        }
-        // The lock word is outside the checksum.
-        let mut locked = old.clone();
-        locked[0] = 7;
-        assert!(Node::decode(&g, &locked).is_some());
     }
 }

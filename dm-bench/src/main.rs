@@ -50,7 +50,8 @@ mod ycsb;
 /// glibc's per-thread cache of 7 chunks per size, and every free and malloc
 /// past it took glibc's slower paths: 21 % of `runtime --only dm-verb` in
 /// `perf`. mimalloc's free lists have no such bound. Same allocator for every
-/// runtime in a `dm-bench runtime` run; measured effect in the README.
+/// runtime in a `dm-bench runtime` run; measured effect in
+/// `docs/experiments/runtime.md`.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

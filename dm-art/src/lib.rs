@@ -62,6 +62,8 @@
 //! `docs/experiments/smart.md` (SMART §5.2-5.3) and
 //! `docs/experiments/dolphin.md` (Dolphin §IV).
 
+#![forbid(unsafe_code)]
+
 pub mod baseline;
 pub mod cache;
 mod config;

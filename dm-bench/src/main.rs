@@ -30,6 +30,8 @@
 //! [`report`] (verb accounting and `--json`), [`cpu_time`] (the core
 //! threads' CPU time on the wall-clock fabrics).
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod calibrate;
 mod check;
 mod cpu_time;

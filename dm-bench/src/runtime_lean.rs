@@ -118,7 +118,13 @@ pub(crate) fn run<F: Fabric>(fabric: &F, addr: GlobalAddr, tasks: u64, iters: u6
         }
         LEAN.with(|l| std::mem::swap(&mut l.borrow_mut().run, &mut run));
         for k in run.drain(..) {
-            // SAFETY: the vtable only reads `data` as an integer.
+            // SAFETY: `RawWaker`'s contract is about what `data` points to, and
+            // `VTABLE` never dereferences it: `clone` copies the integer into a
+            // new `RawWaker` with the same vtable, `wake`/`wake_by_ref` push it
+            // on the calling thread's `LEAN` run queue, `drop` does nothing. So
+            // there is no pointee to keep alive or free, and all four are sound
+            // from any thread (a waker woken on another thread would only queue
+            // the index in that thread's `LEAN`, never touch this one's).
             let w = unsafe { Waker::from_raw(RawWaker::new(k as usize as *const (), &VTABLE)) };
             if let Some(f) = futs[k as usize].as_mut() {
                 if f.as_mut().poll(&mut Context::from_waker(&w)).is_ready() {

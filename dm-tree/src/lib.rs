@@ -72,6 +72,8 @@
 //! `docs/experiments/tree.md`; figures: `docs/experiments/sherman.md`,
 //! `docs/experiments/nam.md`.
 
+#![forbid(unsafe_code)]
+
 mod bulk;
 pub mod cache;
 pub mod dex;

@@ -41,6 +41,8 @@
 //! calibration against Sherman Table 1), `docs/rdma.md` (running on
 //! soft-RoCE or ConnectX), `docs/experiments/fabric.md` (simulator speed).
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod addr;
 pub mod error;
 pub mod fabric;

@@ -12,9 +12,15 @@ pub(super) struct Words {
     len: usize,
 }
 
-// SAFETY: `Words` owns its allocation and only hands out `&[AtomicU64]`, whose
-// every access is atomic; sharing it between threads is sound.
+// SAFETY: `Words` uniquely owns its allocation (nothing else holds `ptr`), which
+// comes from the global allocator and has no thread affinity; moving it to
+// another thread moves that ownership, and `Drop` frees it from any thread. It
+// is in effect a `Box<[AtomicU64]>`, which is `Send`.
 unsafe impl Send for Words {}
+// SAFETY: `&Words` gives access only through `as_slice`, an `&[AtomicU64]`;
+// there is no `&mut` or non-atomic access to the words, and `AtomicU64` is
+// `Sync`, so any number of threads may load and store them concurrently (a
+// racing copy tears at word granularity, never UB; see the module docs).
 unsafe impl Sync for Words {}
 
 impl Words {

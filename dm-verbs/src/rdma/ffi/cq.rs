@@ -12,8 +12,18 @@ pub struct Cq {
     pub(super) dev: Arc<Device>,
 }
 
-// SAFETY: point 5.
+// SAFETY: point 5: a CQ handle has no thread affinity (libibverbs calls may
+// come from any thread), and `dev` keeps its context open wherever the `Cq`
+// goes (point 1); `ibv_destroy_cq` runs once, in `Drop`.
 unsafe impl Send for Cq {}
+// SAFETY: point 5: through `&Cq` the handle is only passed to the provider's
+// `poll_cq` (`Cq::poll`) and to `ibv_create_qp` as a QP's CQ; `self.cq` and the
+// `ibv_cq` fields read here (`context`) are written only by `ibv_create_cq`.
+// rdma-core providers take the CQ's own lock in `poll_cq`, so concurrent polls
+// are serialised by the library (this crate polls each CQ from one core's
+// `RdmaQueues` or the memory server's loop anyway). mlx5's
+// `MLX5_SINGLE_THREADED=1` drops that lock; it stays sound here only because no
+// CQ is polled from two threads at once.
 unsafe impl Sync for Cq {}
 
 /// A work completion, copied out of the CQ.

@@ -28,8 +28,16 @@ pub struct Device {
     pub atomic_cap: u32,
 }
 
-// SAFETY: see the module docs, point 5.
+// SAFETY: see the module docs, point 5: the context and PD handles have no
+// thread affinity (libibverbs calls may come from any thread), `Device` owns
+// both uniquely, and `Drop` releases them once (PD, then context) on whichever
+// thread drops the last `Arc<Device>`.
 unsafe impl Send for Device {}
+// SAFETY: point 5: through `&Device` the handles are only passed to verbs calls
+// rdma-core documents as thread safe (`ibv_create_cq`, `ibv_create_qp`,
+// `ibv_reg_mr`, the device-memory shims, `ibv_query_device_ex` in
+// `max_dm_size`); `ctx`/`pd` and the public fields are written only in `open`,
+// before the `Device` is shared, and freed only in `Drop` (no `&Device` left).
 unsafe impl Sync for Device {}
 
 impl Device {

@@ -40,8 +40,14 @@ pub struct DeviceMem {
 }
 
 // SAFETY: the handles are only read (rkey) or destroyed in Drop; the memory
-// is never mapped into this process.
+// is never mapped into this process. `DeviceMem` owns both handles uniquely,
+// neither is tied to a thread (point 5), and `_dev` keeps the context and PD
+// open wherever it goes (point 1).
 unsafe impl Send for DeviceMem {}
+// SAFETY: `&DeviceMem` offers only `rkey` (a read of the `ibv_mr` field that
+// `ibv_reg_dm_mr` wrote before the `DeviceMem` was shared) and `len`; the
+// device memory is written only in `new` (zeroing, before it is shared) and
+// is never mapped into this process, so no CPU access can race (point 7).
 unsafe impl Sync for DeviceMem {}
 
 impl DeviceMem {

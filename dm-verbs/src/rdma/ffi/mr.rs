@@ -19,9 +19,16 @@ pub struct MemRegion {
     _dev: Arc<Device>,
 }
 
-// SAFETY: the memory is only reached through `&[AtomicU64]` (point 3); the MR
-// handle is only read (lkey/rkey) or destroyed in Drop.
+// SAFETY: `MemRegion` uniquely owns its allocation and its MR handle, neither
+// tied to a thread (point 5); moving it moves that ownership, and `Drop`
+// deregisters and frees on whichever thread drops the last `Arc<MemRegion>`.
+// The `Device` it needs stays alive through `_dev` (point 1).
 unsafe impl Send for MemRegion {}
+// SAFETY: through `&MemRegion` the memory is reached only as `&[AtomicU64]`
+// (`words`, point 3), so concurrent CPU accesses (and NIC DMA racing them) are
+// atomic, never a data race on plain memory; the MR handle is only read
+// (`lkey`/`rkey`, fields `ibv_reg_mr` wrote before the region was shared and
+// nothing rewrites: it is never re-registered) and is destroyed only in `Drop`.
 unsafe impl Sync for MemRegion {}
 
 impl MemRegion {

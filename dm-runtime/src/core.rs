@@ -15,7 +15,6 @@ use dm_verbs::{Clock, VerbStats, WorkRequest};
 use slab::Slab;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 pub(crate) struct CoreState {
     pub(crate) exec_id: u32,
@@ -51,7 +50,7 @@ pub(crate) struct CoreState {
     /// per-verb events cost one test when nobody collects them).
     pub(crate) trace_on: Cell<bool>,
     pub(crate) clock: Clock,
-    pub(crate) inbox: Arc<Inbox>,
+    pub(crate) inbox: &'static Inbox,
     pub(crate) num_ms: u16,
     /// `num_ms` as a word: the index of the post list for invalid MS ids.
     /// Kept apart from the one-byte cells beside `num_ms`, which `post`
@@ -77,7 +76,37 @@ pub(crate) fn enqueue(tasks: &mut Slab<TaskSlot>, run_queue: &mut VecDeque<u32>,
 }
 
 thread_local! {
-    pub(crate) static CURRENT: Cell<*const CoreState> = const { Cell::new(std::ptr::null()) };
+    /// The core whose executor is ticking on this thread; null otherwise.
+    /// Set only through [`Entered`], which restores the previous value on
+    /// drop, also when a panic unwinds out of the tick.
+    static CURRENT: Cell<*const CoreState> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Makes a core the current one on this thread until dropped, then restores
+/// the previous value: on a normal return and when a panic unwinds through
+/// the scope (the role of async-task's `Guard` and tokio's scoped context).
+/// Without it a caught panic would leave `CURRENT` pointing at a core that
+/// may be freed next, and a later runtime call would read freed memory.
+pub(crate) struct Entered {
+    prev: *const CoreState,
+}
+
+impl Entered {
+    /// `core` is current until the guard drops; the caller keeps `core`
+    /// alive (and at the same address) for at least that long.
+    #[inline]
+    pub(crate) fn enter(core: &CoreState) -> Self {
+        Entered {
+            prev: CURRENT.with(|c| c.replace(core as *const CoreState)),
+        }
+    }
+}
+
+impl Drop for Entered {
+    #[inline]
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.prev));
+    }
 }
 
 /// Runs `f` with the core whose executor is polling on this thread.
@@ -89,9 +118,10 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&CoreState) -> R) -> R {
         !p.is_null(),
         "dm-runtime: verb or runtime call outside a task polled by a dm-runtime executor"
     );
-    // SAFETY: CURRENT is set only by `Executor::tick` on this thread to a CoreState that
-    // the executor keeps alive (inside an Rc it owns) for the whole tick, and reset before
-    // the tick returns; we only hand out a shared reference for the duration of `f`.
+    // SAFETY: CURRENT is set only through `Entered`, by the executor ticking (or
+    // dropping its tasks) on this thread, to a CoreState that the executor keeps alive
+    // (inside an Rc it owns) while the guard lives; the guard restores the previous value
+    // when dropped, also on unwinding. We hand out a shared reference only for `f`.
     f(unsafe { &*p })
 }
 

@@ -12,10 +12,10 @@
 //! On `sim` every task poll, WR and non-empty CQ poll charges the core's
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
-use crate::core::{enqueue, with_current, CoreState, CURRENT};
+use crate::core::{enqueue, with_current, CoreState, Entered};
 use crate::inbox::{register_executor, unregister_executor};
 use crate::inflight::InFlightTable;
-use crate::task::{self, JoinHandle, TaskCell, TaskSlot};
+use crate::task::{self, JoinError, JoinHandle, TaskCell, TaskSlot};
 use crate::waiter::{Waiter, ABANDONED_KEY};
 use crate::waker;
 use dm_verbs::{Completion, CpuCost, Queues, VerbStats};
@@ -55,6 +55,9 @@ pub struct Executor<Q: Queues> {
     /// its queues are opened (on sim, reading it borrows the whole simulator).
     cost: CpuCost,
     cq_buf: Vec<Completion>,
+    /// The keys of the last inbox drain, swapped with the inbox's queue so
+    /// neither is reallocated once warm.
+    inbox_buf: Vec<u32>,
 }
 
 impl<Q: Queues> Executor<Q> {
@@ -90,6 +93,7 @@ impl<Q: Queues> Executor<Q> {
             queues,
             cfg,
             cq_buf: Vec::with_capacity(cfg.cq_batch),
+            inbox_buf: Vec::new(),
         }
     }
 
@@ -149,7 +153,7 @@ impl<Q: Queues> Executor<Q> {
     /// One scheduling round (see the module docs). Returns the number of task polls.
     pub fn tick(&mut self) -> usize {
         let core: &CoreState = &self.core;
-        let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
+        let _entered = Entered::enter(core);
         let cost = self.cost;
         core.trace_on.set(
             tracing::level_filters::STATIC_MAX_LEVEL >= tracing::level_filters::LevelFilter::TRACE
@@ -159,10 +163,11 @@ impl<Q: Queues> Executor<Q> {
         // 1. cross-core wakes
         if core.inbox.flag.load(Ordering::Relaxed) && core.inbox.flag.swap(false, Ordering::Acquire)
         {
-            let keys = std::mem::take(&mut *core.inbox.keys.lock().unwrap());
-            for k in keys {
+            core.inbox.drain_into(&mut self.inbox_buf);
+            for &k in &self.inbox_buf {
                 core.schedule(k);
             }
+            self.inbox_buf.clear();
         }
         // 2. completions
         loop {
@@ -209,6 +214,8 @@ impl<Q: Queues> Executor<Q> {
             let stats = unsafe { std::ptr::addr_of_mut!((*cell).stats) };
             core.cur_stats.set(stats);
             let waker = waker::waker(core.exec_id, key);
+            // SAFETY: the future lives in the pinned box of its slot (see
+            // above) and is never moved out of it; only the executor drops it.
             let fut = unsafe { Pin::new_unchecked(&mut (*cell).fut) };
             let res = fut.poll(&mut Context::from_waker(&waker));
             core.cur_stats.set(core.idle_stats.get());
@@ -258,20 +265,25 @@ impl<Q: Queues> Executor<Q> {
                 self.queues.post_list(ms as u16, list);
             }
         }
-        CURRENT.with(|c| c.set(prev));
         polls
     }
 
     /// Runs `fut` to completion on this core, ticking until it finishes (busy
     /// polling, as an RDMA core does). For `loopback`/`rdma`; under `sim` use
-    /// [`crate::SimRuntime`], which advances virtual time.
+    /// [`crate::SimRuntime`], which advances virtual time. If `fut` panics,
+    /// or a task whose [`JoinHandle`] was dropped panics meanwhile, the panic
+    /// resumes here, after the core dropped the task: a harness for tests
+    /// and benchmarks, not a service's loop.
     pub fn block_on<F: Future + 'static>(&mut self, fut: F) -> F::Output {
         let h = self.spawn(fut);
         loop {
-            if let Some(v) = h.try_take() {
-                return v;
+            if let Some(r) = h.try_take() {
+                return r.unwrap_or_else(JoinError::resume);
             }
             self.tick();
+            if let Some(e) = task::take_orphan_panic() {
+                e.resume::<()>();
+            }
         }
     }
 }
@@ -367,9 +379,8 @@ impl<Q: Queues> Drop for Executor<Q> {
         unregister_executor(self.core.exec_id);
         // Drop task futures with this core current, so their verb futures can clean up.
         let core: &CoreState = &self.core;
-        let prev = CURRENT.with(|c| c.replace(core as *const CoreState));
+        let _entered = Entered::enter(core);
         let futs: Vec<_> = core.tasks.borrow_mut().drain().map(|t| t.task).collect();
         drop(futs);
-        CURRENT.with(|c| c.set(prev));
     }
 }

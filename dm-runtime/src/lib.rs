@@ -36,16 +36,24 @@
 //!   so is a [`JoinHandle`]. Spawned futures need not be `Send`.
 //! - **Runtime calls need a task.** Verb futures, [`spawn`], [`now_ns`],
 //!   [`charge_op`] and the other free functions find their core through a
-//!   thread local the executor sets while it polls; outside a poll they panic.
+//!   thread local the executor sets while it polls (through a guard that
+//!   restores it also when a panic unwinds); outside a poll they panic.
+//! - **A panicking task fails alone.** Its poll's panic is caught, the task
+//!   ends with a [`JoinError`] for its [`JoinHandle`], and the core serves its
+//!   other tasks. A panic whose handle was dropped is resumed by the
+//!   run-to-completion drivers ([`Executor::block_on`], [`SimRuntime::run`]).
 //! - **Cores meet only through wakers and `sync`.** A waker's data word is
 //!   `(executor id << 32) | task key`: cloning and dropping are free and it is
 //!   `Send`. A same-core wake pushes the key on the run queue; any other wake
-//!   goes to the target core's mutex-guarded inbox, drained once per round (the
-//!   sim driver turns those into simulator notifications). The lock table and
+//!   goes to the target core's mutex-guarded inbox, found in a lock-free
+//!   table and drained once per round; only a thread that runs a sim driver
+//!   records the wake for the simulator. The lock table and
 //!   [`sync::SharedCell`] are the runtime's only state shared by cores.
 //! - **The in-flight slot owns the result.** `wr_id = generation << 32 |
 //!   slot`: a late completion cannot reach a reused slot. A verb future dropped
-//!   while its WR is in flight marks its slot abandoned; the completion frees it.
+//!   while its WR is in flight marks its slot abandoned (checked by
+//!   generation); the completion frees it. Verb futures are `!Send`: they
+//!   belong to the core that posts them.
 //!   Task keys stay below `u32::MAX`, which marks an abandoned slot.
 //! - **Tasks are polled in place.** The future stays in its slab slot during
 //!   the poll; only the executor removes a slot, after a `Ready` poll.
@@ -79,6 +87,8 @@
 //! [`Executor::block_on`]. `tests/sim.rs` and `tests/loopback.rs` are small
 //! complete examples.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod alloc;
 pub mod checksum;
 mod core;
@@ -98,6 +108,6 @@ pub use self::core::{charge_cpu, charge_op, current_core_clock, now_ns, num_ms, 
 pub use executor::{spawn, ExecConfig, Executor};
 pub use sim_driver::{SimCore, SimRuntime};
 pub use sync::{sync_virtual_time, yield_now, yield_until};
-pub use task::JoinHandle;
+pub use task::{JoinError, JoinHandle};
 pub use threads::run_threads;
 pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture, VerbResult, Verbed};

@@ -9,8 +9,8 @@
 //! on something that will never happen (their join handles stay empty, nothing hangs).
 
 use crate::executor::{ExecConfig, Executor};
-use crate::inbox::REMOTE_WOKEN;
-use crate::task::JoinHandle;
+use crate::inbox::{sim_driver_alive, REMOTE_WOKEN};
+use crate::task::{take_orphan_panic, JoinError, JoinHandle};
 use dm_verbs::sim::{SimFabric, SimQueues};
 use dm_verbs::Fabric;
 use std::collections::HashMap;
@@ -31,6 +31,7 @@ pub struct SimCore(pub usize);
 
 impl SimRuntime {
     pub fn new(fabric: SimFabric) -> Self {
+        sim_driver_alive(true);
         SimRuntime {
             fabric,
             execs: Vec::new(),
@@ -92,10 +93,17 @@ impl SimRuntime {
     }
 
     /// Runs until the simulation is idle. Returns the virtual time then, ns.
+    /// A task that panics fails alone (its handle yields a
+    /// [`JoinError`]); if its handle had been dropped, nobody would see the
+    /// error, so the panic resumes here (a failed assertion in a detached
+    /// task still fails the test).
     pub fn run(&mut self) -> u64 {
         while let Some(c) = self.fabric.next_core() {
             self.ticks += 1;
             self.execs[c].tick();
+            if let Some(e) = take_orphan_panic() {
+                e.resume::<()>();
+            }
             self.route_remote_wakes();
             let runnable = self.execs[c].has_ready();
             self.fabric.core_yielded(c, runnable);
@@ -105,10 +113,11 @@ impl SimRuntime {
 
     /// Runs `fut` on `core` until the simulation is idle and returns its output,
     /// or `None` if it never finished (it waited on something that never came).
+    /// If `fut` panicked, the panic resumes here once the simulation is idle.
     pub fn block_on<F: Future + 'static>(&mut self, core: SimCore, fut: F) -> Option<F::Output> {
         let h = self.spawn_on(core, fut);
         self.run();
-        h.try_take()
+        h.try_take().map(|r| r.unwrap_or_else(JoinError::resume))
     }
 
     fn route_remote_wakes(&mut self) {
@@ -125,5 +134,14 @@ impl SimRuntime {
                 self.fabric.notify(idx);
             }
         }
+    }
+}
+
+impl Drop for SimRuntime {
+    /// The cores first (each drops its tasks with itself current), then this
+    /// thread stops recording wakes for the simulator if no driver is left.
+    fn drop(&mut self) {
+        self.execs.clear();
+        sim_driver_alive(false);
     }
 }

@@ -16,8 +16,21 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// A posted (or about to be posted) verb. Resolves to the verb's output or its error.
+///
+/// A verb future belongs to the core that polls it: its WR sits in that
+/// core's in-flight table, so it is `!Send` (it cannot be moved to, or
+/// dropped on, another core's thread). A future dropped while its WR is in
+/// flight abandons its slot, checked by generation, and the completion
+/// frees it.
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>(_: T) {}
+/// needs_send(dm_runtime::read(dm_verbs::GlobalAddr::new(0, 0), 8));
+/// ```
 pub struct VerbFuture {
     state: State,
+    /// `!Send` and `!Sync`: the in-flight slot is the posting core's.
+    _core_bound: PhantomData<*const ()>,
 }
 
 enum State {
@@ -30,6 +43,7 @@ impl VerbFuture {
     pub fn new(verb: Verb) -> Self {
         VerbFuture {
             state: State::Init(verb),
+            _core_bound: PhantomData,
         }
     }
 }
@@ -187,19 +201,21 @@ impl Drop for VerbFuture {
     /// nothing to free); the abandoning path is a call.
     #[inline]
     fn drop(&mut self) {
-        if let State::Posted { key, .. } = self.state {
-            abandon(key);
+        if let State::Posted { key, gen } = self.state {
+            abandon(key, gen);
         }
     }
 }
 
 /// Frees in-flight slot `key` of a future dropped while posted, or marks it
 /// abandoned if its WR is still in flight (the completion then frees it).
+/// A slot of another generation is not this future's (it was dropped on a
+/// core that is not the one that posted it): it is left alone.
 #[cold]
-fn abandon(key: u32) {
+fn abandon(key: u32, gen: u32) {
     try_current(|c| {
         let mut inf = c.inflight.borrow_mut();
-        if let Some(slot) = inf.get_mut(key) {
+        if let Some(slot) = inf.get_mut(key).filter(|s| s.gen == gen) {
             if slot.result.is_some() {
                 inf.remove(key);
             } else {

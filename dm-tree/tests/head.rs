@@ -202,9 +202,10 @@ fn passes_race_writers_and_scans() {
             });
             rt.run();
             for h in hs {
-                h.try_take().expect("client finished");
+                h.try_take().expect("client finished").unwrap();
             }
-            assert!(maint.try_take().expect("maintainer finished") > 0, "{name}");
+            let changes = maint.try_take().expect("maintainer finished").unwrap();
+            assert!(changes > 0, "{name}");
             // The final state: replay the writers' last action per key.
             let mut last: BTreeMap<u64, Option<u64>> = BTreeMap::new();
             let mut events: Vec<(u64, usize, u64)> = Vec::new();

@@ -53,7 +53,7 @@ fn a_lock_word_left_with_our_tag_is_taken_over_once() {
             let t2 = t.clone();
             let h = dm_runtime::spawn(async move { t2.insert(&k(2), 20).await });
             t.insert(&k(3), 30).await.unwrap();
-            h.await.unwrap();
+            h.await.unwrap().unwrap();
             for (key, v) in [(1, 10), (2, 20), (3, 30)] {
                 assert_eq!(t.get(&k(key)).await.unwrap(), Some(v));
             }

@@ -172,7 +172,10 @@ fn hand_over_saves_the_lock_round_trip() {
             })
             .collect();
         rt.run();
-        let mut v: Vec<VerbStats> = hs.into_iter().map(|h| h.try_take().unwrap()).collect();
+        let mut v: Vec<VerbStats> = hs
+            .into_iter()
+            .map(|h| h.try_take().unwrap().unwrap())
+            .collect();
         v.sort_by_key(|s| s.rtts);
         v
     };

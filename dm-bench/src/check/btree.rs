@@ -11,6 +11,7 @@ use super::real::{run_clients, Proc};
 use super::sim::{finish_seed, spawn_sim_clients};
 use crate::kv::AnyIndex;
 use anyhow::{anyhow, bail, Result};
+use dm_runtime::JoinError;
 use dm_runtime::{Executor, SimCore, SimRuntime};
 use dm_tree::{FgTree, IndexCache, TreeConfig};
 use dm_verbs::Fabric;
@@ -62,7 +63,7 @@ pub(super) fn run_seed(
     let maint = spawn_head_maintainer(&mut rt, cores, &trees, a, &log);
     rt.run();
     if let Some(m) = maint {
-        match m.try_take() {
+        match m.try_take().map(|r| r.unwrap_or_else(JoinError::resume)) {
             Some(Ok(n)) => {
                 HEAD_CHANGES.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
             }

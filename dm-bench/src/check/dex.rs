@@ -13,6 +13,7 @@ use super::history::Event;
 use super::real::{run_clients, Proc};
 use super::sim::{finish_seed, spawn_sim_clients};
 use anyhow::{anyhow, bail, Result};
+use dm_runtime::JoinError;
 use dm_runtime::{SimCore, SimRuntime};
 use dm_tree::{DexCluster, DexConfig, DexTree, TreeConfig};
 use dm_verbs::Fabric;
@@ -73,7 +74,10 @@ pub(super) fn run_seed(
         Ok::<(), String>(())
     });
     rt.run();
-    match mover.try_take() {
+    match mover
+        .try_take()
+        .map(|r| r.unwrap_or_else(JoinError::resume))
+    {
         Some(Ok(())) => {}
         Some(Err(e)) => bail!("seed {seed}: repartitioning failed: {e}"),
         None => bail!("seed {seed}: the repartition never finished"),

@@ -19,7 +19,7 @@ use super::history::Event;
 use crate::fabric_arg::barrier;
 use crate::kv::Kv;
 use anyhow::{anyhow, Result};
-use dm_runtime::Executor;
+use dm_runtime::{Executor, JoinError};
 use dm_verbs::Fabric;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -132,7 +132,7 @@ impl CoreClients {
             .collect();
         let mut err = None;
         for h in hs {
-            if let Err(e) = h.await {
+            if let Err(e) = h.await.unwrap_or_else(JoinError::resume) {
                 err.get_or_insert(e.to_string());
             }
         }

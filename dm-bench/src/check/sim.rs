@@ -7,7 +7,7 @@ use super::client::client;
 use super::history::Event;
 use crate::kv::Kv;
 use anyhow::{bail, Result};
-use dm_runtime::SimRuntime;
+use dm_runtime::{JoinError, SimRuntime};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -47,7 +47,10 @@ pub(super) fn finish_seed(
     if hs.iter().any(|h| !h.is_finished()) {
         bail!("seed {seed}: some clients never finished (deadlock or lost wake-up)");
     }
-    if let Some(e) = hs.iter().find_map(|h| h.try_take().and_then(Result::err)) {
+    if let Some(e) = hs.iter().find_map(|h| {
+        h.try_take()
+            .and_then(|r| r.unwrap_or_else(JoinError::resume).err())
+    }) {
         bail!("seed {seed}: a client failed: {e}");
     }
     let v = log.borrow().clone();

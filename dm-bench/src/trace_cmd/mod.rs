@@ -29,6 +29,7 @@ pub mod collect;
 pub mod svg;
 pub mod timeline;
 
+use dm_runtime::JoinError;
 use timeline::render_text;
 pub use timeline::{actor_name, summary, timeline, wr_label, Actor, Line, What};
 
@@ -230,6 +231,7 @@ pub fn trace(a: &Args) -> Result<Traced> {
         let (t0, t1, stats, outcome) = h
             .try_take()
             .ok_or_else(|| anyhow!("the traced {op} never finished"))?
+            .unwrap_or_else(JoinError::resume)
             .map_err(|e| anyhow!("{index} {op}: {e}"))?;
         got = Some(Traced {
             index: index.clone(),

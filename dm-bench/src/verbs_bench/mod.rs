@@ -18,6 +18,7 @@ use crate::fabric_arg::{check_ms, parse_ms, MsArg, RdmaArgs};
 use crate::report::PerftestArgs;
 use anyhow::{bail, Result};
 use clap::ValueEnum;
+use dm_runtime::JoinError;
 use dm_runtime::{ExecConfig, Executor, SimRuntime};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
@@ -247,7 +248,11 @@ fn run_sim(
     let t1 = rt.run();
     let outs: Vec<CoroOut> = hs
         .into_iter()
-        .flat_map(|h| h.try_take().expect("core finished"))
+        .flat_map(|h| {
+            h.try_take()
+                .expect("core finished")
+                .unwrap_or_else(JoinError::resume)
+        })
         .collect();
     let verified = rt.block_on(sim_cores[0], verify(plan)).unwrap()?;
     let extra = json!({

@@ -7,6 +7,7 @@
 //! the final check finds a byte that landed in the wrong place.
 
 use dm_runtime::alloc::ChunkAlloc;
+use dm_runtime::JoinError;
 use dm_runtime::{cas, faa, read, write};
 use dm_verbs::{GlobalAddr, VerbStats};
 use hdrhistogram::Histogram;
@@ -181,7 +182,7 @@ pub(super) async fn run_core(plan: Plan, first_id: u64, coros: u32, ops_per: u64
         .collect();
     let mut out = Vec::new();
     for h in hs {
-        out.push(h.await);
+        out.push(h.await.unwrap_or_else(JoinError::resume));
     }
     out
 }

@@ -9,6 +9,7 @@ use crate::kv::{AnyIndex, Kv};
 use crate::ycsb::dex::{routes, Routes};
 use crate::ycsb::plan::{allowed, load_value, run_value, Plan};
 use crate::ycsb::{Args, Op};
+use dm_runtime::JoinError;
 use dm_tree::{DexTree, FgTree, TreeConfig};
 use dm_verbs::VerbStats;
 use hdrhistogram::Histogram;
@@ -183,7 +184,7 @@ pub(super) async fn core_phase(
         .collect();
     let mut out = Out::new();
     for h in hs {
-        out.merge(h.await);
+        out.merge(h.await.unwrap_or_else(JoinError::resume));
     }
     if let AnyIndex::Tree(t) = &*tree {
         out.head_prefetch = t.head_prefetch_stats();

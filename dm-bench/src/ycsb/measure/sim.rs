@@ -11,6 +11,7 @@ use crate::kv::AnyIndex;
 use crate::verbs_bench::TearArg;
 use crate::ycsb::plan::sorted_load;
 use anyhow::{anyhow, Result};
+use dm_runtime::JoinError;
 use dm_runtime::{SimCore, SimRuntime};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
 use dm_verbs::Fabric;
@@ -134,7 +135,11 @@ impl Bench {
         let t1 = rt.run();
         let mut o = Out::new();
         for h in hs {
-            o.merge(h.try_take().expect("core finished"));
+            o.merge(
+                h.try_take()
+                    .expect("core finished")
+                    .unwrap_or_else(JoinError::resume),
+            );
         }
         pb.finish();
         (o, t1 - t0)

@@ -95,6 +95,7 @@ fn differential(codec: KeyCodec, ops: Vec<Op>, rung: usize) {
             .with_rdwc(Arc::new(Rdwc::new(2, true, true)));
         let t2 = SmartTree::open(scfg, 2, 0)
             .unwrap()
+            .with_local_locks(SmartTree::new_local_lock_table())
             .with_cache(Arc::new(ArtCache::new(600)));
         let handles = [&t0, &t1, &t2];
         let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
@@ -325,7 +326,10 @@ fn the_ladder_costs_what_each_technique_saves() {
         scfg.techniques = RUNGS[rung];
         let c = rt.add_core(0, 0);
         rt.block_on(c, async move {
-            let other = SmartTree::create(scfg, 1, 0).await.unwrap();
+            let other = SmartTree::create(scfg, 1, 0)
+                .await
+                .unwrap()
+                .with_local_locks(SmartTree::new_local_lock_table());
             let cache = Arc::new(ArtCache::new(1 << 20));
             let t = SmartTree::open(scfg, 0, 0)
                 .unwrap()

@@ -43,7 +43,10 @@ fn passes_and_scans_match_the_model() {
         let (mut rt, _) = sim_cluster(2, 16 << 20, 7);
         let c = rt.add_core(0, 0);
         let r = rt.block_on(c, async move {
-            let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+            let t = FgTree::create(tcfg, 0, 0)
+                .await
+                .unwrap()
+                .with_local_locks(FgTree::new_local_lock_table(&tcfg));
             let mut m = BTreeMap::new();
             for i in 0..300u64 {
                 let x = i * 7919 % 1000;
@@ -148,7 +151,10 @@ fn passes_race_writers_and_scans() {
             let cores: Vec<SimCore> = (0..4).map(|i| rt.add_core(i % 2, i / 2)).collect();
             // Stable keys (even, never written again) and churned keys (odd).
             rt.block_on(cores[0], async move {
-                let t = FgTree::create(tcfg, 0, 0).await.unwrap();
+                let t = FgTree::create(tcfg, 0, 0)
+                    .await
+                    .unwrap()
+                    .with_local_locks(FgTree::new_local_lock_table(&tcfg));
                 for x in (0..400u64).step_by(2) {
                     t.insert(&k(x), x).await.unwrap();
                 }

@@ -108,7 +108,9 @@ impl NodeLocks {
     }
 
     /// Uses `local` (one per CS, shared by its cores) as the local lock table
-    /// of the hierarchical lock; needed when `hier_lock` is on.
+    /// of the hierarchical lock; needed when `hier_lock` is on: without it
+    /// every lock attempt fails with [`LockError::BadConfig`] rather than
+    /// run without the local half.
     pub fn set_local(&mut self, local: Arc<LocalLockTable>) {
         self.local = Some(local);
     }
@@ -224,6 +226,7 @@ impl NodeLocks {
         let word = self.lock_word(a).await?;
         let local = match (&self.local, self.t.hier_lock) {
             (Some(t), true) => Some(t.lock(self.local_key(a)).await),
+            (None, true) => return Err(no_local_table()),
             _ => None,
         };
         let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
@@ -398,4 +401,15 @@ impl NodeLocks {
         }
         Ok(())
     }
+}
+
+/// `hier_lock` is on but no CS-local lock table was attached: the lock would
+/// silently run without its local half (no queueing, no hand-over).
+#[cold]
+fn no_local_table() -> LockError {
+    LockError::BadConfig(
+        "hier_lock is on but this handle has no CS-local lock table: attach the CS's \
+         table (NodeLocks::set_local; FgTree/SmartTree::with_local_locks)"
+            .into(),
+    )
 }

@@ -9,7 +9,7 @@ impl World {
     pub(super) fn peek(&self, addr: GlobalAddr, len: usize) -> Result<Vec<u8>, VerbError> {
         let off = self.bounds(addr, len as u64)? as usize;
         let m = &self.ms[addr.ms() as usize];
-        let mem = if addr.is_device() { &m.dev } else { &m.host };
+        let mem = if addr.is_device() { &m.dev[..] } else { &m.host[..] };
         Ok(mem[off..off + len].to_vec())
     }
 
@@ -27,9 +27,9 @@ impl World {
         let off = self.bounds(addr, data.len() as u64)? as usize;
         let m = &mut self.ms[addr.ms() as usize];
         let mem = if addr.is_device() {
-            &mut m.dev
+            &mut m.dev[..]
         } else {
-            &mut m.host
+            &mut m.host[..]
         };
         mem[off..off + data.len()].copy_from_slice(data);
         Ok(())
@@ -47,9 +47,9 @@ impl World {
         let off = self.bounds(addr, 8)? as usize;
         let m = &mut self.ms[addr.ms() as usize];
         let mem = if addr.is_device() {
-            &mut m.dev
+            &mut m.dev[..]
         } else {
-            &mut m.host
+            &mut m.host[..]
         };
         let word: &mut [u8; 8] = (&mut mem[off..off + 8]).try_into().unwrap();
         let old = u64::from_le_bytes(*word);

@@ -16,7 +16,11 @@ use std::rc::Rc;
 
 /// One memory server.
 pub(super) struct SimMs {
-    pub(super) host: Vec<u8>,
+    /// The host region: an anonymous mapping, so its pages are the OS's
+    /// zero pages until written (a paper-sized cluster reserves gigabytes
+    /// and touches megabytes), also when the process's allocator would
+    /// recycle and zero a freed region of an earlier run (mimalloc does).
+    pub(super) host: memmap2::MmapMut,
     pub(super) dev: Vec<u8>,
     pub(super) alloc: ChunkAllocator,
     pub(super) rpc: RpcRegistry,
@@ -103,7 +107,8 @@ impl World {
     pub(super) fn new(cfg: SimConfig) -> Self {
         let ms = (0..cfg.num_ms)
             .map(|_| SimMs {
-                host: vec![0; cfg.ms.region_bytes as usize],
+                host: memmap2::MmapMut::map_anon(cfg.ms.region_bytes as usize)
+                    .expect("an anonymous mapping of the MS region (address space)"),
                 dev: vec![0; cfg.ms.device_bytes as usize],
                 alloc: ChunkAllocator::new(&cfg.ms),
                 rpc: RpcRegistry::with_builtins(),

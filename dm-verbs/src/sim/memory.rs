@@ -9,7 +9,11 @@ impl World {
     pub(super) fn peek(&self, addr: GlobalAddr, len: usize) -> Result<Vec<u8>, VerbError> {
         let off = self.bounds(addr, len as u64)? as usize;
         let m = &self.ms[addr.ms() as usize];
-        let mem = if addr.is_device() { &m.dev[..] } else { &m.host[..] };
+        let mem = if addr.is_device() {
+            &m.dev[..]
+        } else {
+            &m.host[..]
+        };
         Ok(mem[off..off + len].to_vec())
     }
 

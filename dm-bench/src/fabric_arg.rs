@@ -133,22 +133,32 @@ pub struct SimNetArgs {
     /// Network-model preset of the sim fabric (docs/simulator.md).
     #[arg(long, value_enum, default_value = "cx5")]
     pub nic: NicArg,
-    /// Override the preset's round trip of a small verb, virtual ns.
-    #[arg(long)]
+    /// Override the preset's round trip of a small verb, virtual ns (at
+    /// most 1 s = 1000000000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
     pub rtt_ns: Option<u64>,
-    /// Override how long a host-memory atomic holds its NIC bucket, virtual ns.
-    #[arg(long)]
+    /// Override how long a host-memory atomic holds its NIC bucket, virtual
+    /// ns (at most 1 s = 1000000000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
     pub host_atomic_ns: Option<u64>,
-    /// Override how long a failed host-memory CAS holds its bucket, virtual ns.
-    #[arg(long)]
+    /// Override how long a failed host-memory CAS holds its bucket, virtual
+    /// ns (at most 1 s = 1000000000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
     pub host_cas_fail_ns: Option<u64>,
-    /// Override the address bits below a NIC atomic bucket's 12 bits.
-    #[arg(long)]
+    /// Override the address bits below a NIC atomic bucket's 12 bits (at
+    /// most 63: the shift of a 64-bit offset).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(..=63))]
     pub atomic_bucket_shift: Option<u32>,
-    /// Override the CS CPU charged per index operation, virtual ns.
-    #[arg(long)]
+    /// Override the CS CPU charged per index operation, virtual ns (at most
+    /// 1 s = 1000000000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
     pub op_cpu_ns: Option<u64>,
 }
+
+/// The longest simulated duration a timing flag takes, virtual ns (1 s):
+/// far above any real verb or CPU cost, and far below where sums of them
+/// would wrap the simulator's u64 clock.
+pub const MAX_SIM_NS: u64 = 1_000_000_000;
 
 impl SimNetArgs {
     /// The network model these flags select.

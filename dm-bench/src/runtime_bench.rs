@@ -39,11 +39,11 @@ use std::time::Instant;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// Concurrent tasks.
-    #[arg(long, default_value_t = 1000)]
+    /// Concurrent tasks (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub tasks: u64,
-    /// Awaits (verb or yield) per task.
-    #[arg(long, default_value_t = 1000)]
+    /// Awaits (verb or yield) per task (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Repetitions; the best (lowest) time of each variant is reported.
     #[arg(long, default_value_t = 3)]
@@ -260,6 +260,14 @@ fn best(reps: u32, mut f: impl FnMut() -> f64) -> f64 {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if a.tasks.checked_mul(a.iters).is_none() {
+        anyhow::bail!(
+            "--tasks {} x --iters {} overflows the count of awaits (at most {})",
+            a.tasks,
+            a.iters,
+            u64::MAX
+        );
+    }
     let only = if a.dm_only {
         Some(Variant::DmVerb)
     } else {

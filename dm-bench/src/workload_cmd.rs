@@ -21,8 +21,14 @@ pub struct Args {
     /// Run-phase operations.
     #[arg(long, default_value_t = 200_000)]
     pub ops: u64,
-    /// Zipfian constant (0 = uniform).
-    #[arg(long, default_value_t = 0.99)]
+    /// Zipfian constant, 0 <= theta < 1 (0 = uniform; YCSB's zipfian is
+    /// undefined at 1).
+    #[arg(
+        long,
+        default_value_t = 0.99,
+        allow_negative_numbers = true,
+        value_parser = crate::ycsb::workload::parse_theta
+    )]
     pub theta: f64,
     /// Range length of Sherman's range mixes.
     #[arg(long, default_value_t = 100)]
@@ -49,7 +55,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => {
             let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
-            let mut s = Stream::new(spec, a.keys, a.ops, a.seed);
+            let mut s = Stream::new(spec, a.keys, a.ops, a.seed).map_err(|e| anyhow!(e))?;
             (
                 "generator".to_string(),
                 (0..a.ops).map(|_| s.next_op()).collect(),

@@ -16,11 +16,12 @@ fn run(args: &[&str]) -> (bool, String) {
 /// and the skewed lock benchmark collapses against the uniform one.
 #[test]
 fn presets_reproduce_the_papers_nic_facts() {
+    let dir = tempfile::Builder::new()
+        .prefix("dm-bench-calibrate-")
+        .tempdir()
+        .expect("a temporary directory");
     for nic in ["cx5", "cx6"] {
-        let csv = std::env::temp_dir().join(format!(
-            "dm-bench-calibrate-{}-{nic}.csv",
-            std::process::id()
-        ));
+        let csv = dir.path().join(format!("{nic}.csv"));
         let (ok, text) = run(&[
             "calibrate",
             "--nic",

@@ -67,7 +67,8 @@ fn check_art_ladder_is_linearizable_with_faults() {
 
 #[test]
 fn check_writes_its_history() {
-    let out = std::env::temp_dir().join(format!("dm-check-history-{}.jsonl", std::process::id()));
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let out = tmp.path().join("history.jsonl");
     let (ok, text, _) = bench(&[
         "check",
         "--seeds",
@@ -101,8 +102,8 @@ fn check_writes_its_history() {
 /// history files split by client is checked per seed; a forged read fails it.
 #[test]
 fn check_on_loopback_and_merged_histories() {
-    let dir = std::env::temp_dir().join(format!("dm-check-merge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path();
     let h = dir.join("h.jsonl");
     for index in ["fg", "sherman-hier"] {
         let (ok, text, v) = bench(&[
@@ -184,7 +185,6 @@ fn check_on_loopback_and_merged_histories() {
         &["check", "--fabric", "loopback", "--client", "0/2"],
         "rdma",
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Every rung of Sherman's ladder, 100 seeds each with torn READs and delayed

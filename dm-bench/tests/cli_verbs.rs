@@ -29,7 +29,11 @@ fn verbs_on_sim_verifies_and_is_deterministic() {
     assert_eq!(v["clock"], "virtual");
     assert!(v["throughput_mops"].as_f64().unwrap() > 0.0);
     assert!(v["per_op"]["rtts"].as_f64().unwrap() >= 1.0);
-    let (_, _, v2) = bench(&args);
+    // A second run into its own report file (bench's fresh directory).
+    let (ok2, text2, v2) = bench(&args);
+    assert!(ok2, "{text2}");
+    assert_eq!(v2["mismatches"], 0);
+    assert!(v["fabric_detail"]["trace_hash"].is_string(), "{text}");
     assert_eq!(
         v["fabric_detail"]["trace_hash"],
         v2["fabric_detail"]["trace_hash"]

@@ -135,8 +135,8 @@ fn ycsb_fg_bulk_load() {
 #[test]
 fn ycsb_fg_on_string_keys_from_a_key_file() {
     use std::io::Write;
-    let dir = std::env::temp_dir().join(format!("dm-bench-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path();
     let path = dir.join("names.txt.gz");
     let mut gz = flate2::write::GzEncoder::new(
         std::fs::File::create(&path).unwrap(),
@@ -192,7 +192,6 @@ fn ycsb_fg_on_string_keys_from_a_key_file() {
         &["ycsb", "--key-file", "/nonexistent/keys.gz"],
         "cannot open",
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Issue 9, item 4: on loopback the report has the core threads' CPU ns per

@@ -20,6 +20,14 @@ fn bench(args: &[&str]) -> String {
     text
 }
 
+/// A temporary directory, removed when the returned guard drops.
+fn tempdir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("a temporary directory")
+}
+
 /// (quick rows, claims) of `name`, from `figure list`.
 fn listed(name: &str) -> (usize, usize) {
     let list = bench(&["figure", "list"]);
@@ -42,7 +50,8 @@ fn listed(name: &str) -> (usize, usize) {
 fn figure_runs_quick(name: &str) {
     let (rows, claims) = listed(name);
     assert!(rows > 0);
-    let dir = std::env::temp_dir().join(format!("dm-bench-figure-{name}-{}", std::process::id()));
+    let tmp = tempdir("dm-bench-figure-");
+    let dir = tmp.path();
     let out = bench(&["figure", name, "--quick", "--out", dir.to_str().unwrap()]);
     let mut csv = csv::Reader::from_path(dir.join(format!("{name}.csv"))).unwrap();
     let heads = csv.headers().unwrap().clone();
@@ -77,7 +86,6 @@ fn figure_runs_quick(name: &str) {
     if claims == 0 {
         // No claims (the paper states no number): an empty file.
         assert_eq!(std::fs::read_to_string(&claims_path).unwrap(), "");
-        std::fs::remove_dir_all(&dir).ok();
         return;
     }
     let mut cl = csv::Reader::from_path(&claims_path).unwrap();
@@ -91,7 +99,6 @@ fn figure_runs_quick(name: &str) {
             "{name}: claim not measured: {c:?}"
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 macro_rules! figure_tests {
@@ -146,7 +153,8 @@ fn experiments_table_matches_the_claims_files() {
 /// the rows ran, and each row verified the loaded keys plus its inserts.
 #[test]
 fn figure_keys_and_ops_override_every_row() {
-    let dir = std::env::temp_dir().join(format!("dm-bench-figure-resize-{}", std::process::id()));
+    let tmp = tempdir("dm-bench-figure-resize-");
+    let dir = tmp.path();
     bench(&[
         "figure",
         "sherman-table1",

@@ -25,8 +25,14 @@ fn timeline(args: &[&str]) -> String {
     text
 }
 
-fn svg_path(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("dm-bench-trace-test-{}-{name}", std::process::id()))
+/// `name` in a temporary directory (removed when the guard drops).
+fn svg_path(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("dm-bench-trace-test-")
+        .tempdir()
+        .expect("a temporary directory");
+    let p = dir.path().join(name);
+    (dir, p)
 }
 
 /// The core's `post` lines: (ns, verb text).
@@ -43,7 +49,7 @@ fn posts(text: &str) -> Vec<(i64, String)> {
 
 #[test]
 fn fg_insert_locks_reads_writes_and_unlocks() {
-    let svg = svg_path("fg.svg");
+    let (_tmp, svg) = svg_path("fg.svg");
     let text = timeline(&[
         "--index",
         "fg",
@@ -93,12 +99,11 @@ fn fg_insert_locks_reads_writes_and_unlocks() {
         svg.to_str().unwrap(),
     ]);
     assert_eq!(text, again);
-    std::fs::remove_file(&svg).ok();
 }
 
 #[test]
 fn sherman_insert_is_three_round_trips_with_write_back_and_unlock_in_one_doorbell() {
-    let svg = svg_path("sherman.svg");
+    let (_tmp, svg) = svg_path("sherman.svg");
     let text = timeline(&[
         "--index",
         "sherman",
@@ -123,12 +128,11 @@ fn sherman_insert_is_three_round_trips_with_write_back_and_unlock_in_one_doorbel
     // Two-level version (§4.4): the entry, not the node, is written back.
     let w = &lines[db - 2];
     assert!(w.contains(" 24 B "), "{w}");
-    std::fs::remove_file(&svg).ok();
 }
 
 #[test]
 fn svg_names_the_actors() {
-    let svg = svg_path("get.svg");
+    let (_tmp, svg) = svg_path("get.svg");
     timeline(&[
         "--index",
         "sherman",
@@ -142,7 +146,6 @@ fn svg_names_the_actors() {
     for actor in ["CS0 core0", "CS0 NIC", "MS0", "MS1", "READ ms"] {
         assert!(s.contains(actor), "{actor} not in the SVG");
     }
-    std::fs::remove_file(&svg).ok();
 }
 
 #[test]

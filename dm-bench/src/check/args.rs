@@ -16,9 +16,11 @@ pub struct Args {
     /// fg, sherman-combine, sherman-onchip, sherman-hier, sherman, smart.
     #[arg(long, default_value = "fg")]
     pub index: String,
-    /// Number of seeds (independent runs).
-    #[arg(long, default_value_t = 100)]
+    /// Number of seeds (independent runs), at least 1.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub seeds: u64,
+    /// The first seed; the last, --first-seed + --seeds - 1, must be at most
+    /// 18446744073709551615 (u64::MAX).
     #[arg(long, default_value_t = 0)]
     pub first_seed: u64,
     /// Concurrent clients (tasks), spread over `--cores` cores on 2 CSs
@@ -31,7 +33,8 @@ pub struct Args {
     /// Operations per client.
     #[arg(long, default_value_t = 150)]
     pub ops: u32,
-    /// Key space (keys 0..N as 8-byte big-endian).
+    /// Key space (keys 0..N as 8-byte big-endian), at least 1 (with --index
+    /// dex and --client I/N: at least N, a share for each process).
     #[arg(long, default_value_t = 48)]
     pub keys: u64,
     /// Node size: small nodes split often. Default 128 bytes, or 176 when
@@ -82,6 +85,24 @@ pub struct Args {
 }
 
 impl Args {
+    /// The seeds to run, `--first-seed` to `--first-seed + --seeds - 1`.
+    /// Errors: no seed, or the last beyond u64::MAX.
+    pub(super) fn seed_range(&self) -> Result<std::ops::RangeInclusive<u64>> {
+        let (first, n) = (self.first_seed, self.seeds);
+        if n == 0 {
+            bail!("--seeds 0: nothing to check; run at least 1 seed");
+        }
+        match first.checked_add(n - 1) {
+            Some(last) => Ok(first..=last),
+            None => bail!(
+                "--first-seed {first} with --seeds {n} runs past the last seed, {}: \
+                 at most {} seeds start at {first}",
+                u64::MAX,
+                u64::MAX - first + 1
+            ),
+        }
+    }
+
     pub(super) fn node_bytes(&self) -> usize {
         self.node_bytes
             .unwrap_or(if self.techniques.two_level { 176 } else { 128 })
@@ -119,6 +140,17 @@ impl Args {
         if n_ms == 0 || a.cores == 0 || a.clients == 0 {
             bail!("--ms, --cores and --clients must be at least 1");
         }
+        if a.keys == 0 {
+            bail!("--keys 0: the clients draw keys from 0..--keys; take at least 1");
+        }
+        if a.index == crate::ycsb::dex::DEX && a.keys < cn as u64 {
+            bail!(
+                "--keys {}: with --index dex each of the {cn} processes draws from its own \
+                 share of the keys; take at least {cn}",
+                a.keys
+            );
+        }
+        self.seed_range()?;
         Ok((ci, cn))
     }
 }

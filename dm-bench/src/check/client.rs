@@ -28,6 +28,9 @@ pub(super) async fn client<T: Kv>(
     log: Rc<RefCell<Vec<Event>>>,
     clock: fn() -> u64,
 ) -> Result<(), String> {
+    if keys.is_empty() {
+        return Err(format!("client {id}: no keys to draw from ({keys:?})"));
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ id as u64);
     for i in 0..a.ops {
         let k = rng.gen_range(keys.clone());

@@ -158,7 +158,7 @@ fn run_seeds(a: &Args, cn: usize, produce: &mut SeedRunner) -> Result<Seeds> {
     let mut failed = None;
     let mut kept: Vec<(u64, Vec<Event>)> = Vec::new();
     let mut done = 0;
-    for (round, seed) in (a.first_seed..a.first_seed + a.seeds).enumerate() {
+    for (round, seed) in a.seed_range()?.enumerate() {
         let h = produce(seed, round as u64)?;
         ops += h.len() as u64;
         done += 1;

@@ -60,10 +60,12 @@ pub struct Args {
     pub series: Vec<String>,
     /// Load this many keys in every row instead of the figure's size (a
     /// larger run than the full size; the CSV's `args` column records it).
-    #[arg(long)]
+    /// At least 1: every row measures operations on loaded keys.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub keys: Option<u64>,
-    /// Run this many operations in every row instead of the figure's size.
-    #[arg(long)]
+    /// Run this many operations in every row instead of the figure's size
+    /// (at least 1: every row measures its run phase).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub ops: Option<u64>,
 }
 

@@ -59,7 +59,7 @@ pub struct Args {
     /// (default --keys / 2), insert a new one (default --keys).
     #[arg(long)]
     pub key: Option<u64>,
-    /// Keys loaded (by insert, as `ycsb` loads).
+    /// Keys loaded (by insert, as `ycsb` loads); at least 1.
     #[arg(long, default_value_t = 10_000)]
     pub keys: u64,
     /// Warm-up operations (YCSB c: zipfian reads from every client) before
@@ -151,6 +151,11 @@ pub fn trace(a: &Args) -> Result<Traced> {
         );
     }
     parse_index(&a.index)?;
+    if a.keys == 0 {
+        bail!(
+            "--keys 0: trace warms the index with reads of loaded keys (YCSB c); load at least 1"
+        );
+    }
     let insert = a.op == "insert";
     let k = a.key.unwrap_or(if insert { a.keys } else { a.keys / 2 });
     if insert && k < a.keys {

@@ -62,8 +62,14 @@ pub struct Args {
     /// Coroutines per thread.
     #[arg(long, default_value_t = 8)]
     pub coros: u32,
-    /// Zipfian constant (0 = uniform).
-    #[arg(long, default_value_t = 0.99)]
+    /// Zipfian constant, 0 <= theta < 1 (0 = uniform; YCSB's zipfian is
+    /// undefined at 1).
+    #[arg(
+        long,
+        default_value_t = 0.99,
+        allow_negative_numbers = true,
+        value_parser = crate::ycsb::workload::parse_theta
+    )]
     pub theta: f64,
     /// Range length of Sherman's range mixes.
     #[arg(long, default_value_t = 100)]
@@ -81,7 +87,8 @@ pub struct Args {
     /// Trace key type: randint (decimal u64) or anything else (string keys).
     #[arg(long, default_value = "randint")]
     pub key_type: String,
-    /// Tree key size in bytes (1..=32); shorter string keys are zero-padded.
+    /// Tree key size in bytes: 1..=32 for the B+trees and dex, 1..=255 for
+    /// the radix family, 8 for dolphin; shorter string keys are zero-padded.
     /// Default: 8 for integer keys, 32 for string keys (--key-file, string traces).
     #[arg(long)]
     pub key_bytes: Option<usize>,
@@ -136,8 +143,9 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub ms_cores: u16,
     /// nam-coarse / nam-hybrid: simulated MS CPU ns per node a handler reads
-    /// or writes (`dm_tree::NamConfig::ms_node_ns`).
-    #[arg(long, default_value_t = 300)]
+    /// or writes (`dm_tree::NamConfig::ms_node_ns`); at most 1 s = 1000000000.
+    #[arg(long, default_value_t = 300,
+        value_parser = clap::value_parser!(u32).range(..=crate::fabric_arg::MAX_SIM_NS as i64))]
     pub nam_node_ns: u32,
     /// nam-coarse / nam-hybrid: partition shares of the key-prefix space,
     /// one per partition (Ziegler et al. \u{a7}6's data skew: 80,12,5,3);

@@ -32,8 +32,10 @@ pub struct DexArgs {
     /// core of the CS that owns its key.
     #[arg(long)]
     pub dex_forward: bool,
-    /// dex: simulated MS CPU ns per node an offloaded operation visits.
-    #[arg(long, default_value_t = 300)]
+    /// dex: simulated MS CPU ns per node an offloaded operation visits (at
+    /// most 1 s = 1000000000).
+    #[arg(long, default_value_t = 300,
+        value_parser = clap::value_parser!(u32).range(..=crate::fabric_arg::MAX_SIM_NS as i64))]
     pub dex_node_ns: u32,
     /// dex: logical repartitioning in the middle of the run (DEX \u{a7}4,
     /// Fig. 10): once this fraction of the run's operations has completed,

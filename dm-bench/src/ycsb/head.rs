@@ -72,6 +72,20 @@ impl HeadMaint {
         }
     }
 
+    /// Whether a pass failed: how many of how many, and the first error
+    /// (which makes the run fail after its report).
+    pub(crate) fn failed(&self) -> Option<String> {
+        let passes = self.passes.lock().unwrap();
+        let errors: Vec<&String> = passes.iter().filter_map(|p| p.as_ref().err()).collect();
+        let first = errors.first()?;
+        Some(format!(
+            "--head-nodes {}: {} of {} head-node maintenance passes failed; first: {first}",
+            self.n,
+            errors.len(),
+            passes.len()
+        ))
+    }
+
     /// The report's line and JSON; `prefetch` = (leaves READ from head
     /// lists, used) over all handles.
     pub(crate) fn report(&self, prefetch: (u64, u64)) -> (String, serde_json::Value) {

@@ -34,10 +34,18 @@ pub struct KeyFile {
     pub duplicates: u64,
 }
 
+/// Longest key any index takes (the radix family's; the B+trees take 32).
+pub const MAX_KEY_BYTES: usize = 255;
+
 /// Reads `path` (plain, `.gz` or `.zst`), keeping keys of at most `key_bytes`
-/// bytes (trailing `\r` and empty lines ignored). Errors: the file cannot be
-/// read, or no key fits.
+/// bytes (trailing `\r` and empty lines ignored). Errors: `key_bytes` not in
+/// 1..=[`MAX_KEY_BYTES`], the file cannot be read, or no key fits.
 pub fn load(path: &Path, key_bytes: usize) -> Result<KeyFile, String> {
+    if key_bytes == 0 || key_bytes > MAX_KEY_BYTES {
+        return Err(format!(
+            "--key-bytes {key_bytes}: keys are 1 to {MAX_KEY_BYTES} bytes"
+        ));
+    }
     let mut keys = Vec::new();
     let (mut lines, mut too_long) = (0u64, 0u64);
     for line in trace::open(path)?.split(b'\n') {
@@ -106,5 +114,9 @@ mod tests {
             ]
         );
         assert!(load(Path::new("/nonexistent/keys"), 8).is_err());
+        // Widths no index takes are refused before any padding.
+        for n in [0, MAX_KEY_BYTES + 1, usize::MAX] {
+            assert!(load(&p, n).unwrap_err().contains("1 to 255 bytes"), "{n}");
+        }
     }
 }

@@ -79,13 +79,10 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             }
             let lp = trace::find(dir, "load", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let tp = trace::find(dir, "txn", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
-            let load = trace::read_ops(&lp, ints, usize::MAX).map_err(|e| anyhow!(e))?;
+            let load = trace::read_load(&lp, ints).map_err(|e| anyhow!(e))?;
             let run = trace::read_ops(&tp, ints, a.ops as usize).map_err(|e| anyhow!(e))?;
             let n = key_bytes(a);
-            let load = load
-                .iter()
-                .map(|o| pad(o.key(), n))
-                .collect::<Result<_>>()?;
+            let load = load.iter().map(|k| pad(k, n)).collect::<Result<_>>()?;
             let run = run
                 .into_iter()
                 .map(|o| {
@@ -106,7 +103,7 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             if let Some(m) = &a.mix {
                 spec.mix = Mix::parse_percent(m)?;
             }
-            let mut s = Stream::new(spec, a.keys, a.ops, a.seed);
+            let mut s = Stream::new(spec, a.keys, a.ops, a.seed).map_err(|e| anyhow!(e))?;
             match &a.key_file {
                 Some(path) => {
                     let kf = keys::load(path, key_bytes(a)).map_err(|e| anyhow!(e))?;
@@ -197,7 +194,7 @@ pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
         bail!("key numbers name generated integer keys (no --key-file, --trace-dir)");
     }
     let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
-    let s = Stream::new(spec, a.keys, a.ops, a.seed);
+    let s = Stream::new(spec, a.keys, a.ops, a.seed).map_err(|e| anyhow!(e))?;
     Ok(match a.key_order.as_str() {
         "ordered" => s.with_ordered_keys().key(n),
         _ => s.key(n),

@@ -77,6 +77,30 @@ pub fn parse_line(line: &str, int_keys: bool) -> Result<Op, String> {
 
 /// Reads every operation of a trace file (at most `limit`).
 pub fn read_ops(path: &Path, int_keys: bool, limit: usize) -> Result<Vec<Op>, String> {
+    read(path, int_keys, limit, Ok)
+}
+
+/// Reads the keys of a load file (`load_*`): INSERT lines only, in order.
+/// Errors name the file and line of any other operation (a load inserts;
+/// running a READ or REMOVE of it as an insert would lie about the load).
+pub fn read_load(path: &Path, int_keys: bool) -> Result<Vec<Vec<u8>>, String> {
+    read(path, int_keys, usize::MAX, |op| match op {
+        Op::Insert(k) => Ok(k),
+        other => Err(format!(
+            "a load file may contain only INSERT lines, found {}",
+            other.kind().to_uppercase()
+        )),
+    })
+}
+
+/// The lines of `path` parsed and turned into `T` by `each` (at most
+/// `limit`); an error of either names the file and line.
+fn read<T>(
+    path: &Path,
+    int_keys: bool,
+    limit: usize,
+    each: impl Fn(Op) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
     let mut out = Vec::new();
     for (i, line) in open(path)?.lines().enumerate() {
         if out.len() >= limit {
@@ -88,6 +112,7 @@ pub fn read_ops(path: &Path, int_keys: bool, limit: usize) -> Result<Vec<Op>, St
         }
         out.push(
             parse_line(&line, int_keys)
+                .and_then(&each)
                 .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?,
         );
     }

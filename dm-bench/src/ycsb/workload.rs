@@ -74,6 +74,29 @@ impl Mix {
     }
 }
 
+/// The zipfian constants the generators take: finite, `0 <= theta < 1` (0
+/// means uniform). YCSB's zipfian divides by `1 - theta`: it is undefined
+/// at 1, and its formulas make no distribution above it.
+pub fn check_theta(theta: f64) -> Result<(), String> {
+    if theta.is_finite() && (0.0..1.0).contains(&theta) {
+        Ok(())
+    } else {
+        Err(format!(
+            "--theta {theta}: the zipfian constant must be finite, at least 0 and below 1 \
+             (0 = uniform; YCSB's zipfian is undefined at 1)"
+        ))
+    }
+}
+
+/// `--theta`'s parser: a number that [`check_theta`] accepts.
+pub fn parse_theta(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    check_theta(t).map(|()| t)
+}
+
 /// A workload: mix, distribution and how inserts choose keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spec {
@@ -91,6 +114,7 @@ impl Spec {
     /// The spec named `name` (`a`..`f`, `load`, or a Sherman mix), with zipfian
     /// constant `theta` (0 means uniform) and Sherman range length `scan_len`.
     pub fn named(name: &str, theta: f64, scan_len: u32) -> Result<Spec, String> {
+        check_theta(theta)?;
         let z = if theta == 0.0 {
             Dist::Uniform
         } else {
@@ -160,7 +184,24 @@ impl Stream {
     /// `ops`: run-phase operations planned (YCSB sizes its key chooser with
     /// them: `records + 2 * ops * insertproportion` key numbers, redrawing any
     /// number not inserted yet).
-    pub fn new(spec: Spec, records: u64, ops: u64, seed: u64) -> Self {
+    ///
+    /// Errors: no records while the mix reads, updates or scans records of
+    /// the insert counter's range (YCSB's workloads: a draw from an empty
+    /// range; only an insert-only mix, or Sherman's upserts into their key
+    /// space, can start empty); a zipfian constant [`check_theta`] refuses.
+    pub fn new(spec: Spec, records: u64, ops: u64, seed: u64) -> Result<Self, String> {
+        let m = spec.mix;
+        let chooses = m.read + m.update + m.scan + m.rmw > 0.0;
+        if records == 0 && chooses && spec.upsert_load_fraction.is_none() {
+            return Err(format!(
+                "--keys 0: workload {} reads, updates or scans loaded records, so it needs \
+                 at least 1 (only insert-only mixes such as `load` start from no records)",
+                spec.name
+            ));
+        }
+        if let Dist::Zipfian(t) = spec.dist {
+            check_theta(t)?;
+        }
         let key_space = match spec.upsert_load_fraction {
             Some(f) => ((records as f64 / f).ceil() as u64).max(1),
             None => records.max(1),
@@ -174,7 +215,7 @@ impl Stream {
             _ => None,
         };
         let latest = (spec.dist == Dist::Latest).then(|| SkewedLatest::new(records));
-        Stream {
+        Ok(Stream {
             spec,
             rng: ChaCha8Rng::seed_from_u64(seed),
             next_insert: records,
@@ -183,7 +224,7 @@ impl Stream {
             latest,
             key_list: None,
             ordered: false,
-        }
+        })
     }
 
     /// Uses `keys[n]` as the key of key number `n` instead of [`int_key`]`(n)`
@@ -232,7 +273,9 @@ impl Stream {
                 .unwrap()
                 .next(&mut self.rng, self.next_insert.max(1) - 1),
             Dist::Zipfian(_) => {
-                // YCSB redraws until the key number is below the insert counter.
+                // YCSB redraws until the key number is below the insert
+                // counter; no draw is below 0 ([`Stream::new`] refuses that).
+                assert!(limit > 0, "a zipfian key number from an empty range");
                 loop {
                     let n = self.zipf.as_mut().unwrap().next(&mut self.rng);
                     if n < limit {
@@ -296,7 +339,8 @@ mod tests {
             10_000,
             n as u64,
             seed,
-        );
+        )
+        .unwrap();
         (0..n).map(|_| s.next_op()).collect()
     }
 
@@ -312,12 +356,33 @@ mod tests {
         }
         let mut spec = Spec::named("a", 0.99, 100).unwrap();
         spec.mix = m;
-        let mut s = Stream::new(spec, 1000, 2000, 1);
+        let mut s = Stream::new(spec, 1000, 2000, 1).unwrap();
         let v: Vec<Op> = (0..2000).map(|_| s.next_op()).collect();
         for kind in ["read", "update", "insert", "scan"] {
             assert!(v.iter().any(|o| o.kind() == kind), "{kind}");
         }
         assert!(v.iter().all(|o| !matches!(o, Op::ReadModifyWrite(_))));
+    }
+
+    #[test]
+    fn an_empty_range_or_a_bad_theta_is_an_error_not_a_hang() {
+        for name in ["a", "b", "c", "d", "e", "f"] {
+            let spec = Spec::named(name, 0.99, 100).unwrap();
+            assert!(Stream::new(spec, 0, 100, 1).is_err(), "{name}");
+        }
+        // Insert-only and Sherman's upserts can start from no records.
+        for name in ["load", "write-only", "write-intensive"] {
+            let mut s = Stream::new(Spec::named(name, 0.99, 100).unwrap(), 0, 100, 1).unwrap();
+            assert!((0..100).all(|_| matches!(s.next_op(), Op::Insert(_) | Op::Read(_))));
+        }
+        for t in [1.0, f64::NAN, f64::INFINITY, 2.0, -1.0, -0.0 - 1e-9] {
+            assert!(Spec::named("a", t, 100).is_err(), "{t}");
+            assert!(parse_theta(&t.to_string()).is_err(), "{t}");
+        }
+        assert_eq!(parse_theta("0.5"), Ok(0.5));
+        let mut spec = Spec::named("a", 0.99, 100).unwrap();
+        spec.dist = Dist::Zipfian(1.0);
+        assert!(Stream::new(spec, 10, 10, 1).is_err());
     }
 
     #[test]
@@ -349,7 +414,8 @@ mod tests {
         let records = 10_000u64;
         for name in ["a", "b", "c", "d", "e", "f"] {
             let mut live: std::collections::HashSet<Vec<u8>> = load_keys(records).collect();
-            let mut s = Stream::new(Spec::named(name, 0.99, 100).unwrap(), records, 5_000, 3);
+            let mut s =
+                Stream::new(Spec::named(name, 0.99, 100).unwrap(), records, 5_000, 3).unwrap();
             for _ in 0..5_000 {
                 match s.next_op() {
                     Op::Insert(k) => assert!(live.insert(k), "{name}: insert of an existing key"),
@@ -371,7 +437,8 @@ mod tests {
             records,
             10_000,
             4,
-        );
+        )
+        .unwrap();
         let hits = (0..10_000)
             .filter(|_| live.contains(s.next_op().key()))
             .count();

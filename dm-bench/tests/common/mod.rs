@@ -8,19 +8,14 @@ use std::process::Command;
 
 /// Runs dm-bench with `args` and `--json FILE`: whether it succeeded, its
 /// stdout and stderr, and the JSON report (`null` if none was written).
+/// FILE is in a fresh temporary directory per call, removed on return, so
+/// a run that writes no report never returns an earlier run's.
 pub fn bench(args: &[&str]) -> (bool, String, serde_json::Value) {
-    let dir = std::env::temp_dir().join(format!(
-        "dm-bench-test-{}-{}",
-        std::process::id(),
-        args.join("_").len()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let name: String = args
-        .join("_")
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let json = dir.join(format!("{name}.json"));
+    let dir = tempfile::Builder::new()
+        .prefix("dm-bench-test-")
+        .tempdir()
+        .expect("a temporary directory");
+    let json = dir.path().join("report.json");
     let out = Command::new(env!("CARGO_BIN_EXE_dm-bench"))
         .args(args)
         .arg("--json")
@@ -36,8 +31,47 @@ pub fn bench(args: &[&str]) -> (bool, String, serde_json::Value) {
     (out.status.success(), text, v)
 }
 
-/// Runs dm-bench with `args` and asserts that it fails with `why` in its output.
+/// Runs dm-bench with `args` (no `--json`: for subcommands without it)
+/// and asserts that it fails within `secs` seconds (killed after: a hang
+/// fails the test) with `why` in its output, as an error: no panic, no
+/// failed core thread.
+pub fn refuses_within(secs: u64, args: &[&str], why: &str) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dm-bench"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run dm-bench");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for dm-bench") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("{args:?}: still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut text = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut text).ok();
+    child.stderr.take().unwrap().read_to_string(&mut text).ok();
+    assert!(!status.success() && text.contains(why), "{args:?}: {text}");
+    assert!(
+        !text.contains("panicked") && !text.contains("a core thread failed"),
+        "{args:?} panicked: {text}"
+    );
+}
+
+/// Runs dm-bench with `args` and asserts that it fails with `why` in its
+/// output, as an error: no panic, no failed core thread.
 pub fn rejects(args: &[&str], why: &str) {
     let (ok, text, _) = bench(args);
     assert!(!ok && text.contains(why), "{args:?}: {text}");
+    assert!(
+        !text.contains("panicked") && !text.contains("a core thread failed"),
+        "{args:?} panicked: {text}"
+    );
 }

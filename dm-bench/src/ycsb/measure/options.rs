@@ -8,6 +8,7 @@ use crate::fabric_arg::{check_ms, parse_client};
 use crate::kv::{parse_index, SMART};
 use crate::verbs_bench::FabricArg;
 use crate::ycsb::dex::DEX;
+use crate::ycsb::keys::MAX_KEY_BYTES;
 use crate::ycsb::plan::key_bytes;
 use crate::ycsb::Args;
 use anyhow::{bail, Result};
@@ -50,6 +51,31 @@ pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)
         bail!("--baseline runs the whole operation stream in one process: use --client 0/1");
     }
     Ok((ci, cn))
+}
+
+/// Longest key of the B+tree family and DEX (`dm_tree::TreeConfig::key_bytes`).
+const TREE_MAX_KEY: usize = 32;
+/// Longest key of the radix family (`dm_art::KeyCodec`: SMART's paths,
+/// `dm_art::SmartTree::open`).
+const ART_MAX_KEY: usize = MAX_KEY_BYTES;
+
+/// `--key-bytes` (or its default) against what the index takes: 1..=32
+/// bytes for the B+trees and DEX, 1..=255 for the radix family (Dolphin's
+/// 8 bytes are checked on their own).
+fn check_key_bytes(a: &Args, radix: bool) -> Result<()> {
+    let (max, family) = if radix {
+        (ART_MAX_KEY, "the radix family's limit")
+    } else {
+        (TREE_MAX_KEY, "the limit of the B+tree family and dex")
+    };
+    let n = key_bytes(a);
+    if n == 0 || n > max {
+        bail!(
+            "--key-bytes {n}: --index {} takes keys of 1 to {max} bytes ({family})",
+            a.index
+        );
+    }
+    Ok(())
 }
 
 /// Resolves `--index` and the technique flags into a [`Choice`] and checks
@@ -118,6 +144,7 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
     if dolphin && key_bytes(a) != 8 {
         bail!("--index dolphin takes 8-byte integer keys (Dolphin \u{a7}III-A)");
     }
+    check_key_bytes(a, smart)?;
     if dex && cn > 1 && (a.dex.dex_forward || a.dex.dex_repartition_at != 0.0) {
         bail!(
             "--dex-forward and --dex-repartition-at keep every CS in one process: use --client 0/1"

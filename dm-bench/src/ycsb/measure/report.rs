@@ -34,7 +34,8 @@ pub(super) struct Parts {
     pub baselines: Vec<Baseline>,
 }
 
-/// Reports the run; fails if the index or a baseline map failed a check.
+/// Reports the run; fails if the index or a baseline map failed a check,
+/// or a head-node maintenance pass failed.
 pub(super) fn report(b: &Bench, ran: Ran, parts: Parts) -> Result<serde_json::Value> {
     let a = &b.a;
     let locks = locks(b);
@@ -54,6 +55,9 @@ pub(super) fn report(b: &Bench, ran: Ran, parts: Parts) -> Result<serde_json::Va
             "{mismatches} mismatches; first: {}",
             first.unwrap_or_default()
         );
+    }
+    if let Some(e) = b.plan.heads.as_ref().and_then(|h| h.failed()) {
+        bail!("{e}");
     }
     if let Some(b) = baselines.iter().find(|b| b.mismatches > 0) {
         bail!(

@@ -1,0 +1,168 @@
+//! Bad input ends in a clear error (issue 33: no input hangs, panics or
+//! silently lies): each case names the limit it broke. Hangs are caught by
+//! [`common::refuses_within`], which kills a run that outlives its bound.
+
+mod common;
+
+use common::{bench, refuses_within, rejects};
+
+/// Seconds a refused run may take (each fails before loading anything).
+const QUICK: u64 = 60;
+
+/// `--keys 0` with a workload that reads loaded records spun forever in
+/// the zipfian redraw loop (no key number is below 0).
+#[test]
+fn keys_0_is_an_error_where_a_workload_reads_records() {
+    for w in ["a", "b", "c", "d", "e", "f"] {
+        refuses_within(
+            QUICK,
+            &["ycsb", "--keys", "0", "--workload", w, "--ops", "100"],
+            "--keys 0: workload",
+        );
+    }
+    refuses_within(QUICK, &["workload", "--keys", "0"], "needs at least 1");
+    refuses_within(
+        QUICK,
+        &["trace", "--keys", "0", "--op", "insert"],
+        "--keys 0: trace",
+    );
+    rejects(&["check", "--keys", "0"], "--keys 0");
+    // An insert-only load from no records still runs and verifies.
+    let (ok, text, v) = bench(&["ycsb", "--keys", "0", "--workload", "load", "--ops", "500"]);
+    assert!(ok, "{text}");
+    assert_eq!(v["verified"], 500, "{text}");
+}
+
+/// Key widths the indexes cannot take (a capacity overflow, then a padded
+/// key of a gigabyte) are refused with the index's limit.
+#[test]
+fn key_bytes_beyond_the_index_limit_are_refused() {
+    for n in ["18446744073709551615", "1000000000", "0", "33"] {
+        rejects(&["ycsb", "--key-bytes", n], "takes keys of 1 to 32 bytes");
+    }
+    rejects(
+        &["ycsb", "--index", "smart", "--key-bytes", "1000000000"],
+        "takes keys of 1 to 255 bytes",
+    );
+    rejects(
+        &["ycsb", "--index", "dolphin", "--key-bytes", "1000000000"],
+        "8-byte integer keys",
+    );
+}
+
+/// `--first-seed` near u64::MAX wrapped to "0 seeds ... linearizable".
+#[test]
+fn check_seed_range_is_checked() {
+    let max = u64::MAX.to_string();
+    rejects(
+        &["check", "--first-seed", &max, "--seeds", "2"],
+        "at most 1 seeds start at",
+    );
+    rejects(&["check", "--seeds", "0"], "--seeds");
+    // The one seed that exists there runs.
+    let (ok, text, v) = bench(&[
+        "check",
+        "--first-seed",
+        &max,
+        "--seeds",
+        "1",
+        "--clients",
+        "4",
+        "--ops",
+        "20",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["linearizable"], true, "{text}");
+    assert_eq!(v["operations"], 80, "{text}");
+}
+
+/// A zipfian constant outside 0 <= theta < 1 is refused.
+#[test]
+fn theta_outside_0_to_1_is_refused() {
+    for t in ["1.0", "1", "NaN", "inf", "2", "-1"] {
+        rejects(
+            &["ycsb", "--theta", t],
+            "must be finite, at least 0 and below 1",
+        );
+        refuses_within(QUICK, &["workload", "--theta", t], "below 1");
+    }
+}
+
+/// Simulated timings near u64::MAX wrapped virtual time; they are bounded
+/// at 1 s.
+#[test]
+fn sim_timing_flags_are_bounded() {
+    let max = u64::MAX.to_string();
+    for f in [
+        "--rtt-ns",
+        "--op-cpu-ns",
+        "--host-atomic-ns",
+        "--host-cas-fail-ns",
+    ] {
+        rejects(&["ycsb", f, &max], "not in 0..=1000000000");
+        rejects(&["ycsb", f, "1000000001"], "not in 0..=1000000000");
+    }
+    for f in ["--nam-node-ns", "--dex-node-ns"] {
+        rejects(&["ycsb", f, "4000000000"], "not in 0..=1000000000");
+    }
+    rejects(&["ycsb", "--atomic-bucket-shift", "64"], "not in 0..=63");
+}
+
+/// `runtime --tasks 0` / `--iters 0` printed inf and NaN; `figure --keys 0`
+/// / `--ops 0` wrote numbers.
+#[test]
+fn zero_sizes_are_refused() {
+    rejects(&["runtime", "--tasks", "0"], "--tasks");
+    rejects(&["runtime", "--iters", "0"], "--iters");
+    rejects(
+        &["runtime", "--tasks", "18446744073709551615", "--iters", "2"],
+        "overflows",
+    );
+    for f in ["--keys", "--ops"] {
+        refuses_within(
+            QUICK,
+            &["figure", "sherman-table1", "--quick", f, "0"],
+            "0 is not in 1..",
+        );
+    }
+}
+
+/// A failed head-node pass (a group size the tree cannot take) was
+/// reported as "1 failed" with exit 0.
+#[test]
+fn a_failed_head_node_pass_fails_the_run() {
+    for n in ["1", "100000"] {
+        rejects(
+            &["ycsb", "--head-nodes", n, "--keys", "2000", "--ops", "500"],
+            "head-node maintenance passes failed",
+        );
+    }
+}
+
+/// READ and REMOVE lines of a trace's load file were run as inserts.
+#[test]
+fn a_load_file_takes_only_inserts() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path();
+    let txn = dir.join("txn_randint_workloada");
+    std::fs::write(&txn, "READ 1\nUPDATE 2\n").unwrap();
+    let load = dir.join("load_randint_workloada");
+    let d = dir.to_str().unwrap();
+    let args = ["ycsb", "--trace-dir", d, "--workload", "a"];
+    for (body, op) in [
+        ("INSERT 1\nINSERT 2\nREAD 2\nINSERT 3\n", "READ"),
+        ("INSERT 1\n\nREMOVE 2\n", "REMOVE"),
+    ] {
+        std::fs::write(&load, body).unwrap();
+        rejects(
+            &args,
+            &format!(
+                "load_randint_workloada:3: a load file may contain only INSERT lines, found {op}"
+            ),
+        );
+    }
+    std::fs::write(&load, "INSERT 1\nINSERT 2\nINSERT 3\n").unwrap();
+    let (ok, text, v) = bench(&args);
+    assert!(ok, "{text}");
+    assert_eq!(v["verified"], 3, "{text}");
+}

@@ -22,6 +22,26 @@ fn check_fg_is_linearizable_over_300_seeds_with_faults() {
     assert_eq!(v["seeds"], 300);
 }
 
+/// Many cores and clients on sim: each MS's region is sized from the cores
+/// (it was a fixed 8 chunks, and 16 cores ran a memory server out of
+/// memory).
+#[test]
+fn check_sizes_the_sim_regions_from_its_cores() {
+    let (ok, text, v) = bench(&[
+        "check",
+        "--cores",
+        "16",
+        "--clients",
+        "32",
+        "--keys",
+        "1000",
+        "--seeds",
+        "1",
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(v["linearizable"], true);
+}
+
 /// SMART's lock-free internal nodes and rear-locked leaves, with torn READs
 /// and delays, on the same random histories (a lock release that keeps the
 /// leaf's sequence number fails this at seed 0), an ART cache per CS.

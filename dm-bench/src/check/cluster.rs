@@ -42,7 +42,9 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     let cfg = SimConfig {
         num_ms,
         ms: MsConfig {
-            region_bytes: 4096 + 8 * chunk,
+            // A chunk per core and MS it allocates on, as on loopback (at
+            // least 8: what every check ran with before).
+            region_bytes: 4096 + (a.cores as u64 + 4).max(8) * chunk,
             chunk_bytes: chunk,
             device_bytes: if lanes { 64 } else { 0 },
             cores: 1,

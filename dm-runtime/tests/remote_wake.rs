@@ -74,7 +74,9 @@ fn a_million_wakes_from_another_thread_leave_memory_flat() {
     while !h.is_finished() {
         ex.tick();
     }
-    assert!(polls.get() > 2, "the wakes reached the task");
+    // The first poll, then at least one for the wakes (how many depends on
+    // how the two threads interleave: repeated wakes before a drain are one).
+    assert!(polls.get() >= 2, "the wakes reached the task");
     // Before the fix, the waking thread kept every woken executor id
     // (4 MB for a million) and took a process-wide mutex per wake.
     assert!(

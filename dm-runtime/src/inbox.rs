@@ -65,22 +65,26 @@ const SEGMENTS: usize = 32;
 static TABLE: [OnceLock<Box<[Inbox]>>; SEGMENTS] = [const { OnceLock::new() }; SEGMENTS];
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
 
-/// The inbox of executor `id`, if its segment exists.
-fn inbox(id: u32) -> Option<&'static Inbox> {
+/// Where executor `id`'s inbox sits: (segment, index in the segment).
+fn slot(id: u32) -> (usize, usize) {
     let n = id as u64 + 1;
     let s = 63 - n.leading_zeros() as usize;
-    let seg = TABLE.get(s)?.get()?;
-    seg.get((n - (1 << s)) as usize)
+    (s, (n - (1 << s)) as usize)
+}
+
+/// The inbox of executor `id`, if its segment exists.
+fn inbox(id: u32) -> Option<&'static Inbox> {
+    let (s, i) = slot(id);
+    TABLE.get(s)?.get()?.get(i)
 }
 
 /// A new executor id and its (live) inbox.
 pub(crate) fn register_executor() -> (u32, &'static Inbox) {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     assert!(id < u32::MAX, "dm-runtime: executor ids exhausted");
-    let n = id as u64 + 1;
-    let s = 63 - n.leading_zeros() as usize;
+    let (s, i) = slot(id);
     let seg = TABLE[s].get_or_init(|| (0..1usize << s).map(|_| Inbox::default()).collect());
-    let inbox = &seg[(n - (1 << s)) as usize];
+    let inbox = &seg[i];
     *inbox.keys.lock().unwrap() = Some(Vec::new());
     (id, inbox)
 }

@@ -5,9 +5,8 @@
 //! thread: `tests/remote_wake.rs`, alone in its process for an honest RSS.)
 
 use dm_runtime::{read, yield_now, ExecConfig, Executor, JoinError};
-use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::ms::SUPERBLOCK_BYTES;
-use dm_verbs::{Fabric, GlobalAddr, MsConfig};
+use dm_verbs::{Fabric, GlobalAddr};
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -15,18 +14,7 @@ use std::task::{Context, Poll};
 
 mod common;
 
-fn fabric() -> LoopbackFabric {
-    LoopbackFabric::new(LoopbackConfig {
-        num_ms: 2,
-        ms: MsConfig {
-            region_bytes: 1 << 20,
-            chunk_bytes: 1 << 16,
-            device_bytes: 4096,
-            cores: 1,
-        },
-        masked_cas: true,
-    })
-}
+use common::loopback_fabric;
 
 fn addr() -> GlobalAddr {
     GlobalAddr::new(0, SUPERBLOCK_BYTES)
@@ -45,7 +33,7 @@ fn run_until<Q: dm_verbs::Queues>(ex: &mut Executor<Q>, done: impl Fn() -> bool)
 
 #[test]
 fn a_panicking_task_fails_alone_and_its_core_goes_on() {
-    let f = fabric();
+    let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), f.num_ms(), ExecConfig::default());
     let bad = ex.spawn(async {
         read(addr(), 8).await.unwrap();
@@ -100,7 +88,7 @@ fn outside_a_task_panics() -> bool {
 
 #[test]
 fn a_panic_caught_around_a_tick_leaves_no_current_core() {
-    let f = fabric();
+    let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), f.num_ms(), ExecConfig::default());
     let _h = ex.spawn(PanicOnDrop);
     assert!(catch_unwind(AssertUnwindSafe(|| ex.tick())).is_err());
@@ -118,7 +106,7 @@ fn a_panic_caught_around_a_tick_leaves_no_current_core() {
 
 #[test]
 fn a_detached_task_panic_resumes_from_block_on() {
-    let f = fabric();
+    let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), f.num_ms(), ExecConfig::default());
     drop(ex.spawn(async { panic!("detached") }));
     let r = catch_unwind(AssertUnwindSafe(|| {

@@ -2,24 +2,14 @@
 
 use dm_runtime::sync::{LocalLockTable, SharedCell};
 use dm_runtime::{cas, faa, read, run_threads, write, yield_now, ExecConfig, Executor};
-use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::ms::SUPERBLOCK_BYTES;
-use dm_verbs::{Fabric, GlobalAddr, MsConfig, VerbError};
+use dm_verbs::{Fabric, GlobalAddr, VerbError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-fn fabric() -> LoopbackFabric {
-    LoopbackFabric::new(LoopbackConfig {
-        num_ms: 2,
-        ms: MsConfig {
-            region_bytes: 1 << 20,
-            chunk_bytes: 1 << 16,
-            device_bytes: 4096,
-            cores: 1,
-        },
-        masked_cas: true,
-    })
-}
+mod common;
+
+use common::loopback_fabric;
 
 fn word(ex: &mut Executor<impl dm_verbs::Queues>, a: GlobalAddr) -> u64 {
     ex.block_on(async move { u64::from_le_bytes(read(a, 8).await.unwrap().try_into().unwrap()) })
@@ -27,7 +17,7 @@ fn word(ex: &mut Executor<impl dm_verbs::Queues>, a: GlobalAddr) -> u64 {
 
 #[test]
 fn faa_and_cas_exact_across_threads_and_tasks() {
-    let f = fabric();
+    let f = loopback_fabric();
     let (x, y) = (
         GlobalAddr::new(0, SUPERBLOCK_BYTES),
         GlobalAddr::new(1, SUPERBLOCK_BYTES + 8),
@@ -63,7 +53,7 @@ fn faa_and_cas_exact_across_threads_and_tasks() {
 
 #[test]
 fn writes_in_posting_order_on_one_qp() {
-    let f = fabric();
+    let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
     let a = GlobalAddr::new(1, SUPERBLOCK_BYTES + 64);
     let got = ex.block_on(async move {
@@ -78,7 +68,7 @@ fn writes_in_posting_order_on_one_qp() {
 
 #[test]
 fn shared_cell_and_local_lock_wake_across_threads() {
-    let f = fabric();
+    let f = loopback_fabric();
     let cell = Arc::new(SharedCell::<u64>::new());
     let table = Arc::new(LocalLockTable::new(16, 4));
     let counter = Arc::new(AtomicU64::new(0));
@@ -127,7 +117,7 @@ fn shared_cell_and_local_lock_wake_across_threads() {
 
 #[test]
 fn broken_qp_and_bad_address_complete_with_errors() {
-    let f = fabric();
+    let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
     ex.queues_mut().break_qp(1);
     let (a, b, c) = ex.block_on(async {
@@ -145,7 +135,7 @@ fn broken_qp_and_bad_address_complete_with_errors() {
 
 #[test]
 fn sync_virtual_time_returns_at_once_on_a_wall_clock() {
-    let f = fabric();
+    let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
     let h = ex.spawn(async {
         dm_runtime::sync_virtual_time().await;

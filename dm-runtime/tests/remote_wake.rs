@@ -4,26 +4,16 @@
 //! target's mutex. Its own test binary, so the process's RSS is this test's.
 
 use dm_runtime::{ExecConfig, Executor};
-use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
-use dm_verbs::{Fabric, MsConfig};
+use dm_verbs::Fabric;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
-fn fabric() -> LoopbackFabric {
-    LoopbackFabric::new(LoopbackConfig {
-        num_ms: 2,
-        ms: MsConfig {
-            region_bytes: 1 << 20,
-            chunk_bytes: 1 << 16,
-            device_bytes: 4096,
-            cores: 1,
-        },
-        masked_cas: true,
-    })
-}
+mod common;
+
+use common::loopback_fabric;
 
 /// Resident set size of this process, bytes (Linux).
 fn rss_bytes() -> u64 {
@@ -34,7 +24,7 @@ fn rss_bytes() -> u64 {
 
 #[test]
 fn a_million_wakes_from_another_thread_leave_memory_flat() {
-    let f = fabric();
+    let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), f.num_ms(), ExecConfig::default());
     let waker: Arc<Mutex<Option<Waker>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));

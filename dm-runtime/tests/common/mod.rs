@@ -1,6 +1,9 @@
-//! Helpers shared by the sim test files: a small cluster and its runtime.
+//! Helpers shared by the test files: a small sim cluster and its runtime,
+//! and a small loopback fabric. Each test binary uses some of them.
+#![allow(dead_code)]
 
 use dm_runtime::SimRuntime;
+use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{SimConfig, SimFabric};
 use dm_verbs::MsConfig;
 
@@ -19,4 +22,18 @@ pub fn small_cfg() -> SimConfig {
 
 pub fn rt(cfg: SimConfig) -> SimRuntime {
     SimRuntime::new(SimFabric::new(cfg))
+}
+
+/// Two MSs of 1 MiB (64 KiB chunks, 4 KiB of device memory), masked CAS.
+pub fn loopback_fabric() -> LoopbackFabric {
+    LoopbackFabric::new(LoopbackConfig {
+        num_ms: 2,
+        ms: MsConfig {
+            region_bytes: 1 << 20,
+            chunk_bytes: 1 << 16,
+            device_bytes: 4096,
+            cores: 1,
+        },
+        masked_cas: true,
+    })
 }

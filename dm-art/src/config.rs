@@ -6,6 +6,7 @@
 
 use crate::keys::KeyCodec;
 use dm_runtime::lock::{LockTableConfig, LockTechniques};
+use dm_verbs::ms::superblock;
 use dm_verbs::GlobalAddr;
 
 /// Where the tree lives and its key shape.
@@ -15,8 +16,11 @@ pub struct SmartConfig {
     /// big-endian bytes (the default), `KeyCodec::variable(n)` for byte
     /// strings of 0..=n bytes (n at most 255).
     pub keys: KeyCodec,
-    /// Address of the 8-byte root slot (default: MS 0, superblock offset 8;
-    /// the B+trees use offset 0 for their root pointer).
+    /// Address of the 8-byte root slot (default: MS 0, superblock offset
+    /// [`superblock::SMART_ROOT`] = 16). A tree that shares its fabric with
+    /// other indexes takes a root area of [`SmartConfig::root_bytes`] from
+    /// `dm_runtime::catalog` and puts its root slot there
+    /// (`GlobalAddr::new(0, entry.root_off)`).
     pub root_slot: GlobalAddr,
     /// Chunk size the MSs hand out (must match the fabric's `MsConfig::chunk_bytes`).
     pub chunk_bytes: u64,
@@ -28,7 +32,8 @@ pub struct SmartConfig {
     pub techniques: Techniques,
     /// Where the baseline's node and leaf locks live (Sherman's global lock
     /// table, `dm_runtime::lock`); unused when every technique is on. Its host
-    /// table's address is kept at `root_slot.offset() + 8` on every MS.
+    /// table's address is kept at `root_slot.offset() + 8` on every MS
+    /// ([`superblock::LOCK_TABLE_PTR`]).
     pub lock_table: LockTableConfig,
 }
 
@@ -36,12 +41,32 @@ impl Default for SmartConfig {
     fn default() -> Self {
         SmartConfig {
             keys: KeyCodec::fixed(8),
-            root_slot: GlobalAddr::new(0, 8),
+            root_slot: GlobalAddr::new(0, superblock::SMART_ROOT),
             chunk_bytes: 8 << 20,
             num_ms: 1,
             techniques: Techniques::SMART,
             lock_table: LockTableConfig::default(),
         }
+    }
+}
+
+impl SmartConfig {
+    /// Root-area bytes the tree needs from `root_slot` on (issue 31): the
+    /// root slot (MS 0) and the host lock-table address at `+8` (every MS;
+    /// written only when a technique that takes lock-table locks is off).
+    pub const ROOT_BYTES: u32 = 16;
+
+    /// Root-area bytes this tree needs: [`SmartConfig::ROOT_BYTES`].
+    pub fn root_bytes(&self) -> u32 {
+        Self::ROOT_BYTES
+    }
+
+    /// This configuration placed in a root area at superblock offset
+    /// `root_off` (a catalog entry's): the root slot at MS 0 `root_off`,
+    /// the lock-table address at `root_off + 8` on every MS.
+    pub fn in_root_area(mut self, root_off: u64) -> Self {
+        self.root_slot = GlobalAddr::new(0, root_off);
+        self
     }
 }
 

@@ -99,7 +99,7 @@ impl SmartTree {
                 cfg.lock_table,
                 cs,
                 core,
-                cfg.root_slot.offset() + 8,
+                cfg.root_slot.offset() + dm_verbs::ms::superblock::LOCK_TABLE_PTR,
                 cfg.chunk_bytes,
             )?)
         } else {

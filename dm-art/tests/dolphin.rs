@@ -358,3 +358,60 @@ fn concurrent_writers_survive_torn_reads_and_splits() {
     }
     assert!(rejected > 0, "torn images were seen and READ again");
 }
+
+/// Radix trees sharing one fabric (issue 31): a SMART tree and a Dolphin
+/// tree at their default roots (superblock offsets 16 and 32), and an ART
+/// baseline (HOCL locks in a host lock table, its address at root + 8 on
+/// every MS) and a second Dolphin tree in catalog root areas; keys written
+/// to all four, interleaved, each tree then holds exactly its own values.
+#[test]
+fn radix_trees_share_a_fabric_at_default_roots_and_catalog_areas() {
+    use dm_art::{LockTableConfig, SmartConfig, SmartTree, Techniques};
+    use dm_runtime::catalog;
+    let (mut rt, dcfg) = cluster(5);
+    let scfg = SmartConfig {
+        chunk_bytes: common::CHUNK,
+        num_ms: common::NUM_MS,
+        ..Default::default()
+    };
+    let art = SmartConfig {
+        techniques: Techniques::ART,
+        lock_table: LockTableConfig::default(),
+        ..scfg
+    };
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let smart = SmartTree::create(scfg, 0, 0).await.unwrap();
+        let dolphin = DolphinTree::create(dcfg, 0, 0).await.unwrap();
+        let (e, _) = catalog::open_or_create("art", 1, art.root_bytes(), 1, |e| async move {
+            SmartTree::create(art.in_root_area(e.root_off), 0, 0).await?;
+            Ok::<(), Box<dyn std::error::Error>>(())
+        })
+        .await
+        .unwrap();
+        let art = SmartTree::open(art.in_root_area(e.root_off), 0, 0)
+            .unwrap()
+            .with_local_locks(SmartTree::new_local_lock_table());
+        let (e, _) = catalog::open_or_create("dolphin", 2, dcfg.root_bytes(), 1, |e| async move {
+            DolphinTree::create(dcfg.in_root_area(e.root_off), 0, 0).await?;
+            Ok::<(), Box<dyn std::error::Error>>(())
+        })
+        .await
+        .unwrap();
+        let dolphin2 = DolphinTree::open(dcfg.in_root_area(e.root_off), 0, 0).unwrap();
+        let key = |x: u64| x.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes();
+        for x in 0..300u64 {
+            smart.insert(&key(x), x << 2).await.unwrap();
+            dolphin.insert(&key(x), x << 2 | 1).await.unwrap();
+            art.insert(&key(x), x << 2 | 2).await.unwrap();
+            dolphin2.insert(&key(x), x << 2 | 3).await.unwrap();
+        }
+        for x in 0..300u64 {
+            assert_eq!(smart.get(&key(x)).await.unwrap(), Some(x << 2));
+            assert_eq!(dolphin.get(&key(x)).await.unwrap(), Some(x << 2 | 1));
+            assert_eq!(art.get(&key(x)).await.unwrap(), Some(x << 2 | 2));
+            assert_eq!(dolphin2.get(&key(x)).await.unwrap(), Some(x << 2 | 3));
+        }
+    })
+    .unwrap();
+}

@@ -186,8 +186,9 @@ impl SimNetArgs {
     }
 }
 
-/// Superblock offset (MS 0) of the multi-client barrier word.
-pub const BARRIER_OFF: u64 = 2048;
+/// Superblock offset (MS 0) of the multi-client barrier word: its slot in
+/// the superblock map, [`dm_verbs::ms::superblock::BENCH_BARRIER`] (56).
+pub const BARRIER_OFF: u64 = dm_verbs::ms::superblock::BENCH_BARRIER;
 
 /// Meets the other `n` client processes at barrier number `k` (1, 2, ...):
 /// an FAA of 1 on the word at [`BARRIER_OFF`] of MS 0's superblock, then

@@ -16,6 +16,7 @@
 //! | [`lock`] | one-sided node locks: FG+'s lock word and Sherman's lock techniques (Sherman §4.3-4.5) |
 //! | [`checksum`] | the node checksum behind checksum-validated READs |
 //! | [`alloc`] | chunk allocation through the MS RPC, carved locally (Sherman §4.2) |
+//! | [`catalog`] | named roots on MS 0: [`catalog::open_or_create`] an index by name from any process, its root words in a root area of the superblock (issue 31) |
 //! | [`sim_driver`] | [`SimRuntime`]: many simulated cores in one OS thread |
 //! | [`threads`] | [`run_threads`]: one pinned OS thread per core on real fabrics |
 //! | `core` | per-core state the futures reach through a thread local; [`now_ns`], [`charge_cpu`], [`charge_op`], [`task_stats`], [`num_ms`], [`current_core_clock`] |
@@ -90,6 +91,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod alloc;
+pub mod catalog;
 pub mod checksum;
 mod core;
 pub mod executor;

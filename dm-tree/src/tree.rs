@@ -7,6 +7,7 @@ use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::lock::{Held, LockError, LockTableConfig, NodeLocks};
 use dm_runtime::sync::LocalLockTable;
 use dm_runtime::{cas, read, write, yield_now};
+use dm_verbs::ms::superblock;
 use dm_verbs::{GlobalAddr, VerbError};
 use std::fmt;
 use std::sync::Arc;
@@ -19,7 +20,12 @@ pub struct TreeConfig {
     /// Key size in bytes, 1..=32 (default 8: u64 keys as big-endian bytes).
     /// Every key must have exactly this length.
     pub key_bytes: usize,
-    /// Address of the 8-byte root pointer (default: MS 0, superblock offset 0).
+    /// Address of the 8-byte root pointer (default: MS 0, superblock offset
+    /// [`superblock::FG_ROOT`] = 0); the host lock table's address, when
+    /// `lock_table` puts it in host memory, is kept at `root_ptr.offset() + 8`
+    /// on every MS. A tree that shares its fabric with other indexes takes a
+    /// root area of [`TreeConfig::root_bytes`] from `dm_runtime::catalog`
+    /// and is placed there with [`TreeConfig::in_root_area`] (issue 31).
     pub root_ptr: GlobalAddr,
     /// Chunk size the MSs hand out (must match the fabric's `MsConfig::chunk_bytes`).
     pub chunk_bytes: u64,
@@ -49,7 +55,7 @@ impl Default for TreeConfig {
         TreeConfig {
             node_bytes: crate::node::DEFAULT_NODE_BYTES,
             key_bytes: 8,
-            root_ptr: GlobalAddr::new(0, 0),
+            root_ptr: GlobalAddr::new(0, superblock::FG_ROOT),
             chunk_bytes: 8 << 20,
             num_ms: 1,
             techniques: Techniques::FG_PLUS,
@@ -58,6 +64,37 @@ impl Default for TreeConfig {
             nam: NamConfig::default(),
             subtree_level: None,
         }
+    }
+}
+
+impl TreeConfig {
+    /// Root-area bytes at `root_ptr` on (issue 31): the root pointer (MS 0)
+    /// and the host lock-table address at `+8` (every MS).
+    pub const ROOT_BYTES: u32 = 16;
+
+    /// Root-area bytes this tree needs: [`TreeConfig::ROOT_BYTES`] for the
+    /// fine-grained design (and DEX, whose `DexCluster` takes this
+    /// configuration); the coarse-grained and hybrid designs add their NAM
+    /// headers ([`NamConfig::root_bytes`]), placed right after those 16
+    /// bytes by [`TreeConfig::in_root_area`].
+    pub fn root_bytes(&self) -> u32 {
+        match self.design {
+            Design::Fine => Self::ROOT_BYTES,
+            _ => Self::ROOT_BYTES + self.nam.root_bytes(self.num_ms),
+        }
+    }
+
+    /// This configuration placed in a root area at superblock offset
+    /// `root_off` (a catalog entry's `root_off`, [`TreeConfig::root_bytes`]
+    /// long): the root pointer at MS 0 `root_off`, its lock-table address
+    /// at `root_off + 8` on every MS, and for the NAM designs the headers
+    /// from `root_off + 16` ([`NamConfig::header_off`]).
+    pub fn in_root_area(mut self, root_off: u64) -> Self {
+        self.root_ptr = GlobalAddr::new(0, root_off);
+        if self.design != Design::Fine {
+            self.nam.header_off = root_off + Self::ROOT_BYTES as u64;
+        }
+        self
     }
 }
 
@@ -184,7 +221,7 @@ impl FgTree {
                 cfg.lock_table,
                 cs,
                 core,
-                cfg.root_ptr.offset() + 8,
+                cfg.root_ptr.offset() + superblock::LOCK_TABLE_PTR,
                 cfg.chunk_bytes,
             )?,
         })
@@ -207,7 +244,7 @@ impl FgTree {
 
     /// Sets up host-memory lock tables when the configuration asks for them
     /// (one chunk per MS, its address at `root_ptr.offset() + 8` of that
-    /// MS's superblock); no-op otherwise.
+    /// MS's superblock, [`superblock::LOCK_TABLE_PTR`]); no-op otherwise.
     pub(crate) async fn create_lock_tables(&self) -> Result<(), TreeError> {
         Ok(self.locks.create_tables(self.cfg.num_ms).await?)
     }

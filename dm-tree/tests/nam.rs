@@ -219,11 +219,15 @@ fn bad_configuration_and_errors() {
         Err(TreeError::BadConfig(_))
     ));
     tcfg.key_bytes = 8;
-    tcfg.nam.header_off = 4056;
-    assert!(matches!(
-        FgTree::open(tcfg, 0, 0),
-        Err(TreeError::BadConfig(_))
-    ));
+    // Past the superblock's end, and over the fixed roots and the catalog
+    // (`dm_verbs::ms::superblock`).
+    for off in [4056, 8, 1016] {
+        tcfg.nam.header_off = off;
+        assert!(
+            matches!(FgTree::open(tcfg, 0, 0), Err(TreeError::BadConfig(_))),
+            "{off}"
+        );
+    }
     // No handler registered: a typed error, no panic.
     let bare = SimFabric::new(SimConfig::default());
     let mut rt2 = SimRuntime::new(bare);
@@ -315,4 +319,64 @@ fn coarse_scan_spans_several_replies() {
     // 600 keys a partition: 3 replies each (the last one short).
     assert_eq!(per_reply, 249);
     assert_eq!(rpcs, 6);
+}
+
+/// Both designs placed in a catalog root area (issue 31): the root-area
+/// size covers the root and lock-table words and the headers of 5
+/// partitions over 3 MSs (two on some MSs); the tree works there, and the
+/// superblock outside the catalog's words stays untouched.
+#[test]
+fn designs_live_in_a_catalog_root_area() {
+    use dm_runtime::catalog;
+    use dm_verbs::ms::superblock;
+    for (i, design) in [Design::Coarse, Design::Hybrid].into_iter().enumerate() {
+        let (mut rt, mut tcfg) = cluster(design, 3, 8 << 20, 7);
+        tcfg.nam = NamConfig::uniform(5);
+        assert_eq!(tcfg.nam.root_bytes(3), 2 * 48);
+        assert_eq!(tcfg.root_bytes(), 16 + 2 * 48);
+        let c = rt.add_core(0, 0);
+        let off = rt
+            .block_on(c, async move {
+                let name = format!("nam-{i}");
+                let (e, made) =
+                    catalog::open_or_create(&name, 3, tcfg.root_bytes(), 1, |e| async move {
+                        FgTree::create(tcfg.in_root_area(e.root_off), 0, 0).await?;
+                        Ok::<(), Box<dyn std::error::Error>>(())
+                    })
+                    .await
+                    .unwrap();
+                assert!(made);
+                let t = FgTree::open(tcfg.in_root_area(e.root_off), 0, 0).unwrap();
+                for x in 0..200 {
+                    t.insert(&k(spread(x)), x).await.unwrap();
+                }
+                for x in 0..200 {
+                    assert_eq!(t.get(&k(spread(x))).await.unwrap(), Some(x), "{design:?}");
+                }
+                e.root_off
+            })
+            .unwrap();
+        assert_eq!(off, superblock::ROOT_AREAS);
+        for ms in 0..3 {
+            let sb = rt
+                .fabric()
+                .peek(dm_verbs::GlobalAddr::new(ms, 0), superblock::BYTES as usize)
+                .unwrap();
+            let area = off as usize..(off + 16 + 2 * 48) as usize;
+            let catalog_words = if ms == 0 {
+                superblock::CATALOG_BUMP as usize..superblock::ROOT_AREAS as usize
+            } else {
+                0..0
+            };
+            let stray = (0..sb.len())
+                .filter(|b| !area.contains(b) && !catalog_words.contains(b))
+                .find(|&b| sb[b] != 0);
+            assert_eq!(stray, None, "{design:?}: MS {ms}");
+            // Every MS holds at least one partition header in the area.
+            assert!(
+                sb[area.start + 16..area.end].iter().any(|&b| b != 0),
+                "MS {ms}"
+            );
+        }
+    }
 }

@@ -12,7 +12,7 @@
 //! | [`verb`] | [`Verb`], [`WorkRequest`], [`Completion`], [`VerbStats`] accounting |
 //! | [`error`] | [`VerbError`], the typed failures of a verb |
 //! | [`fabric`] | the [`Fabric`] and [`Queues`] traits, [`Caps`], [`Clock`], [`CpuCost`] |
-//! | [`ms`] | memory-server config, superblock and chunk allocator, RPC registry, bounds checks |
+//! | [`ms`] | memory-server config, superblock and chunk allocator, RPC registry, bounds checks; [`ms::superblock`]: who owns which superblock bytes |
 //! | [`sim`] | deterministic discrete-event backend in virtual ns: network model, fault injection (torn READs, delays, broken QPs), WR recording |
 //! | [`loopback`] | real threads on shared process memory, wall-clock ns; measures real CPU cost |
 //! | `rdma` (feature `rdma`) | real verbs through rdma-core; every `unsafe` line in `rdma/ffi/`; `rdma::server` is the `dm-memserver` side |

@@ -5,13 +5,15 @@
 //!
 //! | offset                | bytes                   | what                                   |
 //! |-----------------------|-------------------------|----------------------------------------|
-//! | 0                     | [`SUPERBLOCK_BYTES`] (4 KiB) | superblock: well-known words indexes agree on (e.g. a root pointer on MS 0); zeroed at start |
+//! | 0                     | [`SUPERBLOCK_BYTES`] (4 KiB) | superblock: well-known words (default roots, the catalog of named roots and its root areas; map in [`superblock`]); zeroed at start |
 //! | 4096                  | `chunk_bytes` each      | chunks, handed out in address order by [`RPC_ALLOC_CHUNK`] |
 //!
 //! Chunks (default 8 MiB) are never returned: Sherman §4.2 allocates "in chunks"
 //! through the MS and carves them locally on the CS; freed nodes are recycled by
 //! the index, not the MS. When no whole chunk is left the RPC fails with
 //! [`VerbError::MsOutOfMemory`].
+
+pub mod superblock;
 
 use crate::{GlobalAddr, VerbError};
 use std::sync::Arc;

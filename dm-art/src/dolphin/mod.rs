@@ -85,6 +85,7 @@ use crate::cache::ArtCache;
 use crate::config::SmartConfig;
 use crate::error::ArtError;
 use crate::tree::SmartTree;
+use dm_verbs::ms::superblock;
 use dm_verbs::GlobalAddr;
 use layout::{LeafGeometry, SPECIAL_BYTES};
 use std::cell::Cell;
@@ -95,7 +96,10 @@ use std::sync::{Arc, Mutex};
 /// Where the tree lives and its leaf size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DolphinConfig {
-    /// Address of the 8-byte root slot (default: MS 0, superblock offset 8).
+    /// Address of the 8-byte root slot (default: MS 0, superblock offset
+    /// [`superblock::DOLPHIN_ROOT`] = 32). A tree that shares its fabric
+    /// with other indexes takes a root area of [`DolphinConfig::root_bytes`]
+    /// from `dm_runtime::catalog` and puts its root slot there.
     pub root_slot: GlobalAddr,
     /// Chunk size the MSs hand out (must match the fabric's `MsConfig::chunk_bytes`).
     pub chunk_bytes: u64,
@@ -109,11 +113,30 @@ pub struct DolphinConfig {
 impl Default for DolphinConfig {
     fn default() -> Self {
         DolphinConfig {
-            root_slot: GlobalAddr::new(0, 8),
+            root_slot: GlobalAddr::new(0, superblock::DOLPHIN_ROOT),
             chunk_bytes: 8 << 20,
             num_ms: 1,
             leaf_bytes: 1024,
         }
+    }
+}
+
+impl DolphinConfig {
+    /// Root-area bytes the tree needs from `root_slot` on (issue 31): the
+    /// root slot alone (Dolphin's SMART core runs every SMART technique, so
+    /// it keeps no lock-table address).
+    pub const ROOT_BYTES: u32 = 8;
+
+    /// Root-area bytes this tree needs: [`DolphinConfig::ROOT_BYTES`].
+    pub fn root_bytes(&self) -> u32 {
+        Self::ROOT_BYTES
+    }
+
+    /// This configuration placed in a root area at superblock offset
+    /// `root_off` (a catalog entry's): the root slot at MS 0 `root_off`.
+    pub fn in_root_area(mut self, root_off: u64) -> Self {
+        self.root_slot = GlobalAddr::new(0, root_off);
+        self
     }
 }
 

@@ -49,7 +49,7 @@ pub struct Args {
     pub perftest: PerftestArgs,
     /// This process is client I of N (rdma): all N run the same command; each
     /// loads and runs its share of the operations (CS ids I*cs..), client 0
-    /// creates the tree, and they meet at barriers (an FAA word at offset 2048
+    /// creates the tree, and they meet at barriers (an FAA word at offset 56
     /// of MS 0's superblock) after creation, load and run; each then verifies
     /// every key. Needs fresh memory servers per run.
     #[arg(long, default_value = "0/1")]

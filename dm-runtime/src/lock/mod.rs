@@ -25,7 +25,9 @@
 //! - host memory otherwise: a chunk per MS allocated by the tree's creator
 //!   ([`NodeLocks::create_tables`]), its address stored in that MS's
 //!   superblock at a word the tree names (`FgTree`: `root_ptr.offset() + 8`;
-//!   dm-art: its root slot's offset + 8).
+//!   dm-art: its root slot's offset + 8; both
+//!   `dm_verbs::ms::superblock::LOCK_TABLE_PTR`, in the tree's default
+//!   roots or its catalog root area).
 //!
 //! All of this is [`NodeLocks`], one per handle, so the radix family's
 //! baselines take the very same locks (SMART §5.1.3).

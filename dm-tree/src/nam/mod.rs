@@ -54,6 +54,7 @@ pub use ms::RPC_NAM;
 pub use rpc::SCAN_REPLY_BYTES;
 
 use crate::node::Fence;
+use dm_verbs::ms::superblock;
 
 /// Most partitions a [`NamConfig`] describes.
 pub const MAX_PARTITIONS: usize = 16;
@@ -88,9 +89,14 @@ impl Design {
 pub struct NamConfig {
     /// Superblock offset of the NAM headers ([`ms`] gives their layout): the
     /// header of partition `p` is at `header_off + (p / num_ms) *`
-    /// [`ms::HEADER_BYTES`] on MS `p % num_ms`. Default 2560, clear of the
-    /// root pointer, the lock-table pointers and the bench's barrier word
-    /// (2048), with room for all [`MAX_PARTITIONS`] headers on one MS.
+    /// [`ms::HEADER_BYTES`] on MS `p % num_ms`. Default
+    /// [`superblock::NAM_HEADERS`] = 2560, the superblock's last 1,536 bytes
+    /// (the map is [`dm_verbs::ms::superblock`]), room for all
+    /// [`MAX_PARTITIONS`] headers on one MS. A tree that shares its fabric
+    /// with other indexes puts them in a catalog root area of
+    /// [`NamConfig::root_bytes`] instead (`TreeConfig::in_root_area`). Must
+    /// lie in `[superblock::ROOT_AREAS, 4096)`: below are the fixed roots
+    /// and the catalog (issue 31).
     pub header_off: u64,
     /// Simulated MS CPU time per node a handler reads or writes, in virtual ns
     /// (default 300: a binary search over a 1 KB node with a few cache
@@ -108,7 +114,7 @@ pub struct NamConfig {
 impl Default for NamConfig {
     fn default() -> Self {
         NamConfig {
-            header_off: 2560,
+            header_off: superblock::NAM_HEADERS,
             ms_node_ns: 300,
             parts: 0,
             splits: [0; MAX_PARTITIONS - 1],
@@ -163,6 +169,19 @@ impl NamConfig {
         c
     }
 
+    /// Superblock bytes the headers take from `header_off` on each of
+    /// `num_ms` MSs: `ceil(parts / num_ms)` headers of [`ms::HEADER_BYTES`]
+    /// (`parts == 0`: one per MS).
+    pub fn root_bytes(&self, num_ms: u16) -> u32 {
+        let n = num_ms.max(1) as u64;
+        let parts = if self.parts == 0 {
+            n
+        } else {
+            self.parts as u64
+        };
+        (parts.div_ceil(n) * ms::HEADER_BYTES) as u32
+    }
+
     /// This configuration with `parts == 0` resolved to one even partition per MS.
     pub(crate) fn resolved(mut self, num_ms: u16) -> Self {
         if self.parts == 0 {
@@ -195,18 +214,21 @@ impl NamConfig {
     }
 
     /// Checks the resolved configuration for `key_bytes` keys on `num_ms`
-    /// MSs: fences strictly increasing, every header inside the superblock.
+    /// MSs: fences strictly increasing, every header inside the superblock
+    /// and clear of its fixed roots and catalog ([`ms::header_in_bounds`]).
     pub(crate) fn validate(&self, key_bytes: usize, num_ms: u16) -> Result<(), String> {
         if self.parts == 0 || self.parts as usize > MAX_PARTITIONS {
             return Err(format!("{} NAM partitions, want 1..=16", self.parts));
         }
         let last = self.header(self.parts - 1, num_ms).1;
-        if !self.header_off.is_multiple_of(8)
-            || last + ms::HEADER_BYTES > dm_verbs::ms::SUPERBLOCK_BYTES
-        {
+        if !ms::header_in_bounds(self.header_off) || !ms::header_in_bounds(last) {
             return Err(format!(
-                "NAM headers from offset {} for {} partitions over {num_ms} MSs overrun the superblock",
-                self.header_off, self.parts
+                "NAM headers from offset {} for {} partitions over {num_ms} MSs leave \
+                 the superblock's header range [{}, {}) (8-byte aligned)",
+                self.header_off,
+                self.parts,
+                superblock::ROOT_AREAS,
+                superblock::BYTES
             ));
         }
         for p in 2..self.parts {

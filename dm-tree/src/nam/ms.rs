@@ -9,7 +9,9 @@
 //! handlers touch these nodes, and the handlers of one MS are serialised
 //! (see [`crate::nam`]), so the tree needs neither locks nor B-link moves.
 //!
-//! **Header** at `header_off` of the MS's superblock (little-endian):
+//! **Header** at `header_off` of the MS's superblock (little-endian; the
+//! offset lies in `[1024, 4096)`, clear of the fixed roots and the catalog,
+//! see [`dm_verbs::ms::superblock`] and [`header_in_bounds`]):
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
@@ -47,6 +49,17 @@ use std::sync::{Arc, Mutex};
 
 /// Bytes of the per-MS header.
 pub const HEADER_BYTES: u64 = 48;
+
+/// True when a header at superblock offset `off` is 8-byte aligned and lies
+/// in `[superblock::ROOT_AREAS, superblock::BYTES)`: the catalog's root
+/// areas or the hand-built NAM headers, never the fixed roots or the
+/// catalog entries below (issue 31).
+pub fn header_in_bounds(off: u64) -> bool {
+    use dm_verbs::ms::superblock;
+    off.is_multiple_of(8)
+        && off >= superblock::ROOT_AREAS
+        && off + HEADER_BYTES <= superblock::BYTES
+}
 
 /// RPC id of the NAM designs' handler ([`handler`]) on every MS.
 pub const RPC_NAM: u16 = 16;
@@ -196,8 +209,8 @@ fn serve(mem: &mut dyn MsMemory, req: &[u8]) -> Result<Vec<u8>, Fail> {
     let mut r = Rd(req);
     let op = r.u8()?;
     let off = r.u32()? as u64;
-    if !off.is_multiple_of(8) || off + HEADER_BYTES > dm_verbs::ms::SUPERBLOCK_BYTES {
-        return bad("NAM header offset outside the superblock");
+    if !header_in_bounds(off) {
+        return bad("NAM header offset outside the superblock's header range");
     }
     let at = GlobalAddr::new(mem.ms_id(), off);
     if op == OP_CREATE {

@@ -13,7 +13,7 @@
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
 use crate::core::{enqueue, with_current, CoreState, Entered};
-use crate::inbox::{register_executor, unregister_executor};
+use crate::inbox::{register_executor, unregister_executor, Parker};
 use crate::inflight::InFlightTable;
 use crate::task::{self, JoinError, JoinHandle, TaskCell, TaskSlot};
 use crate::waiter::{Waiter, ABANDONED_KEY};
@@ -26,6 +26,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 /// Executor tuning.
@@ -132,6 +133,19 @@ impl<Q: Queues> Executor<Q> {
     /// WRs posted and not yet completed.
     pub fn inflight(&self) -> usize {
         self.core.inflight.borrow().len()
+    }
+
+    /// Registers the thread that parks when this executor idles
+    /// (`crate::service`): a cross-core wake then unparks it.
+    pub(crate) fn set_parker(&self, p: Arc<Parker>) {
+        self.core.inbox.set_parker(p);
+    }
+
+    /// Runs `f` with this core current on the calling thread, as during a
+    /// task poll: [`spawn`] inside `f` spawns here (submitted jobs).
+    pub(crate) fn run_entered<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _entered = Entered::enter(&self.core);
+        f()
     }
 
     /// Verb totals of this core: the counters of its finished and live

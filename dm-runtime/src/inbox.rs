@@ -10,26 +10,121 @@
 //! the first time an id reaches it. A remote wake finds its inbox with two
 //! atomic loads, takes only that inbox's mutex, and never blocks on other
 //! executors being created or dropped. An inbox stays in the table after
-//! its executor is gone (dead: wakes to it are dropped), at about 40 bytes
-//! per executor ever created in the process.
+//! its executor is gone (dead: wakes to it are dropped, its parker
+//! released), at about 48 bytes per executor ever created in the process.
 //!
 //! **The woken list** ([`REMOTE_WOKEN`]) is kept only on threads that run a
 //! `SimRuntime` (it is how a wake from one simulated core reaches the
 //! simulator); on any other thread nothing is recorded, so wakes from
 //! service threads or between real cores leave no trace that could grow.
+//!
+//! **Parking** ([`Parker`]): an executor run by `crate::service` may park
+//! its thread when idle. Its inbox then holds the thread's [`Parker`] (until
+//! the executor is dropped), and a wake that queues a key also unparks the
+//! thread if it sleeps: one fence and one load when it does not. Inboxes without a parker (plain
+//! executors, `run_threads`, `SimRuntime`) pay nothing.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+
+/// The thread an idle service executor (or the sim service thread) parks,
+/// and the lost-wakeup-free protocol around `std::thread::park` (Dekker
+/// style, both sides fenced):
+///
+/// - the sleeper stores `sleeping = true`, fences, re-checks for work (its
+///   submission queues, inbox flags, shutdown) and only then parks; a
+///   `park` that returns while `sleeping` is still set was spurious: it
+///   re-checks and parks again;
+/// - a waker first publishes its work (a flag store), fences, and if
+///   `sleeping` is set clears it with a swap; the one whose swap saw `true`
+///   unparks the thread (and counts a wake).
+///
+/// With both fences `SeqCst`, either the sleeper's re-check sees the work
+/// or the waker sees `sleeping`: no wake is lost.
+#[derive(Default)]
+pub(crate) struct Parker {
+    sleeping: AtomicBool,
+    thread: OnceLock<Thread>,
+    parks: AtomicU64,
+    wakes: AtomicU64,
+}
+
+impl Parker {
+    /// Binds the parker to the calling thread, the one that will park.
+    /// Before this, nobody sleeps on it and wakes are no-ops.
+    pub(crate) fn bind_current(&self) {
+        let _ = self.thread.set(std::thread::current());
+    }
+
+    /// Parks the bound (calling) thread until a [`Parker::wake`], unless
+    /// `has_work` (called after `sleeping` is published) says there is
+    /// work already. Returns whether it parked.
+    pub(crate) fn park_unless(&self, has_work: impl Fn() -> bool) -> bool {
+        self.sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if has_work() {
+            self.sleeping.store(false, Ordering::Relaxed);
+            return false;
+        }
+        self.parks.fetch_add(1, Ordering::Relaxed);
+        loop {
+            std::thread::park();
+            if !self.sleeping.load(Ordering::Acquire) {
+                return true;
+            }
+            // Spurious (or a token left by an earlier wake): sleep on
+            // unless work came meanwhile.
+            if has_work() {
+                self.sleeping.store(false, Ordering::Relaxed);
+                return true;
+            }
+        }
+    }
+
+    /// Unparks the thread if it sleeps. Call after publishing the work
+    /// the sleeper's re-check looks for.
+    #[inline]
+    pub(crate) fn wake(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::AcqRel) {
+            self.wakes.fetch_add(1, Ordering::Relaxed);
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Times the thread parked.
+    pub(crate) fn parks(&self) -> u64 {
+        self.parks.load(Ordering::Relaxed)
+    }
+
+    /// Times a waker found the thread asleep and unparked it.
+    pub(crate) fn wakes(&self) -> u64 {
+        self.wakes.load(Ordering::Relaxed)
+    }
+}
 
 /// Cross-core wake queue of one executor.
 #[derive(Default)]
 pub(crate) struct Inbox {
     /// Set when keys were queued since the last drain.
     pub(crate) flag: AtomicBool,
-    /// Queued task keys; `None` while the executor does not exist (before
-    /// registration and after it is dropped): wakes are then dropped.
-    keys: Mutex<Option<Vec<u32>>>,
+    /// `None` while the executor does not exist (before registration and
+    /// after it is dropped): wakes are then dropped.
+    live: Mutex<Option<Live>>,
+}
+
+/// The inbox of a live executor.
+#[derive(Default)]
+struct Live {
+    /// Queued task keys.
+    keys: Vec<u32>,
+    /// The thread that parks when this executor idles (service cores
+    /// only): a wake unparks it.
+    parker: Option<Arc<Parker>>,
 }
 
 impl Inbox {
@@ -37,25 +132,39 @@ impl Inbox {
     /// buffers trade places, so neither is reallocated once warm.
     pub(crate) fn drain_into(&self, out: &mut Vec<u32>) {
         debug_assert!(out.is_empty());
-        if let Some(k) = self.keys.lock().unwrap().as_mut() {
-            std::mem::swap(k, out);
+        if let Some(l) = self.live.lock().unwrap().as_mut() {
+            std::mem::swap(&mut l.keys, out);
         }
     }
 
     /// Queues `key` (once if it is already the last queued: a task woken
     /// again before its core drained the inbox needs one poll); false if
-    /// the executor is gone.
+    /// the executor is gone. Unparks the executor's thread if it sleeps.
     fn push(&self, key: u32) -> bool {
-        match self.keys.lock().unwrap().as_mut() {
-            Some(k) => {
-                if k.last() != Some(&key) {
-                    k.push(key);
-                }
-            }
-            None => return false,
+        let mut live = self.live.lock().unwrap();
+        let Some(l) = live.as_mut() else {
+            return false;
+        };
+        if l.keys.last() != Some(&key) {
+            l.keys.push(key);
         }
         self.flag.store(true, Ordering::Release);
+        if let Some(p) = &l.parker {
+            // Under the lock, which keeps the parker registered: a thread
+            // that sleeps is woken (a syscall) while other wakers of this
+            // core wait, one fence and one load otherwise.
+            p.wake();
+        }
         true
+    }
+
+    /// Registers the thread that parks when this inbox's executor idles
+    /// (an inbox belongs to one executor, which lives on one thread); the
+    /// executor's drop unregisters it with the inbox.
+    pub(crate) fn set_parker(&self, p: Arc<Parker>) {
+        if let Some(l) = self.live.lock().unwrap().as_mut() {
+            l.parker = Some(p);
+        }
     }
 }
 
@@ -85,14 +194,14 @@ pub(crate) fn register_executor() -> (u32, &'static Inbox) {
     let (s, i) = slot(id);
     let seg = TABLE[s].get_or_init(|| (0..1usize << s).map(|_| Inbox::default()).collect());
     let inbox = &seg[i];
-    *inbox.keys.lock().unwrap() = Some(Vec::new());
+    *inbox.live.lock().unwrap() = Some(Live::default());
     (id, inbox)
 }
 
 /// Marks executor `id` gone: later wakes to it are dropped.
 pub(crate) fn unregister_executor(id: u32) {
     if let Some(i) = inbox(id) {
-        *i.keys.lock().unwrap() = None;
+        *i.live.lock().unwrap() = None;
     }
 }
 
@@ -148,6 +257,38 @@ mod tests {
         remote_wake(id, 6);
         ib.drain_into(&mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_remote_wake_unparks_the_registered_thread() {
+        let (id, ib) = register_executor();
+        let parker = Arc::new(Parker::default());
+        ib.set_parker(parker.clone());
+        let p = parker.clone();
+        let sleeper = std::thread::spawn(move || {
+            p.bind_current();
+            let mut rounds = 0;
+            // Park until the inbox has a key, as a service core does.
+            while !ib.flag.swap(false, Ordering::Acquire) {
+                p.park_unless(|| ib.flag.load(Ordering::Relaxed));
+                rounds += 1;
+            }
+            let mut out = Vec::new();
+            ib.drain_into(&mut out);
+            (out, rounds)
+        });
+        // Bounded: the sleeper parks once it runs.
+        let mut spins = 0u64;
+        while parker.parks() == 0 {
+            spins += 1;
+            assert!(spins < 50_000_000, "the sleeper never parked");
+            std::thread::yield_now();
+        }
+        remote_wake(id, 9);
+        let (out, rounds) = sleeper.join().unwrap();
+        assert_eq!(out, vec![9]);
+        assert_eq!((parker.parks(), parker.wakes(), rounds), (1, 1, 1));
+        unregister_executor(id);
     }
 
     #[test]

@@ -18,17 +18,19 @@
 //! | [`alloc`] | chunk allocation through the MS RPC, carved locally (Sherman §4.2) |
 //! | [`catalog`] | named roots on MS 0: [`catalog::open_or_create`] an index by name from any process, its root words in a root area of the superblock (issue 31) |
 //! | [`sim_driver`] | [`SimRuntime`]: many simulated cores in one OS thread |
-//! | [`threads`] | [`run_threads`]: one pinned OS thread per core on real fabrics |
+//! | [`threads`] | [`run_threads`]: one pinned OS thread per core on real fabrics, scoped: returns when every core's future ends |
+//! | [`service`] | [`Runtime`]: long-lived core threads (or one sim thread) serving jobs submitted from any thread through a [`Spawner`] (`Send + Sync`), answered through [`Submitted`] futures; idle cores park; clean shutdown |
 //! | `core` | per-core state the futures reach through a thread local; [`now_ns`], [`charge_cpu`], [`charge_op`], [`task_stats`], [`num_ms`], [`current_core_clock`] |
 //! | `waker` | allocation-free task wakers; a core's own wakers decoded to task keys |
 //! | `task` | a task's allocation (counters, future), its slab slot, [`JoinHandle`] |
 //! | `inflight` | the in-flight table: one slot per posted WR until its result is taken |
-//! | `inbox` | cross-core wakes: each executor's inbox and the registry of inboxes |
+//! | `inbox` | cross-core wakes: each executor's inbox and the registry of inboxes; the `Parker` of a service thread, which a wake unparks |
 //! | `waiter` | whom a completion wakes: a task key or a foreign waker |
 //!
 //! The private modules are layered without cycles: `waiter`, `task` and
 //! `inbox` are leaves; `inflight` uses `waiter`; `core` uses `inflight`, `task`
-//! and `inbox`; `waker` uses `core`; `executor`, `verbs` and `sync` sit on top.
+//! and `inbox`; `waker` uses `core`; `executor`, `verbs` and `sync` sit on top;
+//! `sim_driver` and `threads` drive executors, and `service` drives both.
 //!
 //! ## Invariants
 //! - **One thread per core.** An [`Executor`] and everything it owns (task
@@ -47,7 +49,8 @@
 //!   `(executor id << 32) | task key`: cloning and dropping are free and it is
 //!   `Send`. A same-core wake pushes the key on the run queue; any other wake
 //!   goes to the target core's mutex-guarded inbox, found in a lock-free
-//!   table and drained once per round; only a thread that runs a sim driver
+//!   table and drained once per round, and unparks the core's thread if it
+//!   parked (service cores); only a thread that runs a sim driver
 //!   records the wake for the simulator. The lock table and
 //!   [`sync::SharedCell`] are the runtime's only state shared by cores.
 //! - **The in-flight slot owns the result.** `wr_id = generation << 32 |
@@ -58,6 +61,25 @@
 //!   Task keys stay below `u32::MAX`, which marks an abandoned slot.
 //! - **Tasks are polled in place.** The future stays in its slab slot during
 //!   the poll; only the executor removes a slot, after a `Ready` poll.
+//! - **Service.** A [`Runtime`] owns its threads: [`Runtime::start`] runs
+//!   one OS thread per core, which alone owns and ticks that core's
+//!   [`Executor`] (opened on that thread); [`Runtime::start_sim`] runs one
+//!   OS thread that owns the `SimFabric` and its [`SimRuntime`] with every
+//!   simulated core. Other threads reach a core only through its
+//!   submission queue (a mutex-guarded `Vec` of boxed jobs and a flag,
+//!   drained in one batch per round, bounded by
+//!   [`ServiceConfig::queue_depth`]) and its inbox. A job's `make` runs on
+//!   the core thread and the future it returns is spawned there (it need
+//!   not be `Send`); its [`Submitted`] is `Send` and may be awaited on any
+//!   thread or executor: tokio, `futures::executor`, a dm-runtime task on
+//!   any core. [`Spawner::block_on`] must not run on a core thread (it
+//!   panics there: it would block the core). **Parking:** a core with no
+//!   ready task, no verb in flight and no queued job polls on for
+//!   [`ServiceConfig::spin_ns`] wall ns, then sets its `sleeping` flag,
+//!   fences, re-checks its queue, its inbox flag and shutdown, and only
+//!   then parks; a submitter or a cross-core waker publishes its flag,
+//!   fences, and unparks the thread if its swap clears `sleeping`, so no
+//!   wake is lost. A core with verbs in flight never parks.
 //! - **Virtual clocks are shared cells.** On `sim` each core's clock is an
 //!   `Rc<Cell<u64>>` shared with the simulator, so charging CPU time and
 //!   reading the clock never borrow the simulator.
@@ -86,7 +108,9 @@
 //! [`read`], [`cas`], ... and [`yield_now`] after a failed lock. On `loopback`
 //! and `rdma`: [`run_threads`], or an [`Executor`] over a core's queues and
 //! [`Executor::block_on`]. `tests/sim.rs` and `tests/loopback.rs` are small
-//! complete examples.
+//! complete examples. A service that submits work from its own threads
+//! (tokio handlers, say) starts a [`Runtime`] and keeps it; `tests/service.rs`
+//! shows both fabrics.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -98,6 +122,7 @@ pub mod executor;
 mod inbox;
 mod inflight;
 pub mod lock;
+pub mod service;
 pub mod sim_driver;
 pub mod sync;
 mod task;
@@ -108,6 +133,7 @@ mod waker;
 
 pub use self::core::{charge_cpu, charge_op, current_core_clock, now_ns, num_ms, task_stats};
 pub use executor::{spawn, ExecConfig, Executor};
+pub use service::{Runtime, ServiceConfig, Spawner, SubmitError, Submitted};
 pub use sim_driver::{SimCore, SimRuntime};
 pub use sync::{sync_virtual_time, yield_now, yield_until};
 pub use task::{JoinError, JoinHandle};

@@ -9,12 +9,14 @@
 //! on something that will never happen (their join handles stay empty, nothing hangs).
 
 use crate::executor::{ExecConfig, Executor};
-use crate::inbox::{sim_driver_alive, REMOTE_WOKEN};
+use crate::inbox::{sim_driver_alive, Parker, REMOTE_WOKEN};
 use crate::task::{take_orphan_panic, JoinError, JoinHandle};
 use dm_verbs::sim::{SimFabric, SimQueues};
 use dm_verbs::Fabric;
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 /// A simulated cluster's compute side: executors for simulated cores.
 pub struct SimRuntime {
@@ -104,11 +106,74 @@ impl SimRuntime {
             if let Some(e) = take_orphan_panic() {
                 e.resume::<()>();
             }
-            self.route_remote_wakes();
-            let runnable = self.execs[c].has_ready();
-            self.fabric.core_yielded(c, runnable);
+            self.yielded(c);
         }
         self.fabric.now_ns()
+    }
+
+    /// [`SimRuntime::run`] for the sim service thread (`crate::service`),
+    /// which must keep serving: a panic out of a tick (a task's drop after
+    /// it finished) is logged, not resumed, and so is a detached task's
+    /// panic (already logged when caught).
+    pub(crate) fn run_serving(&mut self) {
+        while let Some(c) = self.fabric.next_core() {
+            self.ticks += 1;
+            if catch_unwind(AssertUnwindSafe(|| self.execs[c].tick())).is_err() {
+                tracing::error!(
+                    core = c,
+                    "dm-runtime: a panic escaped a sim core's tick; it goes on"
+                );
+            }
+            drop(take_orphan_panic());
+            self.yielded(c);
+        }
+    }
+
+    /// After a tick of core `c`: routes the tick's cross-core wakes and
+    /// tells the simulator whether `c` still has ready tasks.
+    fn yielded(&mut self, c: usize) {
+        self.route_remote_wakes();
+        let runnable = self.execs[c].has_ready();
+        self.fabric.core_yielded(c, runnable);
+    }
+
+    /// Registers the thread that parks when the simulation idles
+    /// (`crate::service`) with every core's inbox.
+    pub(crate) fn set_parker(&self, p: &Arc<Parker>) {
+        for ex in &self.execs {
+            ex.set_parker(p.clone());
+        }
+    }
+
+    /// Runs `f` with `core` current (so [`crate::spawn`] inside spawns
+    /// there) and schedules the core.
+    pub(crate) fn run_on(&mut self, core: SimCore, f: impl FnOnce()) {
+        self.execs[core.0].run_entered(f);
+        self.fabric.notify(core.0);
+    }
+
+    /// Schedules every core with ready tasks or a non-empty inbox: wakes
+    /// from other OS threads, which [`REMOTE_WOKEN`] (this thread's record)
+    /// does not see. Returns whether any core was scheduled.
+    pub(crate) fn notify_ready(&mut self) -> bool {
+        let mut any = false;
+        for (i, ex) in self.execs.iter().enumerate() {
+            if ex.has_ready() {
+                self.fabric.notify(i);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// True if some core has ready tasks or a non-empty inbox.
+    pub(crate) fn any_ready(&self) -> bool {
+        self.execs.iter().any(|ex| ex.has_ready())
+    }
+
+    /// Tasks not yet finished, all cores.
+    pub(crate) fn live_tasks(&self) -> usize {
+        self.execs.iter().map(|ex| ex.live_tasks()).sum()
     }
 
     /// Runs `fut` on `core` until the simulation is idle and returns its output,

@@ -54,6 +54,12 @@ pub struct JoinError {
 }
 
 impl JoinError {
+    /// The error of a panic caught with `payload` (submitted jobs, which
+    /// catch their own panics: `crate::service`).
+    pub(crate) fn from_panic(payload: Box<dyn Any + Send + 'static>) -> Self {
+        JoinError { payload }
+    }
+
     /// The panic's message, when its payload is a string (as `panic!` makes).
     pub fn message(&self) -> &str {
         if let Some(s) = self.payload.downcast_ref::<&'static str>() {

@@ -1,0 +1,260 @@
+//! [`IndexConfig`]: what a service chooses about an index (kind, key width,
+//! node size, cache); everything the fabric decides (chunk size, MS count,
+//! device memory and masked CAS for the lock table, the root's place in the
+//! catalog) is derived when the cluster resolves it into the family's own
+//! configuration ([`Plan`]).
+
+use crate::error::Error;
+use crate::kind::{Family, IndexKind};
+use dm_art::{DolphinConfig, KeyCodec, SmartConfig};
+use dm_tree::{DexCluster, DexConfig, LockTableConfig, NamConfig, TreeConfig};
+use dm_verbs::Caps;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// An index's configuration. Build it with [`IndexConfig::new`] and the
+/// `with_*` methods; the defaults are the papers' (and `dm-bench ycsb`'s).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexConfig {
+    /// Which index.
+    pub kind: IndexKind,
+    /// Key width in bytes: every key has exactly this length (default 8:
+    /// `u64::to_be_bytes`). [`IndexKind::key_rule`] gives the allowed range.
+    pub key_bytes: usize,
+    /// Node bytes of the B+trees and DEX, leaf bytes of Dolphin (default
+    /// 1024, Sherman §5.1). Ignored by the radix family.
+    pub node_bytes: usize,
+    /// Index cache per compute server, bytes (default 64 MiB): Sherman's and
+    /// FG+'s cache of leaf parents and top levels (Sherman §4.1), SMART's
+    /// ART cache (§4.4), Dolphin's cache, DEX's partition cache (§5). 0: no
+    /// cache.
+    pub cache_bytes: u64,
+    /// SMART's read-delegation and write-combining table entries per CS
+    /// (§4.2; default 1024).
+    pub rdwc_entries: usize,
+    /// The NAM designs' partitions (default: one per MS, splitting the key
+    /// space evenly; Ziegler et al. §3).
+    pub nam: NamConfig,
+    /// DEX's knobs (§4-6). Empty `bounds` (the default): the key space is
+    /// split evenly over the cluster's compute servers by the keys' first
+    /// two bytes. `local_cs` and `forward` are set by the cluster.
+    pub dex: DexConfig,
+}
+
+impl IndexConfig {
+    /// `kind` with every default.
+    pub fn new(kind: IndexKind) -> Self {
+        IndexConfig {
+            kind,
+            key_bytes: 8,
+            node_bytes: dm_tree::DEFAULT_NODE_BYTES,
+            cache_bytes: 64 << 20,
+            rdwc_entries: 1024,
+            nam: NamConfig::default(),
+            dex: DexConfig {
+                cache_bytes: 64 << 20,
+                ..DexConfig::default()
+            },
+        }
+    }
+
+    /// With keys of `n` bytes.
+    pub fn with_key_bytes(mut self, n: usize) -> Self {
+        self.key_bytes = n;
+        self
+    }
+
+    /// With `n`-byte nodes (B+trees, DEX) or leaves (Dolphin).
+    pub fn with_node_bytes(mut self, n: usize) -> Self {
+        self.node_bytes = n;
+        self
+    }
+
+    /// With an index cache of `bytes` per compute server (DEX's too).
+    pub fn with_cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
+        self.dex.cache_bytes = bytes;
+        self
+    }
+
+    /// Checks what can be checked without a fabric: the key width.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.kind
+            .key_rule()
+            .check_width(self.kind, self.key_bytes)?;
+        if self.kind == IndexKind::Dolphin && self.node_bytes < 64 {
+            return Err(Error::BadConfig(format!(
+                "dolphin leaves of {} bytes: at least 64",
+                self.node_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// The catalog's kind descriptor: `kind code << 48 | key_bytes << 32 |
+    /// node_bytes` (what a second process must agree on to open the index).
+    pub fn descriptor(&self) -> u64 {
+        (self.kind.code() as u64) << 48
+            | (self.key_bytes as u64 & 0xffff) << 32
+            | self.node_bytes as u64 & 0xffff_ffff
+    }
+
+    /// The configuration a descriptor records, with local choices (cache
+    /// size, table sizes) at their defaults.
+    pub fn from_descriptor(d: u64) -> Result<IndexConfig, Error> {
+        let kind = IndexKind::from_code((d >> 48) as u8)
+            .ok_or_else(|| Error::Catalog(format!("unknown index kind in descriptor {d:#x}")))?;
+        let cfg = IndexConfig::new(kind)
+            .with_key_bytes((d >> 32 & 0xffff) as usize)
+            .with_node_bytes((d & 0xffff_ffff) as usize);
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Root-area bytes the index keeps in the superblock (the same offset
+    /// on every MS), as its family's configuration states them
+    /// (`TreeConfig::root_bytes`, `SmartConfig::ROOT_BYTES`,
+    /// `DolphinConfig::ROOT_BYTES`).
+    pub(crate) fn root_bytes(&self, site: &Site) -> u32 {
+        match self.kind.family() {
+            Family::BTree | Family::Dex => self.tree_config(site).root_bytes(),
+            Family::Radix => SmartConfig::ROOT_BYTES,
+            Family::Dolphin => DolphinConfig::ROOT_BYTES,
+        }
+    }
+
+    /// The B+tree configuration (also DEX's tree) before its root is placed.
+    fn tree_config(&self, site: &Site) -> TreeConfig {
+        TreeConfig {
+            node_bytes: self.node_bytes,
+            key_bytes: self.key_bytes,
+            chunk_bytes: site.chunk_bytes,
+            num_ms: site.num_ms,
+            techniques: self.kind.tree_techniques(),
+            lock_table: LockTableConfig::for_caps(site.caps),
+            design: self.kind.design(),
+            nam: self.nam,
+            ..Default::default()
+        }
+    }
+
+    /// The family's configuration for `site`, its root words in the root
+    /// area at superblock offset `root_off` (from the catalog).
+    pub(crate) fn resolve(&self, site: &Site, root_off: u64) -> Result<Plan, Error> {
+        self.validate()?;
+        let tcfg = self.tree_config(site).in_root_area(root_off);
+        Ok(match self.kind.family() {
+            Family::BTree => Plan::BTree(tcfg),
+            Family::Dex => {
+                let mut d = self.dex.clone();
+                if d.bounds.is_empty() {
+                    d.bounds = even_bounds(self.key_bytes, site.num_cs);
+                }
+                d.local_cs = site.local_cs.clone();
+                d.forward = true;
+                Plan::Dex(DexCluster::new(tcfg, d, site.num_cs)?)
+            }
+            Family::Radix => Plan::Radix(
+                SmartConfig {
+                    keys: KeyCodec::fixed(self.key_bytes),
+                    chunk_bytes: site.chunk_bytes,
+                    num_ms: site.num_ms,
+                    techniques: self.kind.radix_techniques(),
+                    lock_table: tcfg.lock_table,
+                    ..Default::default()
+                }
+                .in_root_area(root_off),
+            ),
+            Family::Dolphin => Plan::Dolphin(
+                DolphinConfig {
+                    chunk_bytes: site.chunk_bytes,
+                    num_ms: site.num_ms,
+                    leaf_bytes: self.node_bytes,
+                    ..Default::default()
+                }
+                .in_root_area(root_off),
+            ),
+        })
+    }
+}
+
+/// `num_cs - 1` bounds splitting the key space evenly by the keys' first
+/// two bytes (big-endian), `key_bytes` long.
+fn even_bounds(key_bytes: usize, num_cs: u16) -> Vec<Vec<u8>> {
+    (1..num_cs as u32)
+        .map(|i| {
+            let p = (i * 65536 / num_cs as u32) as u16;
+            let mut k = vec![0u8; key_bytes];
+            let b = p.to_be_bytes();
+            let n = key_bytes.min(2);
+            k[..n].copy_from_slice(&b[..n]);
+            k
+        })
+        .collect()
+}
+
+/// What the cluster knows that an index configuration derives from.
+#[derive(Clone, Debug)]
+pub(crate) struct Site {
+    /// `MsConfig::chunk_bytes` of the memory servers.
+    pub chunk_bytes: u64,
+    pub num_ms: u16,
+    /// Device memory and masked CAS (where the global lock table goes).
+    pub caps: Caps,
+    /// Compute servers of the whole deployment (DEX's partitions).
+    pub num_cs: u16,
+    /// Those whose cores run in this process.
+    pub local_cs: Range<u16>,
+}
+
+/// An index configuration resolved against a cluster.
+#[derive(Clone)]
+pub(crate) enum Plan {
+    BTree(TreeConfig),
+    Dex(Arc<DexCluster>),
+    Radix(SmartConfig),
+    Dolphin(DolphinConfig),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_round_trip() {
+        for k in IndexKind::ALL {
+            let w = k.key_rule().max.min(16);
+            let c = IndexConfig::new(k).with_key_bytes(w).with_node_bytes(512);
+            let back = IndexConfig::from_descriptor(c.descriptor()).unwrap();
+            assert_eq!((back.kind, back.key_bytes, back.node_bytes), (k, w, 512));
+        }
+    }
+
+    #[test]
+    fn key_widths_outside_the_rule_are_refused() {
+        assert!(IndexConfig::new(IndexKind::Sherman)
+            .with_key_bytes(33)
+            .validate()
+            .is_err());
+        assert!(IndexConfig::new(IndexKind::Smart)
+            .with_key_bytes(255)
+            .validate()
+            .is_ok());
+        assert!(IndexConfig::new(IndexKind::Smart)
+            .with_key_bytes(0)
+            .validate()
+            .is_err());
+        assert!(IndexConfig::new(IndexKind::Dolphin)
+            .with_key_bytes(16)
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn even_bounds_increase() {
+        let b = even_bounds(8, 4);
+        assert_eq!(b.len(), 3);
+        assert!(b.windows(2).all(|w| w[0] < w[1]));
+        assert!(even_bounds(1, 3).windows(2).all(|w| w[0] < w[1]));
+    }
+}

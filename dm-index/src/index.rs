@@ -1,0 +1,399 @@
+//! One index in this process ([`Instance`]: its resolved configuration,
+//! the state its cores share per compute server, its statistics) and a
+//! core's handle on it ([`Index`]: the one async index API).
+
+use crate::config::{IndexConfig, Plan, Site};
+use crate::error::Error;
+use crate::kind::{Family, KeyRule};
+use crate::stats::{delta, Counters, IndexStats, Op};
+use dm_art::{ArtCache, DolphinCache, DolphinTree, Rdwc, SmartTree};
+use dm_runtime::sync::LocalLockTable;
+use dm_tree::{DexTree, FgTree, IndexCache};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The state the cores of one compute server share for one index (SMART
+/// §4.2's read-delegation/write-combining table, HOCL's local lock table,
+/// the index cache).
+#[derive(Default)]
+struct CsState {
+    tree_cache: Option<Arc<IndexCache>>,
+    art_cache: Option<Arc<ArtCache>>,
+    dolphin_cache: Option<Arc<DolphinCache>>,
+    rdwc: Option<Arc<Rdwc>>,
+    llt: Option<Arc<LocalLockTable>>,
+}
+
+/// One index as this process sees it: the configuration resolved against
+/// the cluster, each local compute server's shared state, the counters.
+/// `Send + Sync`; its cores' handles ([`Index`]) are not.
+pub struct Instance {
+    /// Process-unique (the core threads key their handles by it).
+    id: u64,
+    name: String,
+    cfg: IndexConfig,
+    plan: Plan,
+    site: Site,
+    /// Per local CS, indexed by `cs - site.local_cs.start`.
+    cs: Vec<CsState>,
+    counters: Counters,
+}
+
+impl Instance {
+    /// `cfg` resolved for `site` with its root at superblock offset
+    /// `root_off`, counters for `cores` cores.
+    pub(crate) fn new(
+        name: &str,
+        cfg: IndexConfig,
+        site: Site,
+        root_off: u64,
+        cores: usize,
+    ) -> Result<Self, Error> {
+        let plan = cfg.resolve(&site, root_off)?;
+        let cs = site
+            .local_cs
+            .clone()
+            .map(|_| cs_state(&cfg, &plan))
+            .collect();
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        Ok(Instance {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            name: name.to_string(),
+            cfg,
+            plan,
+            site,
+            cs,
+            counters: Counters::new(cores),
+        })
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The index's name in the catalog.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &IndexConfig {
+        &self.cfg
+    }
+
+    /// Creates the empty index (its root, lock tables, NAM partitions) from
+    /// core `core` of compute server `cs`; run once per index, inside a
+    /// dm-runtime task, before any [`Instance::open`] handle operates.
+    pub async fn create_root(&self, cs: u16, core: u16) -> Result<(), Error> {
+        match &self.plan {
+            Plan::BTree(c) => FgTree::create(*c, cs, core).await.map(drop)?,
+            Plan::Dex(cl) => DexTree::create(cl.clone(), cs, core).await.map(drop)?,
+            Plan::Radix(c) => SmartTree::create(*c, cs, core).await.map(drop)?,
+            Plan::Dolphin(c) => DolphinTree::create(*c, cs, core).await.map(drop)?,
+        }
+        Ok(())
+    }
+
+    /// Core `core` of compute server `cs`'s handle, counting into shard
+    /// `shard` (one per core of the process). No verbs. `(cs, core)` must
+    /// be unique among the handles that operate at a time (it is the lock
+    /// holder's identity, `dm_runtime::lock`) and `cs` one of this
+    /// process's compute servers.
+    pub fn open(self: &Arc<Self>, cs: u16, core: u16, shard: usize) -> Result<Index, Error> {
+        let st = cs
+            .checked_sub(self.site.local_cs.start)
+            .and_then(|i| self.cs.get(i as usize))
+            .ok_or_else(|| {
+                Error::BadConfig(format!(
+                    "CS {cs} is not one of this process's compute servers {:?}",
+                    self.site.local_cs
+                ))
+            })?;
+        let tree = match &self.plan {
+            Plan::BTree(c) => {
+                let mut t = FgTree::open(*c, cs, core)?;
+                if let Some(l) = &st.llt {
+                    t = t.with_local_locks(l.clone());
+                }
+                if let Some(c) = &st.tree_cache {
+                    t = t.with_cache(c.clone());
+                }
+                Handle::BTree(t)
+            }
+            Plan::Dex(cl) => Handle::Dex(DexTree::open(cl.clone(), cs, core)?),
+            Plan::Radix(c) => {
+                let mut t = SmartTree::open(*c, cs, core)?;
+                if let Some(l) = &st.llt {
+                    t = t.with_local_locks(l.clone());
+                }
+                if let Some(r) = &st.rdwc {
+                    t = t.with_rdwc(r.clone());
+                }
+                if let Some(c) = &st.art_cache {
+                    t = t.with_cache(c.clone());
+                }
+                Handle::Radix(t)
+            }
+            Plan::Dolphin(c) => {
+                let mut t = DolphinTree::open(*c, cs, core)?;
+                if let Some(c) = &st.dolphin_cache {
+                    t = t.with_cache(c.clone());
+                }
+                Handle::Dolphin(t)
+            }
+        };
+        Ok(Index {
+            tree,
+            width: self.cfg.key_bytes,
+            inst: self.clone(),
+            shard,
+        })
+    }
+
+    /// DEX: the compute server whose partition holds `key` (§4); `None`
+    /// for the other indexes, which any core serves.
+    pub fn owner(&self, key: &[u8]) -> Option<u16> {
+        match &self.plan {
+            Plan::Dex(cl) => Some(cl.owner(key)),
+            _ => None,
+        }
+    }
+
+    /// What the index did in this process so far: operations, verbs, and
+    /// its caches (summed over the local compute servers).
+    pub fn stats(&self) -> IndexStats {
+        let mut s = self.counters.sum();
+        for (i, st) in self.cs.iter().enumerate() {
+            let (h, m, b) = if let Some(c) = &st.tree_cache {
+                let c = c.stats();
+                (c.hits, c.misses, c.bytes)
+            } else if let Some(c) = &st.art_cache {
+                let c = c.stats();
+                (c.hits, c.misses, c.bytes)
+            } else if let Some(c) = &st.dolphin_cache {
+                let c = c.stats();
+                (
+                    c.art.hits + c.special_hits,
+                    c.art.misses + c.special_misses,
+                    c.bytes,
+                )
+            } else if let Plan::Dex(cl) = &self.plan {
+                let c = cl.stats(self.site.local_cs.start + i as u16).cache;
+                (c.hits, c.misses, 0)
+            } else {
+                (0, 0, 0)
+            };
+            s.cache_hits += h;
+            s.cache_misses += m;
+            s.cache_bytes += b;
+        }
+        s
+    }
+}
+
+/// A compute server's shared state for `cfg` (as `dm-bench ycsb` builds
+/// it: the NAM designs run without a CS cache, Ziegler et al. App. A.4;
+/// read delegation and write combining only for SMART itself).
+fn cs_state(cfg: &IndexConfig, plan: &Plan) -> CsState {
+    let cache = cfg.cache_bytes;
+    let mut st = CsState::default();
+    match plan {
+        Plan::BTree(t) => {
+            st.llt = Some(FgTree::new_local_lock_table(t));
+            if cache > 0 && t.design == dm_tree::Design::Fine {
+                st.tree_cache = Some(Arc::new(IndexCache::new(cache, t.node_bytes)));
+            }
+        }
+        Plan::Dex(_) => {}
+        Plan::Radix(c) => {
+            let smart = cfg.kind == crate::IndexKind::Smart;
+            let t = c.techniques;
+            let queue = !smart && (t.rear_lock || !t.in_place_leaf);
+            let r = Rdwc::new(cfg.rdwc_entries, smart, smart).queue_writers(queue);
+            st.rdwc = Some(Arc::new(r));
+            st.llt = Some(SmartTree::new_local_lock_table());
+            if cache > 0 {
+                st.art_cache = Some(Arc::new(ArtCache::new(cache as usize)));
+            }
+        }
+        Plan::Dolphin(_) => {
+            if cache > 0 {
+                st.dolphin_cache = Some(Arc::new(DolphinCache::new(cache as usize)));
+            }
+        }
+    }
+    st
+}
+
+/// A core's handle on one index: the workspace's one async index API.
+/// Operations run inside a dm-runtime task on the core that opened the
+/// handle (verb futures belong to their core); it is `!Send`. Keys are
+/// `&[u8]` of exactly the index's width ([`crate::KeyRule`]); values `u64`.
+/// Every operation is linearizable (each paper's protocol, made sound
+/// under torn READs; see the crates' docs).
+pub struct Index {
+    tree: Handle,
+    width: usize,
+    inst: Arc<Instance>,
+    shard: usize,
+}
+
+enum Handle {
+    BTree(FgTree),
+    Dex(DexTree),
+    Radix(SmartTree),
+    Dolphin(DolphinTree),
+}
+
+/// Dispatches `$call` to the family's handle (each family's method of the
+/// same name and signature) and maps its error.
+macro_rules! each {
+    ($self:ident, $t:ident => $call:expr) => {
+        match &$self.tree {
+            Handle::BTree($t) => $call.await.map_err(Error::from),
+            Handle::Dex($t) => $call.await.map_err(Error::from),
+            Handle::Radix($t) => $call.await.map_err(Error::from),
+            Handle::Dolphin($t) => $call.await.map_err(Error::from),
+        }
+    };
+}
+
+impl Index {
+    /// The instance this handle belongs to.
+    pub fn instance(&self) -> &Arc<Instance> {
+        &self.inst
+    }
+
+    /// `Err(KeyLength)` unless `key` has the index's width.
+    fn check(&self, key: &[u8]) -> Result<(), Error> {
+        if key.len() != self.width {
+            return Err(Error::KeyLength {
+                got: key.len(),
+                want: KeyRule {
+                    min: self.width,
+                    max: self.width,
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts one finished operation and the verbs its task posted since
+    /// `before`.
+    fn count<T>(&self, op: Op, before: &dm_verbs::VerbStats, r: &Result<T, Error>) {
+        let v = delta(before, &dm_runtime::task_stats());
+        self.inst.counters.record(self.shard, op, r.is_err(), &v);
+    }
+
+    /// The value of `key`, if present.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, Error> {
+        self.check(key)?;
+        let before = dm_runtime::task_stats();
+        let r = each!(self, t => t.get(key));
+        self.count(Op::Get, &before, &r);
+        r
+    }
+
+    /// Sets `key` to `value`, inserting it if absent (upsert).
+    pub async fn insert(&self, key: &[u8], value: u64) -> Result<(), Error> {
+        self.check(key)?;
+        let before = dm_runtime::task_stats();
+        let r = each!(self, t => t.insert(key, value));
+        self.count(Op::Insert, &before, &r);
+        r
+    }
+
+    /// Sets `key` to `value` if present; `Ok(false)` (nothing written) if not.
+    pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, Error> {
+        self.check(key)?;
+        let before = dm_runtime::task_stats();
+        let r = each!(self, t => t.update(key, value));
+        self.count(Op::Update, &before, &r);
+        r
+    }
+
+    /// Removes `key`; `Ok(false)` if it was absent.
+    pub async fn remove(&self, key: &[u8]) -> Result<bool, Error> {
+        self.check(key)?;
+        let before = dm_runtime::task_stats();
+        let r = each!(self, t => t.remove(key));
+        self.count(Op::Remove, &before, &r);
+        r
+    }
+
+    /// Up to `n` entries with key >= `from`, in key order.
+    pub async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, Error> {
+        self.check(from)?;
+        let before = dm_runtime::task_stats();
+        let r = each!(self, t => t.scan(from, n));
+        self.count(Op::Scan, &before, &r);
+        r
+    }
+
+    /// Up to `limit` entries with `lo <= key < hi`, in key order: scans of
+    /// at most [`RANGE_BATCH`] entries from `lo` until a key reaches `hi`.
+    pub async fn range(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, u64)>, Error> {
+        self.check(lo)?;
+        self.check(hi)?;
+        let mut out = Vec::new();
+        let mut from = lo.to_vec();
+        while out.len() < limit && from.as_slice() < hi {
+            let want = (limit - out.len()).min(RANGE_BATCH);
+            let batch = self.scan(&from, want).await?;
+            let full = batch.len() == want;
+            for (k, v) in batch {
+                if k.as_slice() >= hi {
+                    return Ok(out);
+                }
+                from.clone_from(&k);
+                out.push((k, v));
+            }
+            if !full || !successor(&mut from) {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Entries one scan of [`Index::range`] asks for.
+pub const RANGE_BATCH: usize = 256;
+
+/// The next fixed-width key after `k` (big-endian increment); false if `k`
+/// is the largest.
+fn successor(k: &mut [u8]) -> bool {
+    for b in k.iter_mut().rev() {
+        if *b == 0xff {
+            *b = 0;
+        } else {
+            *b += 1;
+            return true;
+        }
+    }
+    false
+}
+
+// The family a handle serves, for the client's routing.
+impl Index {
+    /// The family of the index.
+    pub fn family(&self) -> Family {
+        self.inst.cfg.kind.family()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn successor_carries() {
+        let mut k = [0u8, 0xff, 0xff];
+        assert!(super::successor(&mut k));
+        assert_eq!(k, [1, 0, 0]);
+        let mut k = [0xffu8; 2];
+        assert!(!super::successor(&mut k));
+    }
+}

@@ -1,0 +1,146 @@
+//! Per-index statistics ([`IndexStats`]): each index instance counts its
+//! own operations and verbs (no process-wide globals), sharded per core so
+//! a core's counting never contends with another's.
+
+use dm_verbs::VerbStats;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// What one index did in this process (all its cores), since it was
+/// created or opened here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Completed operations by kind (`range` counts as a scan).
+    pub gets: u64,
+    pub inserts: u64,
+    pub updates: u64,
+    pub removes: u64,
+    pub scans: u64,
+    /// Operations that returned an error (counted in their kind too).
+    pub errors: u64,
+    /// Verbs the operations posted (READs, WRITEs, CAS, FAA, RPCs, bytes,
+    /// RTTs; doorbells count the QPs each task posted to per poll).
+    pub verbs: VerbStats,
+    /// Index-cache lookups that hit / missed (summed over the compute
+    /// servers of this process; 0 for an index without a cache).
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    /// Bytes the index caches hold now.
+    pub cache_bytes: u64,
+}
+
+impl IndexStats {
+    /// Operations of every kind.
+    pub fn ops(&self) -> u64 {
+        self.gets + self.inserts + self.updates + self.removes + self.scans
+    }
+}
+
+/// Operation kinds, indexes into a shard's counters.
+#[derive(Clone, Copy)]
+pub(crate) enum Op {
+    Get = 0,
+    Insert = 1,
+    Update = 2,
+    Remove = 3,
+    Scan = 4,
+}
+
+/// Counters per shard: 5 op kinds, errors, then the 9 verb counters.
+const N: usize = 6 + 9;
+
+/// One core's counters, on its own cache lines.
+#[repr(align(128))]
+#[derive(Default)]
+struct Shard([AtomicU64; N]);
+
+/// The counters of one index, one shard per core of the process (a core
+/// writes only its shard: Relaxed loads and stores, no read-modify-write).
+pub(crate) struct Counters {
+    shards: Box<[Shard]>,
+}
+
+impl Counters {
+    pub(crate) fn new(cores: usize) -> Self {
+        Counters {
+            shards: (0..cores.max(1)).map(|_| Shard::default()).collect(),
+        }
+    }
+
+    /// Records one operation of core `shard`: its kind, whether it failed,
+    /// and the verbs it posted.
+    pub(crate) fn record(&self, shard: usize, op: Op, failed: bool, v: &VerbStats) {
+        let s = &self.shards[shard % self.shards.len()].0;
+        let bump = |i: usize, d: u64| {
+            if d != 0 {
+                s[i].store(s[i].load(Relaxed).wrapping_add(d), Relaxed);
+            }
+        };
+        bump(op as usize, 1);
+        bump(5, failed as u64);
+        for (i, d) in verb_fields(v).into_iter().enumerate() {
+            bump(6 + i, d);
+        }
+    }
+
+    /// The sums over every shard.
+    pub(crate) fn sum(&self) -> IndexStats {
+        let mut t = [0u64; N];
+        for s in self.shards.iter() {
+            for (i, c) in s.0.iter().enumerate() {
+                t[i] += c.load(Relaxed);
+            }
+        }
+        IndexStats {
+            gets: t[0],
+            inserts: t[1],
+            updates: t[2],
+            removes: t[3],
+            scans: t[4],
+            errors: t[5],
+            verbs: VerbStats {
+                read: t[6],
+                write: t[7],
+                cas: t[8],
+                faa: t[9],
+                rpc: t[10],
+                bytes_read: t[11],
+                bytes_written: t[12],
+                doorbells: t[13],
+                rtts: t[14],
+            },
+            ..Default::default()
+        }
+    }
+}
+
+fn verb_fields(v: &VerbStats) -> [u64; 9] {
+    [
+        v.read,
+        v.write,
+        v.cas,
+        v.faa,
+        v.rpc,
+        v.bytes_read,
+        v.bytes_written,
+        v.doorbells,
+        v.rtts,
+    ]
+}
+
+/// `b - a`, counter by counter (the verbs of one operation from two
+/// snapshots of its task's counters).
+pub(crate) fn delta(a: &VerbStats, b: &VerbStats) -> VerbStats {
+    let (x, y) = (verb_fields(a), verb_fields(b));
+    let d: [u64; 9] = std::array::from_fn(|i| y[i].wrapping_sub(x[i]));
+    VerbStats {
+        read: d[0],
+        write: d[1],
+        cas: d[2],
+        faa: d[3],
+        rpc: d[4],
+        bytes_read: d[5],
+        bytes_written: d[6],
+        doorbells: d[7],
+        rtts: d[8],
+    }
+}

@@ -55,7 +55,12 @@
 //! [`SmartTree::with_rdwc`] (one [`Rdwc`] per CS), and for the baseline's
 //! rungs [`SmartTree::with_local_locks`] (one
 //! [`SmartTree::new_local_lock_table`] per CS). Dolphin works the same way
-//! with [`DolphinConfig`] and one [`DolphinCache`] per CS.
+//! with [`DolphinConfig`] and one [`DolphinCache`] per CS. Per index rather
+//! than per CS, every core's handle may share one
+//! [`dm_runtime::lock::LockCounters`] ([`SmartTree::with_lock_counters`],
+//! [`DolphinTree::with_lock_counters`]) and, for Dolphin, one
+//! [`dolphin::DolphinCounters`] ([`DolphinTree::with_counters`]), so that
+//! index's lock statistics are its own.
 //!
 //! Where the code departs from the papers, and why, is in the module docs
 //! (`cache`, `rdwc`, `baseline`, `dolphin`, `layout`). Measurements:

@@ -10,7 +10,7 @@ use crate::cursor::Cursor;
 use crate::layout::{capacity, Header, Leaf, LeafGeometry, Slot, ALIGN, INTERNAL_RESERVE};
 use crate::rdwc::Rdwc;
 use dm_runtime::alloc::ChunkAlloc;
-use dm_runtime::lock::NodeLocks;
+use dm_runtime::lock::{LockCounters, LockEvent, NodeLocks};
 use dm_runtime::sync::LocalLockTable;
 use dm_runtime::{read, yield_now};
 use dm_verbs::GlobalAddr;
@@ -70,6 +70,10 @@ pub struct SmartTree {
     /// The baseline's node and leaf locks (HOCL), when a technique is off
     /// that needs them (`baseline`).
     pub(crate) locks: Option<NodeLocks>,
+    /// Where this handle counts its lock events (the rear-embedded leaf
+    /// lock, §4.1.1, and `locks`): its own unless shared per index
+    /// ([`SmartTree::with_lock_counters`]).
+    lock_counters: Arc<LockCounters>,
 }
 
 impl SmartTree {
@@ -114,7 +118,38 @@ impl SmartTree {
             cache: None,
             rdwc: None,
             locks,
+            lock_counters: Arc::default(),
         })
+    }
+
+    /// Counts this handle's lock events into `c`, one per index shared by
+    /// every core's handle of it ([`dm_runtime::lock::LockStats`]): SMART's
+    /// rear-embedded leaf lock (§4.1.1), and the baseline's HOCL node and
+    /// leaf locks (§5.1.3) on the rungs that take them.
+    pub fn with_lock_counters(mut self, c: Arc<LockCounters>) -> Self {
+        if let Some(l) = &mut self.locks {
+            l.set_counters(c.clone());
+        }
+        self.lock_counters = c;
+        self
+    }
+
+    /// The lock counters this handle counts into.
+    pub fn lock_counters(&self) -> &Arc<LockCounters> {
+        &self.lock_counters
+    }
+
+    /// Counts the bytes this handle's chunk carver hands out (nodes,
+    /// leaves; padding included) into `c`, one per index shared by its
+    /// handles, besides the process total (`dm_runtime::alloc::bytes_carved`).
+    pub fn with_carved_counter(mut self, c: Arc<std::sync::atomic::AtomicU64>) -> Self {
+        self.alloc.set_carved_counter(c);
+        self
+    }
+
+    /// Counts one lock event of this handle (one Relaxed `fetch_add`).
+    pub(crate) fn count_lock(&self, e: LockEvent) {
+        self.lock_counters.count(e);
     }
 
     /// Uses `t` (one per CS, shared by its cores; from

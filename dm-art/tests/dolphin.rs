@@ -5,8 +5,9 @@
 
 mod common;
 
-use dm_art::dolphin::DolphinStats;
+use dm_art::dolphin::{DolphinCounters, DolphinStats};
 use dm_art::{ArtError, DolphinCache, DolphinConfig, DolphinTree};
+use dm_runtime::lock::LockCounters;
 use dm_runtime::{task_stats, SimCore, SimRuntime};
 use proptest::prelude::*;
 use std::cell::RefCell;
@@ -258,11 +259,17 @@ fn concurrent_writers_survive_torn_reads_and_splits() {
             Arc::new(DolphinCache::new(2048)),
         ];
         let stats = Rc::new(RefCell::new(DolphinStats::default()));
+        // One index: every handle below counts into these as well.
+        let shared = Arc::new(DolphinCounters::new());
+        let locks = Arc::new(LockCounters::new());
         let hot = |h: u64| (0x7700u64 | h).to_be_bytes();
         let tasks = 6u64;
         let per_task = 60u64;
         for (ci, &c) in cores.iter().enumerate() {
-            let mut t = DolphinTree::open(dcfg, (ci / 2) as u16, (ci % 2) as u16).unwrap();
+            let mut t = DolphinTree::open(dcfg, (ci / 2) as u16, (ci % 2) as u16)
+                .unwrap()
+                .with_counters(shared.clone())
+                .with_lock_counters(locks.clone());
             if seed != 3 {
                 t = t.with_cache(caches[ci / 2].clone());
             }
@@ -354,6 +361,14 @@ fn concurrent_writers_survive_torn_reads_and_splits() {
         eprintln!("seed {seed}: {s:?}");
         assert!(s.lock_waits > 0, "exclusive holds met shares");
         assert!(s.lost_update_cas > 0, "same-key updates raced");
+        // The writers' counts, per index (the readers' handles count apart).
+        let (d, l) = (shared.snapshot(), locks.snapshot());
+        assert!(d.lock_waits > 0 && d.lost_update_cas > 0, "{d:?}");
+        assert_eq!(l.waits, d.lock_waits, "each Spear wait is a lock wait");
+        assert!(
+            l.acquisitions >= 4 * tasks * per_task,
+            "a hold per insert: {l:?}"
+        );
         rejected += s.rejected_images;
     }
     assert!(rejected > 0, "torn images were seen and READ again");

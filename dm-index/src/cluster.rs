@@ -12,7 +12,7 @@
 //! lock table (HOCL) and SMART's read-delegation table attached.
 
 use crate::client::Client;
-use crate::config::{IndexConfig, Site};
+use crate::config::{IndexConfig, Root, Site};
 use crate::error::Error;
 use crate::index::Instance;
 use dm_runtime::catalog;
@@ -166,8 +166,12 @@ impl ClusterBuilder {
     }
 }
 
-/// The MS-side RPC handlers of the NAM designs and DEX's offloading.
-fn register_handlers<F: Fabric>(f: &F) {
+/// Registers the MS-side RPC handlers every index may need (the NAM
+/// designs' `dm_tree::nam::RPC_NAM`, DEX's offloading `dm_tree::dex::RPC_DEX`)
+/// on `f`'s memory servers: sim and loopback, whose memory servers live in
+/// this process (`dm-memserver` has them built in). [`Cluster`] does it;
+/// a tool that builds its own fabric calls it once.
+pub fn register_handlers<F: Fabric>(f: &F) {
     f.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
     f.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
 }
@@ -326,7 +330,7 @@ async fn open_on_core(
     (cs, core): (u16, u16),
 ) -> Result<(Arc<Instance>, bool), Error> {
     let instance = |cfg: IndexConfig, e: &catalog::Entry| {
-        Instance::new(name, cfg, site.clone(), e.root_off, ncores).map(Arc::new)
+        Instance::new(name, cfg, site.clone(), Root::Area(e.root_off), ncores).map(Arc::new)
     };
     let cfg = match (cfg, create) {
         (Some(c), true) => c,

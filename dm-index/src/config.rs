@@ -39,6 +39,15 @@ pub struct IndexConfig {
     /// split evenly over the cluster's compute servers by the keys' first
     /// two bytes. `local_cs` and `forward` are set by the cluster.
     pub dex: DexConfig,
+    /// Sherman's techniques, if not the kind's own (a lock back-off, FAA
+    /// unlock: `dm_runtime::lock::LockTechniques`).
+    pub tree_techniques: Option<dm_tree::Techniques>,
+    /// SMART's techniques, if not the rung's own (SMART §5.3.1's switches).
+    pub radix_techniques: Option<dm_art::Techniques>,
+    /// SMART's read delegation (§4.2.1); `None`: on for `smart` only.
+    pub read_delegation: Option<bool>,
+    /// SMART's write combining (§4.2.1); `None`: on for `smart` only.
+    pub write_combining: Option<bool>,
 }
 
 impl IndexConfig {
@@ -55,6 +64,10 @@ impl IndexConfig {
                 cache_bytes: 64 << 20,
                 ..DexConfig::default()
             },
+            tree_techniques: None,
+            radix_techniques: None,
+            read_delegation: None,
+            write_combining: None,
         }
     }
 
@@ -75,6 +88,21 @@ impl IndexConfig {
         self.cache_bytes = bytes;
         self.dex.cache_bytes = bytes;
         self
+    }
+
+    /// SMART's radix rungs: whether same-key writers of a CS queue in its
+    /// local lock table (HOCL's, which SMART §5.1.3 gives every baseline).
+    /// Without write combining they do, in front of the rear lock (E-HOCL,
+    /// §5.3.1, Fig. 19) and of RCU leaf writes; lock-table-locked leaves
+    /// queue in HOCL's own table instead.
+    pub fn queues_same_key_writers(&self) -> bool {
+        let wc = self
+            .write_combining
+            .unwrap_or(self.kind == IndexKind::Smart);
+        let t = self
+            .radix_techniques
+            .unwrap_or(self.kind.radix_techniques());
+        !wc && (t.rear_lock || !t.in_place_leaf)
     }
 
     /// Checks what can be checked without a fabric: the key width.
@@ -130,7 +158,7 @@ impl IndexConfig {
             key_bytes: self.key_bytes,
             chunk_bytes: site.chunk_bytes,
             num_ms: site.num_ms,
-            techniques: self.kind.tree_techniques(),
+            techniques: self.tree_techniques.unwrap_or(self.kind.tree_techniques()),
             lock_table: LockTableConfig::for_caps(site.caps),
             design: self.kind.design(),
             nam: self.nam,
@@ -138,11 +166,14 @@ impl IndexConfig {
         }
     }
 
-    /// The family's configuration for `site`, its root words in the root
-    /// area at superblock offset `root_off` (from the catalog).
-    pub(crate) fn resolve(&self, site: &Site, root_off: u64) -> Result<Plan, Error> {
+    /// The family's configuration for `site`, its root words at `root`.
+    pub(crate) fn resolve(&self, site: &Site, root: Root) -> Result<Plan, Error> {
         self.validate()?;
-        let tcfg = self.tree_config(site).in_root_area(root_off);
+        let place_t = |c: TreeConfig| match root {
+            Root::Area(off) => c.in_root_area(off),
+            Root::HandBuilt => c,
+        };
+        let tcfg = place_t(self.tree_config(site));
         Ok(match self.kind.family() {
             Family::BTree => Plan::BTree(tcfg),
             Family::Dex => {
@@ -154,28 +185,54 @@ impl IndexConfig {
                 d.forward = true;
                 Plan::Dex(DexCluster::new(tcfg, d, site.num_cs)?)
             }
-            Family::Radix => Plan::Radix(
+            Family::Radix => Plan::Radix(placed(
                 SmartConfig {
                     keys: KeyCodec::fixed(self.key_bytes),
                     chunk_bytes: site.chunk_bytes,
                     num_ms: site.num_ms,
-                    techniques: self.kind.radix_techniques(),
+                    techniques: self
+                        .radix_techniques
+                        .unwrap_or(self.kind.radix_techniques()),
                     lock_table: tcfg.lock_table,
                     ..Default::default()
-                }
-                .in_root_area(root_off),
-            ),
-            Family::Dolphin => Plan::Dolphin(
+                },
+                root,
+                SmartConfig::in_root_area,
+            )),
+            Family::Dolphin => Plan::Dolphin(placed(
                 DolphinConfig {
                     chunk_bytes: site.chunk_bytes,
                     num_ms: site.num_ms,
                     leaf_bytes: self.node_bytes,
                     ..Default::default()
-                }
-                .in_root_area(root_off),
-            ),
+                },
+                root,
+                DolphinConfig::in_root_area,
+            )),
         })
     }
+}
+
+/// `c` placed at `root` by `place` (or left at its defaults).
+fn placed<C>(c: C, root: Root, place: fn(C, u64) -> C) -> C {
+    match root {
+        Root::Area(off) => place(c, off),
+        Root::HandBuilt => c,
+    }
+}
+
+/// Where an index keeps its root words in the superblock
+/// (`dm_verbs::ms::superblock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// The root area a catalog entry owns, at this superblock offset (every
+    /// MS): how [`crate::Cluster`] places every index.
+    Area(u64),
+    /// The family's hand-built defaults (FG 0, SMART 16, Dolphin 32, NAM
+    /// headers from 2560): one index of each family per fabric, no catalog
+    /// (`dm-bench`, which runs one index and meets its other processes at
+    /// a barrier).
+    HandBuilt,
 }
 
 /// `num_cs - 1` bounds splitting the key space evenly by the keys' first
@@ -195,7 +252,7 @@ fn even_bounds(key_bytes: usize, num_cs: u16) -> Vec<Vec<u8>> {
 
 /// What the cluster knows that an index configuration derives from.
 #[derive(Clone, Debug)]
-pub(crate) struct Site {
+pub struct Site {
     /// `MsConfig::chunk_bytes` of the memory servers.
     pub chunk_bytes: u64,
     pub num_ms: u16,
@@ -205,6 +262,20 @@ pub(crate) struct Site {
     pub num_cs: u16,
     /// Those whose cores run in this process.
     pub local_cs: Range<u16>,
+}
+
+impl Site {
+    /// The site of `fabric` for compute servers `local_cs` of this process,
+    /// of `num_cs` in the deployment.
+    pub fn of<F: dm_verbs::Fabric>(fabric: &F, local_cs: Range<u16>, num_cs: u16) -> Site {
+        Site {
+            chunk_bytes: fabric.ms_config().chunk_bytes,
+            num_ms: fabric.num_ms(),
+            caps: fabric.caps(),
+            num_cs,
+            local_cs,
+        }
+    }
 }
 
 /// An index configuration resolved against a cluster.

@@ -2,11 +2,13 @@
 //! the state its cores share per compute server, its statistics) and a
 //! core's handle on it ([`Index`]: the one async index API).
 
-use crate::config::{IndexConfig, Plan, Site};
+use crate::config::{IndexConfig, Plan, Root, Site};
 use crate::error::Error;
 use crate::kind::{Family, KeyRule};
 use crate::stats::{delta, Counters, IndexStats, Op};
+use dm_art::dolphin::DolphinCounters;
 use dm_art::{ArtCache, DolphinCache, DolphinTree, Rdwc, SmartTree};
+use dm_runtime::lock::LockCounters;
 use dm_runtime::sync::LocalLockTable;
 use dm_tree::{DexTree, FgTree, IndexCache};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,12 +18,12 @@ use std::sync::Arc;
 /// §4.2's read-delegation/write-combining table, HOCL's local lock table,
 /// the index cache).
 #[derive(Default)]
-struct CsState {
-    tree_cache: Option<Arc<IndexCache>>,
-    art_cache: Option<Arc<ArtCache>>,
-    dolphin_cache: Option<Arc<DolphinCache>>,
-    rdwc: Option<Arc<Rdwc>>,
-    llt: Option<Arc<LocalLockTable>>,
+pub(crate) struct CsState {
+    pub(crate) tree_cache: Option<Arc<IndexCache>>,
+    pub(crate) art_cache: Option<Arc<ArtCache>>,
+    pub(crate) dolphin_cache: Option<Arc<DolphinCache>>,
+    pub(crate) rdwc: Option<Arc<Rdwc>>,
+    pub(crate) llt: Option<Arc<LocalLockTable>>,
 }
 
 /// One index as this process sees it: the configuration resolved against
@@ -32,24 +34,37 @@ pub struct Instance {
     id: u64,
     name: String,
     cfg: IndexConfig,
-    plan: Plan,
-    site: Site,
+    pub(crate) plan: Plan,
+    pub(crate) site: Site,
     /// Per local CS, indexed by `cs - site.local_cs.start`.
-    cs: Vec<CsState>,
+    pub(crate) cs: Vec<CsState>,
     counters: Counters,
+    /// The lock counters every core's handle of this index counts into
+    /// ([`IndexStats::locks`]).
+    locks: Arc<LockCounters>,
+    /// Dolphin's counters, shared likewise ([`IndexStats::dolphin`]; zero
+    /// for the other kinds).
+    dolphin: Arc<DolphinCounters>,
+    /// Bytes the handles carved from MS chunks ([`IndexStats::bytes_carved`]).
+    carved: Arc<AtomicU64>,
 }
 
 impl Instance {
-    /// `cfg` resolved for `site` with its root at superblock offset
-    /// `root_off`, counters for `cores` cores.
-    pub(crate) fn new(
+    /// `cfg` resolved for `site` with its root words at `root`, with
+    /// counters for `cores` cores. [`crate::Cluster`] does this for a
+    /// service; a tool that drives its own executors (`dm-bench` on its
+    /// deterministic sim) calls it, creates the index with
+    /// [`Instance::create_root`] from one core and opens each core's handle
+    /// with [`Instance::open`]. Errors: `BadConfig` (key width, node size,
+    /// DEX bounds).
+    pub fn new(
         name: &str,
         cfg: IndexConfig,
         site: Site,
-        root_off: u64,
+        root: Root,
         cores: usize,
     ) -> Result<Self, Error> {
-        let plan = cfg.resolve(&site, root_off)?;
+        let plan = cfg.resolve(&site, root)?;
         let cs = site
             .local_cs
             .clone()
@@ -64,6 +79,9 @@ impl Instance {
             site,
             cs,
             counters: Counters::new(cores),
+            locks: Arc::default(),
+            dolphin: Arc::default(),
+            carved: Arc::default(),
         })
     }
 
@@ -98,7 +116,10 @@ impl Instance {
     /// `shard` (one per core of the process). No verbs. `(cs, core)` must
     /// be unique among the handles that operate at a time (it is the lock
     /// holder's identity, `dm_runtime::lock`) and `cs` one of this
-    /// process's compute servers.
+    /// process's compute servers. Every handle counts its lock events into
+    /// the index's one [`LockCounters`] (and Dolphin's into its one
+    /// [`DolphinCounters`]) and the bytes it carves into the index's count,
+    /// so [`Instance::stats`] reports this index's locks and memory alone.
     pub fn open(self: &Arc<Self>, cs: u16, core: u16, shard: usize) -> Result<Index, Error> {
         let st = cs
             .checked_sub(self.site.local_cs.start)
@@ -111,7 +132,9 @@ impl Instance {
             })?;
         let tree = match &self.plan {
             Plan::BTree(c) => {
-                let mut t = FgTree::open(*c, cs, core)?;
+                let mut t = FgTree::open(*c, cs, core)?
+                    .with_lock_counters(self.locks.clone())
+                    .with_carved_counter(self.carved.clone());
                 if let Some(l) = &st.llt {
                     t = t.with_local_locks(l.clone());
                 }
@@ -120,9 +143,15 @@ impl Instance {
                 }
                 Handle::BTree(t)
             }
-            Plan::Dex(cl) => Handle::Dex(DexTree::open(cl.clone(), cs, core)?),
+            Plan::Dex(cl) => Handle::Dex(
+                DexTree::open(cl.clone(), cs, core)?
+                    .with_lock_counters(self.locks.clone())
+                    .with_carved_counter(self.carved.clone()),
+            ),
             Plan::Radix(c) => {
-                let mut t = SmartTree::open(*c, cs, core)?;
+                let mut t = SmartTree::open(*c, cs, core)?
+                    .with_lock_counters(self.locks.clone())
+                    .with_carved_counter(self.carved.clone());
                 if let Some(l) = &st.llt {
                     t = t.with_local_locks(l.clone());
                 }
@@ -135,7 +164,10 @@ impl Instance {
                 Handle::Radix(t)
             }
             Plan::Dolphin(c) => {
-                let mut t = DolphinTree::open(*c, cs, core)?;
+                let mut t = DolphinTree::open(*c, cs, core)?
+                    .with_lock_counters(self.locks.clone())
+                    .with_counters(self.dolphin.clone())
+                    .with_carved_counter(self.carved.clone());
                 if let Some(c) = &st.dolphin_cache {
                     t = t.with_cache(c.clone());
                 }
@@ -159,10 +191,20 @@ impl Instance {
         }
     }
 
-    /// What the index did in this process so far: operations, verbs, and
-    /// its caches (summed over the local compute servers).
+    /// The lock counters this index's handles count into (for a tool that
+    /// opens family handles itself: attach them with the family's
+    /// `with_lock_counters`).
+    pub fn lock_counters(&self) -> &Arc<LockCounters> {
+        &self.locks
+    }
+
+    /// What the index did in this process so far: operations, verbs, its
+    /// caches (summed over the local compute servers), its locks.
     pub fn stats(&self) -> IndexStats {
         let mut s = self.counters.sum();
+        s.locks = self.locks.snapshot();
+        s.dolphin = self.dolphin.snapshot();
+        s.bytes_carved = self.carved.load(Ordering::Relaxed);
         for (i, st) in self.cs.iter().enumerate() {
             let (h, m, b) = if let Some(c) = &st.tree_cache {
                 let c = c.stats();
@@ -205,11 +247,14 @@ fn cs_state(cfg: &IndexConfig, plan: &Plan) -> CsState {
             }
         }
         Plan::Dex(_) => {}
-        Plan::Radix(c) => {
+        Plan::Radix(_) => {
             let smart = cfg.kind == crate::IndexKind::Smart;
-            let t = c.techniques;
-            let queue = !smart && (t.rear_lock || !t.in_place_leaf);
-            let r = Rdwc::new(cfg.rdwc_entries, smart, smart).queue_writers(queue);
+            let (rd, wc) = (
+                cfg.read_delegation.unwrap_or(smart),
+                cfg.write_combining.unwrap_or(smart),
+            );
+            let queue = cfg.queues_same_key_writers();
+            let r = Rdwc::new(cfg.rdwc_entries, rd, wc).queue_writers(queue);
             st.rdwc = Some(Arc::new(r));
             st.llt = Some(SmartTree::new_local_lock_table());
             if cache > 0 {
@@ -238,9 +283,14 @@ pub struct Index {
     shard: usize,
 }
 
-enum Handle {
+/// A core's handle of the index's own family, for what the one API does
+/// not cover (bulk loading, head nodes, DEX's repartitioning, family
+/// statistics): [`Index::handle`].
+pub enum Handle {
+    /// FG+, the Sherman rungs, the NAM designs.
     BTree(FgTree),
     Dex(DexTree),
+    /// SMART and its ladder down to ART.
     Radix(SmartTree),
     Dolphin(DolphinTree),
 }
@@ -259,6 +309,11 @@ macro_rules! each {
 }
 
 impl Index {
+    /// The family's own handle.
+    pub fn handle(&self) -> &Handle {
+        &self.tree
+    }
+
     /// The instance this handle belongs to.
     pub fn instance(&self) -> &Arc<Instance> {
         &self.inst

@@ -15,6 +15,7 @@
 //! | [`index`] | [`Instance`] (one index in this process: its per-CS caches, lock tables and counters) and [`Index`] (a core's handle: `get`, `insert`, `update`, `remove`, `scan`, `range`) |
 //! | [`stats`] | [`IndexStats`]: operations, verbs and cache of one index (per instance, per-core shards) |
 //! | [`cluster`] | [`Cluster`] and its builder: fabric, compute servers, core threads; create and open indexes by name (the catalog on MS 0) |
+//! | [`access`] | a family's own parts for tools: resolved configurations, each CS's caches and tables, bulk loading |
 //! | [`client`] | [`Client`]: `Clone + Send + Sync`; routes each request to a core and returns a future any executor awaits, or waits (`*_blocking`) |
 //!
 //! ## Use
@@ -50,6 +51,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod client;
 pub mod cluster;
 pub mod config;
@@ -59,10 +61,10 @@ pub mod kind;
 pub mod stats;
 
 pub use client::{Client, Entries};
-pub use cluster::{Cluster, ClusterBuilder, ClusterStats, FabricSpec};
-pub use config::IndexConfig;
+pub use cluster::{register_handlers, Cluster, ClusterBuilder, ClusterStats, FabricSpec};
+pub use config::{IndexConfig, Root, Site};
 pub use dm_runtime::service::ServiceConfig;
 pub use error::Error;
-pub use index::{Index, Instance};
+pub use index::{Handle, Index, Instance};
 pub use kind::{Family, IndexKind, KeyRule};
 pub use stats::IndexStats;

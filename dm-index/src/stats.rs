@@ -1,7 +1,10 @@
 //! Per-index statistics ([`IndexStats`]): each index instance counts its
 //! own operations and verbs (no process-wide globals), sharded per core so
-//! a core's counting never contends with another's.
+//! a core's counting never contends with another's; its locks in one
+//! [`dm_runtime::lock::LockCounters`] its handles share.
 
+pub use dm_art::dolphin::DolphinStats;
+pub use dm_runtime::lock::LockStats;
 use dm_verbs::VerbStats;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -26,6 +29,27 @@ pub struct IndexStats {
     pub cache_misses: u64,
     /// Bytes the index caches hold now.
     pub cache_bytes: u64,
+    /// Bytes of MS memory the index's handles carved from their chunks
+    /// (nodes, leaves, special nodes; alignment padding included; the
+    /// chunks' unused tails not), Sherman §4.2's allocator. Counted from
+    /// [`crate::Instance::open`]'s handles (not the root `create_root`
+    /// writes); the NAM designs' MS-side trees allocate on the MS: not counted.
+    pub bytes_carved: u64,
+    /// What the index's locks did (events, every core of this process):
+    /// FG+'s in-node lock word and Sherman's global lock table slots with
+    /// HOCL's local queue and hand-over (Sherman §4.3-4.5), also under
+    /// DEX's tree; SMART's rear-embedded leaf lock (SMART §4.1.1) and its
+    /// baselines' HOCL locks (§5.1.3); Dolphin's Spear holds (acquisitions)
+    /// and waits (Dolphin §III-C; no lock CAS). Field by field:
+    /// [`LockStats`]. The NAM hybrid's leaf locks are FG+ lock words
+    /// (counted); the NAM trees' upper levels lock on the MS side (not
+    /// counted, Ziegler et al. §3, §5).
+    pub locks: LockStats,
+    /// Dolphin's own counts (Spear lock waits, lost same-key update CASes,
+    /// backtracks through special nodes, torn leaf images READ again;
+    /// [`DolphinStats`]); zero for the other kinds. Its lock waits are also
+    /// in `locks.waits`.
+    pub dolphin: DolphinStats,
 }
 
 impl IndexStats {

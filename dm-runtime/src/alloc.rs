@@ -14,6 +14,7 @@ use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::{GlobalAddr, VerbError};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Bytes carved by every [`ChunkAlloc`] of this process (padding included).
 static CARVED: AtomicU64 = AtomicU64::new(0);
@@ -21,7 +22,8 @@ static CARVED: AtomicU64 = AtomicU64::new(0);
 /// Bytes every [`ChunkAlloc`] of this process has handed out so far, padding
 /// for alignment included: the MS memory the indexes allocated for nodes,
 /// leaves and locks, as opposed to the chunks they hold (whose unused tails
-/// are not counted). Process-wide; read it before and after a run.
+/// are not counted). Process-wide; read it before and after a run. One
+/// index's share: [`ChunkAlloc::set_carved_counter`] on each of its carvers.
 pub fn bytes_carved() -> u64 {
     CARVED.load(Relaxed)
 }
@@ -37,6 +39,9 @@ pub struct ChunkAlloc {
     /// The MSs in rotation are `base_ms..base_ms + num_ms`.
     base_ms: u16,
     chunk_bytes: u64,
+    /// The index's count of bytes carved, if it keeps one (besides the
+    /// process total).
+    carved: Option<Arc<AtomicU64>>,
 }
 
 impl ChunkAlloc {
@@ -51,7 +56,15 @@ impl ChunkAlloc {
             num_ms,
             base_ms: 0,
             chunk_bytes,
+            carved: None,
         }
+    }
+
+    /// Also counts the bytes this carver hands out (padding included) into
+    /// `c`: one per index, shared by all its carvers, so the index's memory
+    /// is its own ([`bytes_carved`] stays the process total).
+    pub fn set_carved_counter(&mut self, c: Arc<AtomicU64>) {
+        self.carved = Some(c);
     }
 
     /// Carver whose chunks all come from MS `ms` (placement that keeps a
@@ -82,6 +95,9 @@ impl ChunkAlloc {
                     self.cur.set(a.add(size));
                     self.left.set(self.left.get() - pad - size);
                     CARVED.fetch_add(pad + size, Relaxed);
+                    if let Some(c) = &self.carved {
+                        c.fetch_add(pad + size, Relaxed);
+                    }
                     return Ok(a);
                 }
             }

@@ -153,6 +153,7 @@ impl LocalLockTable {
                     table: self,
                     key,
                     handed_over: std::mem::take(&mut s.orphan_remote),
+                    waited: false,
                     released: false,
                 };
             }
@@ -172,6 +173,7 @@ impl LocalLockTable {
             table: self,
             key,
             handed_over,
+            waited: true,
             released: false,
         }
     }
@@ -295,6 +297,8 @@ pub struct LocalLockGuard<'a> {
     table: &'a LocalLockTable,
     key: u64,
     handed_over: bool,
+    /// The lock was held when asked for: this guard queued for it.
+    waited: bool,
     released: bool,
 }
 
@@ -302,6 +306,12 @@ impl LocalLockGuard<'_> {
     /// True if the previous holder handed the remote lock over with this lock.
     pub fn handed_over(&self) -> bool {
         self.handed_over
+    }
+
+    /// True if the lock was held when asked for and this guard queued behind
+    /// its holder (a local queue wait: `crate::lock::LockStats::waits`).
+    pub fn waited(&self) -> bool {
+        self.waited
     }
 
     /// True if a local waiter is queued and the hand-over bound allows passing

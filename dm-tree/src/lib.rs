@@ -48,7 +48,9 @@
 //! core, then [`FgTree::open`] a handle on every core that uses it (handles
 //! carve their own chunks), optionally sharing one [`IndexCache`] per CS with
 //! [`FgTree::with_cache`] and one local lock table per CS with
-//! [`FgTree::with_local_locks`] (the hierarchical lock). Every operation is an
+//! [`FgTree::with_local_locks`] (the hierarchical lock), and one lock counter
+//! set per index with [`FgTree::with_lock_counters`] (per-index
+//! [`dm_runtime::lock::LockStats`]). Every operation is an
 //! `async fn` to run on dm-runtime: `get`, `insert` (upsert), `update` (only
 //! if present), `remove`, `scan(from, count)` (ascending, `count` entries at
 //! most). DEX: one [`DexCluster`] per process, [`DexTree::open`] per core.

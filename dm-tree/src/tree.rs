@@ -4,7 +4,7 @@ use crate::nam::{Design, NamConfig};
 use crate::node::{Fence, Geometry, Node};
 use crate::techniques::Techniques;
 use dm_runtime::alloc::ChunkAlloc;
-use dm_runtime::lock::{Held, LockError, LockTableConfig, NodeLocks};
+use dm_runtime::lock::{Held, LockCounters, LockError, LockTableConfig, NodeLocks};
 use dm_runtime::sync::LocalLockTable;
 use dm_runtime::{cas, read, write, yield_now};
 use dm_verbs::ms::superblock;
@@ -267,6 +267,30 @@ impl FgTree {
     /// Sherman's hierarchical lock; needed when `techniques.locks.hier_lock` is on.
     pub fn with_local_locks(mut self, locks: Arc<LocalLockTable>) -> Self {
         self.locks.set_local(locks);
+        self
+    }
+
+    /// Counts this handle's node-lock events (FG+'s lock word, or Sherman's
+    /// GLT slot and HOCL, §4.3) into `c`, one per index shared by every
+    /// core's handle of it, instead of this handle's own counters
+    /// ([`dm_runtime::lock::LockStats`]).
+    pub fn with_lock_counters(mut self, c: Arc<LockCounters>) -> Self {
+        self.locks.set_counters(c);
+        self
+    }
+
+    /// The lock counters this handle counts into.
+    pub fn lock_counters(&self) -> &Arc<LockCounters> {
+        self.locks.counters()
+    }
+
+    /// Counts the bytes this handle's chunk carvers hand out (nodes;
+    /// padding included) into `c`, one per index shared by its
+    /// handles, besides the process total (`dm_runtime::alloc::bytes_carved`).
+    pub fn with_carved_counter(mut self, c: Arc<std::sync::atomic::AtomicU64>) -> Self {
+        for a in std::iter::once(&mut self.alloc).chain(self.near.iter_mut()) {
+            a.set_carved_counter(c.clone());
+        }
         self
     }
 

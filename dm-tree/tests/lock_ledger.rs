@@ -35,7 +35,7 @@ fn a_lock_word_left_with_our_tag_is_taken_over_once() {
         ..Default::default()
     };
     let c = rt.add_core(0, 0);
-    let (before, after, word) = rt
+    let (before, after, word, stats) = rt
         .block_on(c, async move {
             let t = Rc::new(FgTree::create(tcfg, 0, 0).await.unwrap());
             t.insert(&k(1), 10).await.unwrap();
@@ -62,10 +62,15 @@ fn a_lock_word_left_with_our_tag_is_taken_over_once() {
                 before,
                 lock_takeovers(),
                 u64::from_le_bytes(w.try_into().unwrap()),
+                t.lock_counters().snapshot(),
             )
         })
         .unwrap();
     assert_eq!(before, 0);
     assert_eq!(after, 1, "exactly one takeover");
+    assert_eq!(stats.takeovers, 1, "counted for the tree too: {stats:?}");
+    // The first insert, the takeover, the waiting insert.
+    assert_eq!(stats.acquisitions, 3, "{stats:?}");
+    assert!(stats.cas_failures >= 1, "the second task waited: {stats:?}");
     assert_eq!(word, 0, "the lock is released after the inserts");
 }

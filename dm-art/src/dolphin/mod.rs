@@ -79,12 +79,17 @@ pub mod layout;
 mod ops;
 mod scan;
 mod smo;
+mod stats;
 mod walk;
+
+pub(crate) use stats::Counter;
+pub use stats::{totals, DolphinCounters, DolphinStats};
 
 use crate::cache::ArtCache;
 use crate::config::SmartConfig;
 use crate::error::ArtError;
 use crate::tree::SmartTree;
+use dm_runtime::lock::LockCounters;
 use dm_verbs::ms::superblock;
 use dm_verbs::GlobalAddr;
 use layout::{LeafGeometry, SPECIAL_BYTES};
@@ -235,30 +240,6 @@ impl DolphinCache {
     }
 }
 
-/// Process-wide totals of every handle's counters ([`totals`]).
-static TOTALS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
-
-/// A handle counter (index into [`TOTALS`]).
-#[allow(non_camel_case_types)]
-#[derive(Clone, Copy)]
-pub(crate) enum Counter {
-    rejected,
-    lost_cas,
-    lock_waits,
-    backtracks,
-}
-
-/// The counters of every handle of this process, summed (for reports).
-pub fn totals() -> DolphinStats {
-    let t = |c: Counter| TOTALS[c as usize].load(Relaxed);
-    DolphinStats {
-        rejected_images: t(Counter::rejected),
-        lost_update_cas: t(Counter::lost_cas),
-        lock_waits: t(Counter::lock_waits),
-        backtracks: t(Counter::backtracks),
-    }
-}
-
 /// One core's handle on a global Dolphin tree. Create the tree once with
 /// [`DolphinTree::create`], then [`DolphinTree::open`] it on every other core.
 pub struct DolphinTree {
@@ -278,28 +259,12 @@ pub struct DolphinTree {
     /// A new leaf WRITTEN for a publication that lost its CAS, reused by
     /// the next one (so a lost race allocates nothing).
     pub(crate) spare: Cell<Option<GlobalAddr>>,
-}
-
-/// Counters of one handle.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DolphinStats {
-    pub rejected_images: u64,
-    pub lost_update_cas: u64,
-    pub lock_waits: u64,
-    pub backtracks: u64,
-}
-
-impl DolphinStats {
-    /// The counts since `earlier` (an earlier reading of the same counters,
-    /// e.g. [`totals`] before a run).
-    pub fn since(self, earlier: DolphinStats) -> DolphinStats {
-        DolphinStats {
-            rejected_images: self.rejected_images - earlier.rejected_images,
-            lost_update_cas: self.lost_update_cas - earlier.lost_update_cas,
-            lock_waits: self.lock_waits - earlier.lock_waits,
-            backtracks: self.backtracks - earlier.backtracks,
-        }
-    }
+    /// The index's counters of the four above, if shared per index
+    /// ([`DolphinTree::with_counters`]; this handle's own by default).
+    pub(crate) counters: Arc<DolphinCounters>,
+    /// Spear holds and waits as lock statistics
+    /// ([`DolphinTree::with_lock_counters`]).
+    pub(crate) lock_counters: Arc<LockCounters>,
 }
 
 impl DolphinTree {
@@ -337,6 +302,8 @@ impl DolphinTree {
             lock_waits: Cell::new(0),
             backtracks: Cell::new(0),
             spare: Cell::new(None),
+            counters: Arc::default(),
+            lock_counters: Arc::default(),
         })
     }
 
@@ -363,22 +330,6 @@ impl DolphinTree {
     /// Items per leaf.
     pub fn leaf_items(&self) -> usize {
         self.g.items
-    }
-
-    /// Counts one event on this handle and in the process totals.
-    pub(crate) fn bump(&self, cell: &Cell<u64>, c: Counter) {
-        cell.set(cell.get() + 1);
-        TOTALS[c as usize].fetch_add(1, Relaxed);
-    }
-
-    /// This handle's counters.
-    pub fn stats(&self) -> DolphinStats {
-        DolphinStats {
-            rejected_images: self.rejected.get(),
-            lost_update_cas: self.lost_cas.get(),
-            lock_waits: self.lock_waits.get(),
-            backtracks: self.backtracks.get(),
-        }
     }
 }
 

@@ -311,6 +311,8 @@ impl DolphinTree {
     /// the word is free) or, defensively, if the image does not validate
     /// (under a share no whole-leaf WRITE is in flight): the caller tries
     /// again.
+    /// A hold taken counts as a lock acquisition, a wait as a lock wait
+    /// (both Spear holds; [`DolphinTree::with_lock_counters`]).
     async fn lock_shared(&self, a: GlobalAddr) -> Result<Option<LeafImage>, ArtError> {
         let lock = self.lock_addr(a);
         let (old, b) = futures::join!(faa(lock, 1), read(a, self.g.bytes as u32));
@@ -324,6 +326,8 @@ impl DolphinTree {
         if img.is_none() {
             faa(lock, (-1i64) as u64).await?;
             self.bump(&self.rejected, Counter::rejected);
+        } else {
+            self.count_hold();
         }
         Ok(img)
     }
@@ -345,6 +349,7 @@ impl DolphinTree {
             self.wait_free(lock).await?;
             return Ok(None);
         }
+        self.count_hold();
         if old == 0 {
             if let Some(img) = LeafImage::decode(&self.g, &b) {
                 return Ok(Some(img));

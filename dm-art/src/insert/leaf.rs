@@ -8,6 +8,7 @@ use crate::error::ArtError;
 use crate::layout::{lock_free, lock_taken, Leaf, LEAF_OFF_META};
 use crate::rdwc::{Lead, WriteResult};
 use crate::tree::{SmartTree, MAX_RETRIES};
+use dm_runtime::lock::LockEvent;
 use dm_runtime::{cas, write, yield_now};
 use dm_verbs::GlobalAddr;
 
@@ -120,6 +121,8 @@ impl SmartTree {
     /// word. A failed CAS (someone wrote since the READ, or holds the lock)
     /// yields and READs the leaf again. A write-combining leader `wc` WRITEs
     /// the WCB's latest value, taken once the lock is held (§4.2.3).
+    /// Counted ([`dm_runtime::lock::LockStats`]): the acquisition, a failed
+    /// CAS, an image whose lock word was not free (a wait, no CAS).
     pub(super) async fn leaf_write(
         &self,
         a: GlobalAddr,
@@ -136,10 +139,14 @@ impl SmartTree {
             if lock == lock_free(l.seq) {
                 let got = cas(lock_a, lock, lock_taken(l.seq)).await?;
                 if got == lock {
+                    self.count_lock(LockEvent::Acquired);
                     let img = self.leaf.encode(&next_leaf(l, decided, wc));
                     write(a.add(LEAF_OFF_META as u64), img[LEAF_OFF_META..].to_vec()).await?;
                     return Ok(true);
                 }
+                self.count_lock(LockEvent::CasFailed);
+            } else {
+                self.count_lock(LockEvent::Waited);
             }
             yield_now().await;
             (l, lock) = self.read_leaf(a).await?;

@@ -26,7 +26,10 @@ thread_local! {
 pub(super) static LEDGER_TAKEOVERS: AtomicU64 = AtomicU64::new(0);
 
 /// How many locks this process took over because a CAS of its own had taken
-/// them without reporting success (module docs, "own-tag ledger").
+/// them without reporting success (module docs, "own-tag ledger"). A
+/// process-wide total, kept beside the per-index
+/// [`LockStats::takeovers`](super::LockStats::takeovers) for the reports that
+/// sum over every index of the process.
 pub fn lock_takeovers() -> u64 {
     LEDGER_TAKEOVERS.load(Ordering::Relaxed)
 }

@@ -62,21 +62,31 @@
 //! reported (seen on soft-RoCE without a retransmission at the time; an old
 //! value never written to the result buffer is the suspect, see docs/rdma.md).
 //! Nobody would ever release such a lock, so the CAS's issuer
-//! takes it, with a warning ([`lock_takeovers`] counts them), instead of
+//! takes it, with a warning ([`lock_takeovers`] counts them per process,
+//! [`LockStats::takeovers`] per index), instead of
 //! spinning on it forever. The epoch matters: completions of different verbs
 //! may be processed out of order (the `sim` fabric does it), so a CAS can
 //! legitimately report a tag of ours that a release completed since.
 //! Sound because a 64-bit tag is written only by its one handle's thread
 //! (`(cs, core)` unique among running handles, see `dm_tree::FgTree::open`).
 //! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
+//!
+//! **Statistics** (issue 31): each [`NodeLocks`] counts what its locks did
+//! into an `Arc<`[`LockCounters`]`>` ([`LockStats`]: acquisitions, failed
+//! lock CASes, local queue waits, hand-overs, takeovers), its own by default;
+//! every core's handle of one index shares one ([`NodeLocks::with_counters`])
+//! so that index's counts are its own, not the process's. One Relaxed
+//! `fetch_add` per event, on paths that post a lock verb anyway.
 
 mod config;
 mod ledger;
 mod node_locks;
+mod stats;
 
 pub use config::{LockTableConfig, LockTechniques};
 pub use ledger::lock_takeovers;
 pub use node_locks::{Held, NodeLocks};
+pub use stats::{LockCounters, LockEvent, LockStats};
 
 use dm_verbs::{GlobalAddr, VerbError};
 use std::fmt;

@@ -4,7 +4,7 @@
 
 use super::config::{LockTableConfig, LockTechniques};
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
-use super::LockError;
+use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, faa, masked_cas, read, rpc, write, yield_now};
 use dm_verbs::ms::RPC_ALLOC_CHUNK;
@@ -67,6 +67,9 @@ pub struct NodeLocks {
     local: Option<Arc<LocalLockTable>>,
     /// Host-memory lock table base per MS, once read.
     glt_bases: RefCell<Vec<Option<GlobalAddr>>>,
+    /// Where this handle counts its lock events: its own unless the index
+    /// shares one among its handles ([`NodeLocks::with_counters`]).
+    counters: Arc<LockCounters>,
 }
 
 impl NodeLocks {
@@ -104,7 +107,26 @@ impl NodeLocks {
             glt_ptr_off,
             local: None,
             glt_bases: RefCell::new(Vec::new()),
+            counters: Arc::default(),
         })
+    }
+
+    /// Counts this handle's lock events into `c` (one per index, shared by
+    /// every core's handle of it, so the index's [`super::LockStats`] are its
+    /// own) instead of the handle's own counters.
+    pub fn with_counters(mut self, c: Arc<LockCounters>) -> Self {
+        self.set_counters(c);
+        self
+    }
+
+    /// [`NodeLocks::with_counters`] on a handle in place.
+    pub fn set_counters(&mut self, c: Arc<LockCounters>) {
+        self.counters = c;
+    }
+
+    /// The counters this handle counts into.
+    pub fn counters(&self) -> &Arc<LockCounters> {
+        &self.counters
     }
 
     /// Uses `local` (one per CS, shared by its cores) as the local lock table
@@ -207,6 +229,8 @@ impl NodeLocks {
     /// Takes the lock of the node at `a`: the local lock first under HOCL
     /// (a queue wait; a hand-over skips the remote CAS), then the remote lock
     /// by CAS, retried with bounded exponential back-off (each retry a yield).
+    /// Counted ([`super::LockStats`]): the acquisition, each failed CAS, a
+    /// local queue wait, a hand-over received, a takeover.
     pub async fn lock(&self, a: GlobalAddr) -> Result<Held<'_>, LockError> {
         Ok(self.lock_and_read(a, None).await?.0)
     }
@@ -229,7 +253,13 @@ impl NodeLocks {
             (None, true) => return Err(no_local_table()),
             _ => None,
         };
+        if local.as_ref().is_some_and(|g| g.waited()) {
+            self.counters.count(LockEvent::Waited);
+        }
         let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
+        if taken {
+            self.counters.count(LockEvent::HandedOver);
+        }
         let mut backoff = self.t.lock_backoff.min(1);
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
@@ -248,6 +278,7 @@ impl NodeLocks {
                 };
                 taken = holder == 0;
                 if !taken {
+                    self.counters.count(LockEvent::CasFailed);
                     if attempt.is_multiple_of(LOCK_WARN_EVERY) {
                         tracing::warn!(node = ?a, holder = format_args!("{holder:#x}"), attempt, "node lock still taken");
                     }
@@ -258,6 +289,7 @@ impl NodeLocks {
                     continue;
                 }
             }
+            self.counters.count(LockEvent::Acquired);
             let data = match (joined, read_at) {
                 (Some(d), _) => Some(d),
                 (None, Some((at, len))) => Some(read(at, len).await),
@@ -290,6 +322,7 @@ impl NodeLocks {
                 let mut h = cas(w, 0, self.tag).await?;
                 if h == self.tag && in_flight.unexplained() {
                     LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+                    self.counters.count(LockEvent::TakenOver);
                     tracing::warn!(
                         node = ?a,
                         attempt,

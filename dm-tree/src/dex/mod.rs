@@ -366,6 +366,21 @@ impl DexTree {
         Self::bulk_load(cl, cs, core, &[], 0.8).await
     }
 
+    /// Counts the node-lock events of this handle's B-link tree (FG+ lock
+    /// words) into `c`, one per index shared by its handles
+    /// ([`FgTree::with_lock_counters`]).
+    pub fn with_lock_counters(mut self, c: Arc<dm_runtime::lock::LockCounters>) -> Self {
+        self.t = self.t.with_lock_counters(c);
+        self
+    }
+
+    /// Counts the bytes this handle's B-link tree carves into `c`
+    /// ([`FgTree::with_carved_counter`]).
+    pub fn with_carved_counter(mut self, c: Arc<AtomicU64>) -> Self {
+        self.t = self.t.with_carved_counter(c);
+        self
+    }
+
     /// The FG B-link tree underneath (for whole-tree checks after [`DexTree::flush`]).
     pub fn fg(&self) -> &FgTree {
         &self.t

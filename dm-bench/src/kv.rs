@@ -1,7 +1,7 @@
-//! The operations `check` drives, over every index family: the B+trees
-//! (`dm_tree::FgTree`, every Sherman rung) and the radix family
-//! (`dm_art::SmartTree`: SMART, the DM-ported ART and the ladder between).
-//! Errors become their display text (the checker only reports them).
+//! The `--index` names and the operations the checkers drive ([`Kv`]),
+//! over each family's own handle (`check` builds those itself) and the
+//! library's one API (`dm_index::Index`, which `ycsb` and `trace` use).
+//! Errors become their display text (the checkers only report them).
 
 use dm_art::{DolphinTree, SmartTree};
 use dm_tree::{DexTree, FgTree};
@@ -30,25 +30,11 @@ pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
     RADIX.iter().find(|r| r.0 == name).map(|r| r.1)
 }
 
-/// The B+tree family member called `name`: a Sherman rung over the
-/// fine-grained design, or one of Ziegler et al.'s NAM designs
-/// (`nam-coarse`, `nam-hybrid`; `fg` is the fine-grained one) with FG+'s
-/// leaf locking.
-fn btree(name: &str) -> Option<(dm_tree::Techniques, dm_tree::Design)> {
-    match (
-        dm_tree::Techniques::named(name),
-        dm_tree::Design::named(name),
-    ) {
-        (Some(t), _) => Some((t, dm_tree::Design::Fine)),
-        (None, Some(d)) => Some((dm_tree::Techniques::FG_PLUS, d)),
-        _ => None,
-    }
-}
-
-/// What `--index NAME` selects: the B+tree techniques and design (FG+ and
-/// the fine-grained design for the radix family, which does not use them)
-/// and the radix rung, if NAME is one. An unknown name is an error listing
-/// every name.
+/// What `--index NAME` selects (`dm_index::IndexKind`, the library's one
+/// list of names): the B+tree techniques and design (FG+ and the
+/// fine-grained design for the others, which do not use them) and the
+/// radix rung, if NAME is one. An unknown name is an error listing every
+/// name.
 pub(crate) fn parse_index(
     name: &str,
 ) -> anyhow::Result<(
@@ -56,25 +42,15 @@ pub(crate) fn parse_index(
     dm_tree::Design,
     Option<dm_art::Techniques>,
 )> {
-    let rung = radix(name);
-    if name == crate::ycsb::dex::DEX || name == DOLPHIN {
-        return Ok((dm_tree::Techniques::FG_PLUS, dm_tree::Design::Fine, None));
-    }
-    match (btree(name), rung) {
-        (Some((t, d)), _) => Ok((t, d, rung)),
-        (None, Some(_)) => Ok((dm_tree::Techniques::FG_PLUS, dm_tree::Design::Fine, rung)),
-        (None, None) => anyhow::bail!("unknown --index {name:?}: this build has {}", index_names()),
-    }
-}
-
-/// Every `--index` name, for error messages.
-fn index_names() -> String {
-    let mut v: Vec<&str> = dm_tree::Techniques::NAMES.to_vec();
-    v.extend(dm_tree::Design::NAMES.iter().map(|d| d.0));
-    v.extend(RADIX.iter().map(|r| r.0));
-    v.push(crate::ycsb::dex::DEX);
-    v.push(DOLPHIN);
-    v.join(", ")
+    let Ok(k) = dm_index::IndexKind::named(name) else {
+        let names: Vec<&str> = dm_index::IndexKind::ALL.iter().map(|k| k.name()).collect();
+        anyhow::bail!(
+            "unknown --index {name:?}: this build has {}",
+            names.join(", ")
+        );
+    };
+    let rung = (k.family() == dm_index::Family::Radix).then(|| k.radix_techniques());
+    Ok((k.tree_techniques(), k.design(), rung))
 }
 
 /// A key-value index with 8-byte values (keys as the index takes them).
@@ -113,58 +89,30 @@ impl_kv!(SmartTree);
 impl_kv!(DexTree);
 impl_kv!(DolphinTree);
 
-/// One index handle of either family, for the benches that pick the index at
-/// run time (`ycsb --index`).
-pub(crate) enum AnyIndex {
-    /// The B+tree family: FG+ and every Sherman rung.
-    Tree(FgTree),
-    /// The radix family (dm-art): SMART and its ladder down to ART.
-    Smart(SmartTree),
-    /// DEX (dm_tree::dex).
-    Dex(DexTree),
-    /// Dolphin (dm_art::dolphin).
-    Dolphin(DolphinTree),
-}
-
-impl Kv for AnyIndex {
+impl Kv for dm_index::Index {
     async fn insert(&self, k: &[u8], v: u64) -> Result<(), String> {
-        match self {
-            AnyIndex::Tree(t) => Kv::insert(t, k, v).await,
-            AnyIndex::Smart(t) => Kv::insert(t, k, v).await,
-            AnyIndex::Dex(t) => Kv::insert(t, k, v).await,
-            AnyIndex::Dolphin(t) => Kv::insert(t, k, v).await,
-        }
+        dm_index::Index::insert(self, k, v)
+            .await
+            .map_err(|e| e.to_string())
     }
     async fn update(&self, k: &[u8], v: u64) -> Result<bool, String> {
-        match self {
-            AnyIndex::Tree(t) => Kv::update(t, k, v).await,
-            AnyIndex::Smart(t) => Kv::update(t, k, v).await,
-            AnyIndex::Dex(t) => Kv::update(t, k, v).await,
-            AnyIndex::Dolphin(t) => Kv::update(t, k, v).await,
-        }
+        dm_index::Index::update(self, k, v)
+            .await
+            .map_err(|e| e.to_string())
     }
     async fn remove(&self, k: &[u8]) -> Result<bool, String> {
-        match self {
-            AnyIndex::Tree(t) => Kv::remove(t, k).await,
-            AnyIndex::Smart(t) => Kv::remove(t, k).await,
-            AnyIndex::Dex(t) => Kv::remove(t, k).await,
-            AnyIndex::Dolphin(t) => Kv::remove(t, k).await,
-        }
+        dm_index::Index::remove(self, k)
+            .await
+            .map_err(|e| e.to_string())
     }
     async fn get(&self, k: &[u8]) -> Result<Option<u64>, String> {
-        match self {
-            AnyIndex::Tree(t) => Kv::get(t, k).await,
-            AnyIndex::Smart(t) => Kv::get(t, k).await,
-            AnyIndex::Dex(t) => Kv::get(t, k).await,
-            AnyIndex::Dolphin(t) => Kv::get(t, k).await,
-        }
+        dm_index::Index::get(self, k)
+            .await
+            .map_err(|e| e.to_string())
     }
     async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, String> {
-        match self {
-            AnyIndex::Tree(t) => Kv::scan(t, from, n).await,
-            AnyIndex::Smart(t) => Kv::scan(t, from, n).await,
-            AnyIndex::Dex(t) => Kv::scan(t, from, n).await,
-            AnyIndex::Dolphin(t) => Kv::scan(t, from, n).await,
-        }
+        dm_index::Index::scan(self, from, n)
+            .await
+            .map_err(|e| e.to_string())
     }
 }

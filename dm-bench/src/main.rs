@@ -25,10 +25,14 @@
 //!   generated ([`ycsb`]) or read from an index-microbench trace.
 //!
 //! Shared pieces: [`fabric_arg`] (`--fabric`, `--ms`, the RDMA flags,
-//! `--client I/N` barriers), [`kv`] (every index behind one
-//! get/insert/update/remove/scan interface; the `--index` names),
-//! [`report`] (verb accounting and `--json`), [`cpu_time`] (the core
-//! threads' CPU time on the wall-clock fabrics).
+//! `--client I/N` barriers), [`kv`] (the `--index` names, from
+//! `dm_index::IndexKind`, and the checkers' get/insert/update/remove/scan
+//! interface), [`report`] (verb accounting and `--json`), [`cpu_time`]
+//! (the core threads' CPU time on the wall-clock fabrics). `ycsb` and
+//! `trace` build their index through the library (`dm_index::Instance`:
+//! the family configuration derived from the fabric and the flags, each
+//! CS's caches and tables, each core's `dm_index::Index`); `check` still
+//! builds each family's handles itself.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 

@@ -9,7 +9,6 @@ use super::args::Args;
 use super::history::Event;
 use super::real::{run_clients, Proc};
 use super::sim::{finish_seed, spawn_sim_clients};
-use crate::kv::AnyIndex;
 use anyhow::{anyhow, bail, Result};
 use dm_runtime::JoinError;
 use dm_runtime::{Executor, SimCore, SimRuntime};
@@ -137,6 +136,6 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
         if a.cache_nodes > 0 {
             t = t.with_cache(caches[k].clone());
         }
-        AnyIndex::Tree(t)
+        t
     })
 }

@@ -6,7 +6,6 @@ use super::args::Args;
 use super::history::Event;
 use super::real::{run_clients, Proc};
 use super::sim::{finish_seed, spawn_sim_clients};
-use crate::kv::AnyIndex;
 use anyhow::{anyhow, Result};
 use dm_art::{ArtCache, Rdwc, SmartConfig, SmartTree};
 use dm_runtime::{Executor, SimCore, SimRuntime};
@@ -114,6 +113,6 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     };
     let per_cs = SmartPerCs::new();
     run_clients(fabric, ex, a, seed, p, 0..a.keys, create, |cs, core| {
-        AnyIndex::Smart(per_cs.open(scfg, cs, core, cs as usize % 2))
+        per_cs.open(scfg, cs, core, cs as usize % 2)
     })
 }

@@ -33,9 +33,10 @@ use dm_runtime::JoinError;
 use timeline::render_text;
 pub use timeline::{actor_name, summary, timeline, wr_label, Actor, Line, What};
 
-use crate::kv::{parse_index, AnyIndex, Kv};
+use crate::kv::parse_index;
 use crate::ycsb::{self, Warm};
 use anyhow::{anyhow, bail, Context, Result};
+use dm_index::{Handle, Index};
 use dm_verbs::sim::SimTrace;
 use dm_verbs::{Fabric, VerbStats};
 use std::collections::HashMap;
@@ -201,8 +202,8 @@ pub fn trace(a: &Args) -> Result<Traced> {
     let mut got: Option<Traced> = None;
     let mut hook = |w: Warm<'_>| -> Result<()> {
         // DEX: the CS that owns the key's partition serves it (DEX §7).
-        let cs = match &*w.trees[0] {
-            AnyIndex::Dex(d) => d.cluster().owner(&key),
+        let cs = match w.trees[0].handle() {
+            Handle::Dex(d) => d.cluster().owner(&key),
             _ => 0,
         };
         let i = w
@@ -262,11 +263,11 @@ pub fn trace(a: &Args) -> Result<Traced> {
 
 /// The traced operation: (start, end, verb counters, outcome).
 async fn one_op(
-    tree: Rc<AnyIndex>,
+    tree: Rc<Index>,
     op: String,
     key: Vec<u8>,
     scan_len: usize,
-) -> Result<(u64, u64, VerbStats, String), String> {
+) -> Result<(u64, u64, VerbStats, String), dm_index::Error> {
     let t0 = dm_runtime::now_ns();
     let s0 = dm_runtime::task_stats();
     let v = 0x7ace_0000_0000_0000 | (t0 & 0xffff_ffff);

@@ -61,35 +61,40 @@ fn auto_level(keys: u64, tcfg: &TreeConfig, fill: f64) -> u8 {
     level
 }
 
-/// The DEX cluster of a ycsb run: equal shares of the loaded keys per CS
-/// (§7) over `num_cs` CSs (the CSs of all client processes), of which this
-/// process hosts `local_cs`; `--cache-mb` per CS.
-pub(crate) fn cluster(
+/// DEX's configuration for a ycsb run: equal shares of the loaded keys per
+/// CS (§7) over `num_cs` CSs (the CSs of all client processes; the library
+/// sets which of them this process hosts), `--cache-mb` per CS.
+pub(crate) fn config(
     d: &DexArgs,
-    tcfg: TreeConfig,
+    cfg: &dm_index::IndexConfig,
     load: &[Vec<u8>],
-    (num_cs, local_cs): (u16, std::ops::Range<u16>),
+    (num_cs, num_ms): (u16, u16),
     cache_mb: u64,
     fill: f64,
     seed: u64,
-) -> Result<Arc<DexCluster>> {
+) -> DexConfig {
     let mut sorted: Vec<&[u8]> = load.iter().map(|k| k.as_slice()).collect();
     sorted.sort_unstable();
-    let cfg = DexConfig {
+    // What the default offload level depends on: the nodes' geometry and
+    // the MS count.
+    let geometry = TreeConfig {
+        node_bytes: cfg.node_bytes,
+        key_bytes: cfg.key_bytes,
+        num_ms,
+        ..Default::default()
+    };
+    DexConfig {
         bounds: DexConfig::even_bounds(&sorted, num_cs),
         cache_bytes: cache_mb << 20,
         offload_level: d
             .dex_offload_level
-            .unwrap_or_else(|| auto_level(load.len() as u64, &tcfg, fill)),
+            .unwrap_or_else(|| auto_level(load.len() as u64, &geometry, fill)),
         offload: !d.dex_no_offload,
         leaf_admission: d.dex_leaf_admission,
-        forward: true,
-        local_cs,
         ms_node_ns: d.dex_node_ns,
         seed,
         ..Default::default()
-    };
-    DexCluster::new(tcfg, cfg, num_cs).map_err(|e| anyhow!("{e}"))
+    }
 }
 
 /// A repartitioning planned for the middle of a run (`--dex-repartition-at`):

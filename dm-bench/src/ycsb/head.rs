@@ -7,8 +7,8 @@
 //! what the passes did and how many leaves scans READ ahead from head lists
 //! and used.
 
-use crate::kv::AnyIndex;
 use anyhow::{bail, Result};
+use dm_index::{Handle, Index};
 use dm_tree::HeadPass;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -53,8 +53,8 @@ impl HeadMaint {
     }
 
     /// One pass through `t` (a B+tree handle; nothing for other indexes).
-    pub(crate) async fn pass(&self, t: &AnyIndex) {
-        if let AnyIndex::Tree(t) = t {
+    pub(crate) async fn pass(&self, t: &Index) {
+        if let Handle::BTree(t) = t.handle() {
             let r = t
                 .maintain_head_nodes(self.n)
                 .await
@@ -65,7 +65,7 @@ impl HeadMaint {
 
     /// Counts one completed run operation; every `--head-every`-th runs a
     /// pass through `t`.
-    pub(crate) async fn tick(&self, t: &AnyIndex) {
+    pub(crate) async fn tick(&self, t: &Index) {
         let i = self.done.fetch_add(1, SeqCst) + 1;
         if self.every.is_some_and(|k| i.is_multiple_of(k)) {
             self.pass(t).await;

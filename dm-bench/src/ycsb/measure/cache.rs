@@ -19,15 +19,29 @@ pub(super) struct CacheReport {
 impl CacheReport {
     /// The cache report of the run's index.
     pub(super) fn of(b: &Bench) -> Self {
-        let (a, ix) = (&b.a, &b.ix);
-        if let Some(cl) = &b.cl.dexcl {
+        let (a, inst) = (&b.a, &b.cl.inst);
+        let each =
+            |f: &dyn Fn(u16) -> bool| inst.local_cs().filter(|&cs| f(cs)).collect::<Vec<u16>>();
+        if let Some(cl) = b.cl.dexcl() {
             CacheReport::dex(cl)
         } else if b.c.dolphin {
-            CacheReport::dolphin(&ix.dolphin_caches, a.cs)
+            let c: Vec<_> = each(&|_| true)
+                .iter()
+                .filter_map(|&cs| inst.dolphin_cache(cs).cloned())
+                .collect();
+            CacheReport::dolphin(&c, a.cs)
         } else if b.c.smart {
-            CacheReport::art(&ix.art_caches, a.cs)
+            let c: Vec<_> = each(&|_| true)
+                .iter()
+                .filter_map(|&cs| inst.art_cache(cs).cloned())
+                .collect();
+            CacheReport::art(&c, a.cs)
         } else {
-            CacheReport::tree(&ix.caches, a.cs)
+            let c: Vec<_> = each(&|_| true)
+                .iter()
+                .filter_map(|&cs| inst.tree_cache(cs).cloned())
+                .collect();
+            CacheReport::tree(&c, a.cs)
         }
     }
 

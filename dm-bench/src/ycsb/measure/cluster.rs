@@ -1,33 +1,42 @@
 //! The cluster a run sets up before any index exists: the MS region sized
 //! for the index and the keys (every core carves its own chunks), the MS
 //! configuration and the fabric's capabilities (device memory, masked CAS),
-//! each index family's configuration (B+tree with its lock table and the
-//! NAM designs' partitions, SMART, Dolphin), DEX's cluster of partitioned
-//! CS caches, and the mid-run extras of the plan (DEX's repartitioning,
-//! head-node maintenance).
+//! the index as the library resolves it from the flags (`dm_index`: its
+//! kind and configuration, the family configuration derived from the
+//! fabric, DEX's cluster of partitioned CS caches), and the mid-run extras
+//! of the plan (DEX's repartitioning, head-node maintenance).
 
 use super::options::Choice;
 use crate::verbs_bench::FabricArg;
 use crate::ycsb::plan::{key_bytes, Plan};
 use crate::ycsb::Args;
 use anyhow::{anyhow, bail, Result};
-use dm_art::{DolphinConfig, DolphinTree, KeyCodec, SmartConfig, SmartTree};
-use dm_tree::{Design, FgTree, LockTableConfig, NamConfig, TreeConfig};
+use dm_index::{IndexConfig, IndexKind, Instance, Root, Site};
+use dm_tree::{Design, LockTableConfig, NamConfig, TreeConfig};
 use dm_verbs::loopback::LoopbackConfig;
 use dm_verbs::sim::SimConfig;
 use dm_verbs::{Caps, MsConfig};
 use std::sync::Arc;
 
-/// The cluster's configuration (every fabric).
+/// The cluster's configuration (every fabric) and the index, resolved by
+/// the library (`dm_index::Instance`: the family configuration derived
+/// from the fabric, each CS's caches and tables).
 pub(super) struct Cluster {
     pub ms_cfg: MsConfig,
     pub caps: Caps,
-    /// B+tree, SMART and Dolphin configurations (the chosen index's is used).
+    /// The index in this process, placed at its family's hand-built roots
+    /// (one index per run; `--client I/N` processes meet at a barrier).
+    pub inst: Arc<Instance>,
+    /// The B+tree configuration the reports describe (the radix family's
+    /// lock table too); DEX's tree for `--index dex`.
     pub tcfg: TreeConfig,
-    pub scfg: SmartConfig,
-    pub dcfg: DolphinConfig,
+}
+
+impl Cluster {
     /// DEX's cluster (`--index dex`).
-    pub dexcl: Option<Arc<dm_tree::DexCluster>>,
+    pub fn dexcl(&self) -> Option<&Arc<dm_tree::DexCluster>> {
+        self.inst.dex_cluster()
+    }
 }
 
 /// Sets up the cluster for `plan` (adding its DEX repartitioning and
@@ -39,16 +48,7 @@ pub(super) fn set_up(
     plan: &mut Plan,
     rdma: Option<(u64, Caps)>,
 ) -> Result<Cluster> {
-    let Choice {
-        ci,
-        cn,
-        techniques,
-        design,
-        art_techniques,
-        smart,
-        dex,
-        dolphin,
-    } = *c;
+    let (ci, cn, design, dex) = (c.ci, c.cn, c.design, c.dex);
     let mut chunk = 8u64 << 20;
     if let Some((bytes, _)) = rdma {
         // The memory servers decide the chunk size.
@@ -74,74 +74,74 @@ pub(super) fn set_up(
     if let Some((_, r)) = rdma {
         caps = r;
     }
-    let tcfg = TreeConfig {
-        node_bytes: a.node_bytes,
-        key_bytes: key_bytes(a),
+    // With --client I/N, N x cs CSs run the index; this process hosts CSs
+    // I*cs.. (DEX: and runs only the operations on their keys).
+    let site = Site {
         chunk_bytes: chunk,
         num_ms: a.ms,
-        techniques,
-        lock_table: LockTableConfig::for_caps(caps),
-        design,
-        nam: if design == Design::Fine {
-            NamConfig::default()
-        } else {
-            nam_config(a, plan)
-        },
-        ..Default::default()
+        caps,
+        num_cs: a.cs * cn as u16,
+        local_cs: (ci as u16 * a.cs)..((ci as u16 + 1) * a.cs),
     };
-    let scfg = SmartConfig {
-        keys: KeyCodec::fixed(key_bytes(a)),
-        chunk_bytes: chunk,
-        num_ms: a.ms,
-        techniques: art_techniques,
-        lock_table: tcfg.lock_table,
-        ..Default::default()
-    };
-    let dcfg = DolphinConfig {
-        chunk_bytes: chunk,
-        num_ms: a.ms,
-        leaf_bytes: a.node_bytes,
-        ..Default::default()
-    };
-    if smart {
-        SmartTree::open(scfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
-    } else if dolphin {
-        DolphinTree::open(dcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
-    } else {
-        FgTree::open(tcfg, 0, 0).map_err(|e| anyhow!("{e}"))?;
-    }
-    let dexcl = if dex {
-        // With --client I/N, N x cs CSs own the partitions; this process
-        // hosts CSs I*cs.. and runs only the operations on their keys.
-        let local = (ci as u16 * a.cs)..((ci as u16 + 1) * a.cs);
-        Some(crate::ycsb::dex::cluster(
-            &a.dex,
-            tcfg,
-            &plan.load,
-            (a.cs * cn as u16, local),
-            a.cache_mb,
-            a.fill,
-            a.seed,
-        )?)
-    } else {
-        None
-    };
-    if let Some(cl) = &dexcl {
+    let cfg = index_config(a, c, plan)?;
+    let cores = a.cs as usize * a.threads as usize;
+    let inst = Arc::new(
+        Instance::new(&a.index, cfg, site.clone(), Root::HandBuilt, cores)
+            .map_err(|e| anyhow!("{e}"))?,
+    );
+    // Opening a handle checks what only the family knows (node size).
+    inst.open(site.local_cs.start, 0, 0)
+        .map_err(|e| anyhow!("{e}"))?;
+    if let Some(cl) = inst.dex_cluster() {
         plan.repartition =
             crate::ycsb::dex::repartition_plan(&a.dex, cl, &plan.load, plan.run.len())?;
     } else if a.dex.dex_repartition_at != 0.0 {
         bail!("--dex-repartition-at is for --index dex");
     }
-    let one_sided_btree = !smart && !dex && !dolphin && design != Design::Coarse;
+    let one_sided_btree = !c.smart && !dex && !c.dolphin && design != Design::Coarse;
     plan.heads = crate::ycsb::head::HeadMaint::plan(&a.head, one_sided_btree)?;
+    let tcfg = inst.tree_config().unwrap_or(TreeConfig {
+        lock_table: LockTableConfig::for_caps(caps),
+        ..Default::default()
+    });
     Ok(Cluster {
         ms_cfg,
         caps,
+        inst,
         tcfg,
-        scfg,
-        dcfg,
-        dexcl,
     })
+}
+
+/// The library's index configuration from the flags: the kind, and what
+/// the flags change from its defaults (lock techniques, SMART's switched-off
+/// techniques, the NAM partitions, DEX's knobs and partition bounds).
+fn index_config(a: &Args, c: &Choice, plan: &Plan) -> Result<IndexConfig> {
+    let kind = IndexKind::named(&a.index).map_err(|e| anyhow!("{e}"))?;
+    let off = |t: &str| a.smart_off.iter().any(|x| x == t);
+    let mut cfg = IndexConfig::new(kind)
+        .with_key_bytes(key_bytes(a))
+        .with_node_bytes(a.node_bytes);
+    cfg.cache_bytes = a.cache_mb << 20;
+    cfg.rdwc_entries = a.rdwc_entries;
+    cfg.tree_techniques = Some(c.techniques);
+    cfg.radix_techniques = Some(c.art_techniques);
+    cfg.read_delegation = Some(!off("rd"));
+    cfg.write_combining = Some(!off("wc"));
+    if c.design != Design::Fine {
+        cfg.nam = nam_config(a, plan);
+    }
+    if c.dex {
+        cfg.dex = crate::ycsb::dex::config(
+            &a.dex,
+            &cfg,
+            &plan.load,
+            (a.cs * c.cn as u16, a.ms),
+            a.cache_mb,
+            a.fill,
+            a.seed,
+        );
+    }
+    Ok(cfg)
 }
 
 /// The MS region's bytes: the B+tree's nodes (3 node slots per 24 bytes of

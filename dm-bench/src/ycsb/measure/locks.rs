@@ -37,10 +37,16 @@ pub(super) fn locks(b: &Bench) -> (String, serde_json::Value) {
 /// combining, and HOCL's lock table for the rungs that take locks.
 fn smart_locks(b: &Bench) -> (String, serde_json::Value) {
     let (a, tcfg, caps) = (&b.a, b.cl.tcfg, b.cl.caps);
-    let (art_techniques, rdwcs, write_queue) = (b.c.art_techniques, &b.ix.rdwcs, b.ix.write_queue);
+    let inst = &b.cl.inst;
+    let rdwcs: Vec<_> = inst
+        .local_cs()
+        .filter_map(|cs| inst.rdwc(cs).cloned())
+        .collect();
+    let (art_techniques, write_queue) =
+        (b.c.art_techniques, inst.config().queues_same_key_writers());
     let off = |t: &str| a.smart_off.iter().any(|x| x == t);
     let mut r = dm_art::RdwcStats::default();
-    for t in rdwcs {
+    for t in &rdwcs {
         let s = t.stats();
         r.delegated_reads += s.delegated_reads;
         r.combined_writes += s.combined_writes;

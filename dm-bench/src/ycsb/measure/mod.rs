@@ -23,16 +23,15 @@ mod sim;
 mod verify;
 
 use self::cluster::Cluster;
-use self::index::Indexes;
 use self::options::Choice;
 use self::phase::{Bars, Layout, Out, Phase};
 use self::report::Parts;
-use crate::kv::AnyIndex;
 use crate::verbs_bench::FabricArg;
 use crate::ycsb::baseline;
 use crate::ycsb::plan::{build_plan, load_value, run_value, Plan};
 use crate::ycsb::Args;
 use anyhow::Result;
+use dm_index::Index;
 use dm_runtime::SimRuntime;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -55,7 +54,7 @@ pub(crate) struct Warm<'a> {
     pub places: &'a [(u16, u16)],
     pub sim_cores: &'a [dm_runtime::SimCore],
     /// Each core's index handle (with its CS's caches, as the run used them).
-    pub trees: &'a [Rc<AnyIndex>],
+    pub trees: &'a [Rc<Index>],
 }
 
 /// What runs on [`Warm`] (sim only).
@@ -69,7 +68,6 @@ struct Bench {
     cl: Cluster,
     plan: Arc<Plan>,
     layout: Layout,
-    ix: Indexes,
 }
 
 /// What the load, run and verification phases measured, on any fabric.
@@ -115,15 +113,13 @@ pub(crate) fn measure_with(mut a: Args, after: Option<WarmHook<'_>>) -> Result<s
     let rdma = None;
     let cl = cluster::set_up(&a, &c, &mut plan, rdma)?;
     let plan = Arc::new(plan);
-    let layout = Layout::new(&a, ci, cl.dexcl.as_ref(), &plan);
-    let ix = Indexes::new(&a, &c, &cl);
+    let layout = Layout::new(&a, ci, cl.dexcl(), &plan);
     let b = Bench {
         a,
         c,
         cl,
         plan,
         layout,
-        ix,
     };
     let wall = std::time::Instant::now();
     let bars = Bars::new(&b.plan);

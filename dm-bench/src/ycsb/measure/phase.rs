@@ -5,12 +5,11 @@
 //! of `--load bulk` (a sorted bulk load from one core, as Sherman loads its
 //! trees).
 
-use crate::kv::{AnyIndex, Kv};
 use crate::ycsb::dex::{routes, Routes};
 use crate::ycsb::plan::{allowed, load_value, run_value, Plan};
 use crate::ycsb::{Args, Op};
+use dm_index::{Handle, Index};
 use dm_runtime::JoinError;
-use dm_tree::{DexTree, FgTree, TreeConfig};
 use dm_verbs::VerbStats;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -64,7 +63,7 @@ pub(super) enum Phase {
 }
 
 async fn coroutine(
-    tree: Rc<AnyIndex>,
+    tree: Rc<Index>,
     plan: Arc<Plan>,
     phase: Phase,
     id: usize,
@@ -89,9 +88,10 @@ async fn coroutine(
         let s0 = dm_runtime::task_stats();
         let kind = match phase {
             Phase::Load => {
-                tree.insert(&plan.load[j], load_value(j))
-                    .await
-                    .expect("insert");
+                let k = &plan.load[j];
+                if let Err(e) = tree.insert(k, load_value(j)).await {
+                    out.bad(format!("insert {k:?} failed: {e}"));
+                }
                 1
             }
             Phase::Run => run_op(&tree, &plan, j, &mut out).await,
@@ -104,7 +104,7 @@ async fn coroutine(
             .record((dm_runtime::now_ns() - t0).max(1))
             .unwrap();
         pb.inc(1);
-        if let (Phase::Run, Some(r), AnyIndex::Dex(d)) = (phase, &plan.repartition, &*tree) {
+        if let (Phase::Run, Some(r), Handle::Dex(d)) = (phase, &plan.repartition, tree.handle()) {
             r.tick(d).await;
         }
         if let (Phase::Run, Some(h)) = (phase, &plan.heads) {
@@ -114,10 +114,33 @@ async fn coroutine(
     out
 }
 
-async fn run_op(tree: &AnyIndex, plan: &Plan, j: usize, out: &mut Out) -> usize {
-    match &plan.run[j] {
+/// One run operation: its kind's index into `out`'s counters. A failed
+/// operation (an index error) is a mismatch that fails the run, with the
+/// error's message.
+async fn run_op(tree: &Index, plan: &Plan, j: usize, out: &mut Out) -> usize {
+    match run_op_checked(tree, plan, j, out).await {
+        Ok(kind) => kind,
+        Err((kind, what, e)) => {
+            out.bad(format!("{what} {:?} failed: {e}", plan.run[j].key()));
+            kind
+        }
+    }
+}
+
+/// A failed run operation: its kind, what failed, the index's error (the
+/// message is built only then: nothing is formatted on the hot path).
+type OpError = (usize, &'static str, dm_index::Error);
+
+async fn run_op_checked(
+    tree: &Index,
+    plan: &Plan,
+    j: usize,
+    out: &mut Out,
+) -> Result<usize, OpError> {
+    let fail = |kind: usize, what: &'static str| move |e| (kind, what, e);
+    Ok(match &plan.run[j] {
         Op::Read(k) => {
-            if let Some(v) = tree.get(k).await.expect("get") {
+            if let Some(v) = tree.get(k).await.map_err(fail(0, "get"))? {
                 if !allowed(plan, k, v) {
                     out.bad(format!("get {k:?} returned {v:#x}, never written"));
                 }
@@ -125,21 +148,30 @@ async fn run_op(tree: &AnyIndex, plan: &Plan, j: usize, out: &mut Out) -> usize 
             0
         }
         Op::Insert(k) => {
-            tree.insert(k, run_value(j)).await.expect("insert");
+            tree.insert(k, run_value(j))
+                .await
+                .map_err(fail(1, "insert"))?;
             1
         }
         Op::Update(k) => {
-            if !tree.update(k, run_value(j)).await.expect("update") && plan.load.contains(k) {
+            let found = tree
+                .update(k, run_value(j))
+                .await
+                .map_err(fail(2, "update"))?;
+            if !found && plan.load.contains(k) {
                 out.bad(format!("update of loaded key {k:?} did not find it"));
             }
             2
         }
         Op::Remove(k) => {
-            tree.remove(k).await.expect("remove");
+            tree.remove(k).await.map_err(fail(3, "remove"))?;
             3
         }
         Op::Scan(k, len) => {
-            let r = tree.scan(k, *len as usize).await.expect("scan");
+            let r = tree
+                .scan(k, *len as usize)
+                .await
+                .map_err(fail(4, "scan from"))?;
             let sorted = r.windows(2).all(|w| w[0].0 < w[1].0);
             if !sorted || r.len() > *len as usize || r.first().is_some_and(|(f, _)| f < k) {
                 out.bad(format!(
@@ -149,18 +181,20 @@ async fn run_op(tree: &AnyIndex, plan: &Plan, j: usize, out: &mut Out) -> usize 
             4
         }
         Op::ReadModifyWrite(k) => {
-            let _ = tree.get(k).await.expect("get");
-            tree.update(k, run_value(j)).await.expect("update");
+            let _ = tree.get(k).await.map_err(fail(5, "get"))?;
+            tree.update(k, run_value(j))
+                .await
+                .map_err(fail(5, "update"))?;
             5
         }
-    }
+    })
 }
 
 /// The coroutines of one core: ids `first..first + coros` of `total`, over
 /// every operation or (with `ids`) over the listed ones.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn core_phase(
-    tree: Rc<AnyIndex>,
+    tree: Rc<Index>,
     plan: Arc<Plan>,
     phase: Phase,
     first: usize,
@@ -186,28 +220,21 @@ pub(super) async fn core_phase(
     for h in hs {
         out.merge(h.await.unwrap_or_else(JoinError::resume));
     }
-    if let AnyIndex::Tree(t) = &*tree {
+    if let Handle::BTree(t) = tree.handle() {
         out.head_prefetch = t.head_prefetch_stats();
     }
     out
 }
 
-/// Bulk-loads the B+tree `tcfg`, or DEX's tree when `dex` is given
-/// (`--load bulk`, from client 0's first core).
+/// Bulk-loads the index (`--load bulk`: the fine-grained B+trees and DEX,
+/// from client 0's first core).
 pub(super) async fn bulk_load(
-    dex: Option<Arc<dm_tree::DexCluster>>,
-    tcfg: TreeConfig,
+    inst: Arc<dm_index::Instance>,
     sorted: Vec<(Vec<u8>, u64)>,
     fill: f64,
-) -> Result<(), dm_tree::TreeError> {
-    match dex {
-        Some(cl) => DexTree::bulk_load(cl, 0, 0, &sorted, fill)
-            .await
-            .map(|_| ()),
-        None => FgTree::bulk_load(tcfg, 0, 0, &sorted, fill)
-            .await
-            .map(|_| ()),
-    }
+) -> Result<(), dm_index::Error> {
+    let cs = inst.local_cs().start;
+    inst.bulk_load((cs, 0), &sorted, fill).await
 }
 
 /// Load-phase counters of a bulk load (its verbs are not per-operation).

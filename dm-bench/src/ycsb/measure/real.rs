@@ -9,9 +9,9 @@ use super::phase::{bulk_load, bulk_out, core_phase, Bars, Out, Phase};
 use super::verify::verify_view;
 use super::{Bench, Ran};
 use crate::fabric_arg::barrier;
-use crate::kv::AnyIndex;
 use crate::ycsb::plan::sorted_load;
 use anyhow::{anyhow, Result};
+use dm_index::Handle;
 use dm_runtime::{ExecConfig, Executor};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::Fabric;
@@ -28,8 +28,7 @@ impl Bench {
             ms: ms_cfg,
             ..Default::default()
         });
-        fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
-        fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
+        dm_index::register_handlers(&fabric);
         let q = fabric.open_queues(0, 0);
         let mut r = self.real_run(&fabric, q, bars)?;
         r.ms_used = (0..a.ms).map(|m| fabric.ms_bytes_used(m)).sum();
@@ -75,7 +74,7 @@ impl Bench {
             if ci == 0 {
                 let sorted = sorted_load(plan);
                 let fill = a.fill;
-                ex.block_on(bulk_load(self.cl.dexcl.clone(), self.cl.tcfg, sorted, fill))
+                ex.block_on(bulk_load(self.cl.inst.clone(), sorted, fill))
                     .map_err(|e| anyhow!("{e}"))?;
             }
             meet(&mut ex, 1)?;
@@ -93,11 +92,17 @@ impl Bench {
         }
         meet(&mut ex, 2)?;
         let (ro, rns, rcpu) = phase(Phase::Run, run_pb);
-        if let AnyIndex::Dex(d) = self.open(0, 0) {
+        if self.cl.dexcl().is_some() {
             // Every process writes its CSs' dirty pages back before any
             // verifies the pool.
-            ex.block_on(async move { d.flush().await })
-                .map_err(|e| anyhow!("flushing DEX's caches: {e}"))?;
+            let t = self.open(0, 0);
+            ex.block_on(async move {
+                match t.handle() {
+                    Handle::Dex(d) => d.flush().await.map(drop),
+                    _ => Ok(()),
+                }
+            })
+            .map_err(|e| anyhow!("flushing DEX's caches: {e}"))?;
         }
         meet(&mut ex, 3)?;
         let v = ex.block_on(verify_view(self.open(0, 0), plan.clone()));

@@ -89,7 +89,7 @@ fn nam_json(b: &Bench) -> Option<serde_json::Value> {
 fn sections(b: &Bench, out: &Out) -> Vec<Section> {
     let (a, plan) = (&b.a, &b.plan);
     let mut sections = Vec::new();
-    if let Some(cl) = &b.cl.dexcl {
+    if let Some(cl) = b.cl.dexcl() {
         let (l, v) = crate::ycsb::dex::report(cl, a.dex.dex_forward, plan.repartition.as_deref());
         sections.push(("dex", l, v));
     }

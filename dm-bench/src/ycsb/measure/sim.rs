@@ -7,14 +7,13 @@
 use super::phase::{bulk_load, bulk_out, core_phase, Bars, Out, Phase};
 use super::verify::verify_view;
 use super::{Bench, Ran, Warm, WarmHook};
-use crate::kv::AnyIndex;
 use crate::verbs_bench::TearArg;
 use crate::ycsb::plan::sorted_load;
 use anyhow::{anyhow, Result};
+use dm_index::Index;
 use dm_runtime::JoinError;
 use dm_runtime::{SimCore, SimRuntime};
 use dm_verbs::sim::{Faults, SimConfig, SimFabric, TearGranularity};
-use dm_verbs::Fabric;
 use indicatif::ProgressBar;
 use serde_json::json;
 use std::rc::Rc;
@@ -41,14 +40,13 @@ impl Bench {
             ..Default::default()
         };
         let fabric = SimFabric::new(cfg);
-        fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
-        fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
+        dm_index::register_handlers(&fabric);
         let mut rt = SimRuntime::new(fabric.clone());
         let sc: Vec<_> = cores.iter().map(|&(cs, t)| rt.add_core(cs, t)).collect();
         rt.block_on(sc[0], self.create())
             .unwrap()
             .map_err(|e| anyhow!("{e}"))?;
-        let trees: Vec<Rc<AnyIndex>> = cores
+        let trees: Vec<Rc<Index>> = cores
             .iter()
             .map(|&(cs, t)| Rc::new(self.open(cs, t)))
             .collect();
@@ -59,12 +57,9 @@ impl Bench {
             let t0 = rt.fabric().now_ns();
             let sorted = sorted_load(plan);
             let fill = a.fill;
-            rt.block_on(
-                sc[0],
-                bulk_load(self.cl.dexcl.clone(), self.cl.tcfg, sorted, fill),
-            )
-            .unwrap()
-            .map_err(|e| anyhow!("{e}"))?;
+            rt.block_on(sc[0], bulk_load(self.cl.inst.clone(), sorted, fill))
+                .unwrap()
+                .map_err(|e| anyhow!("{e}"))?;
             load_pb.finish_and_clear();
             (bulk_out(plan), rt.fabric().now_ns() - t0)
         } else {
@@ -105,7 +100,7 @@ impl Bench {
         &self,
         rt: &mut SimRuntime,
         sc: &[SimCore],
-        trees: &[Rc<AnyIndex>],
+        trees: &[Rc<Index>],
         ph: Phase,
         pb: &ProgressBar,
     ) -> (Out, u64) {

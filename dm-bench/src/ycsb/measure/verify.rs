@@ -4,22 +4,23 @@
 //! pool itself after every CS's dirty pages are written back.
 
 use super::phase::Out;
-use crate::kv::{AnyIndex, Kv};
+use crate::kv::Kv;
 use crate::ycsb::plan::{allowed, Plan};
 use crate::ycsb::Op;
+use dm_index::{Handle, Index};
 use dm_tree::FgTree;
 use std::rc::Rc;
 use std::sync::Arc;
 
 /// The final check of `tree`; for DEX, of the pool itself after every
 /// CS's dirty pages are written back (so the write-backs are checked too).
-pub(super) async fn verify_view(tree: AnyIndex, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
-    if let AnyIndex::Dex(d) = &tree {
+pub(super) async fn verify_view(tree: Index, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
+    if let Handle::Dex(d) = tree.handle() {
         if let Err(e) = d.flush().await {
             return (0, 1, Some(format!("flushing DEX's caches: {e}")));
         }
         let t = FgTree::open(d.cluster().tree_config(), 0, 0).expect("checked at creation");
-        return verify(Rc::new(AnyIndex::Tree(t)), plan).await;
+        return verify(Rc::new(t), plan).await;
     }
     verify(Rc::new(tree), plan).await
 }
@@ -28,7 +29,7 @@ pub(super) async fn verify_view(tree: AnyIndex, plan: Arc<Plan>) -> (u64, u64, O
 /// The gets run [`VERIFY_DEPTH`] at a time in the one task (a real fabric's
 /// RTT, milliseconds in the soft-RoCE guest, would otherwise make the check
 /// of a few thousand keys the longest part of a run).
-async fn verify(tree: Rc<AnyIndex>, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
+async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
     use futures::stream::{self, StreamExt};
     let mut keys: Vec<&Vec<u8>> = plan.allowed.keys().collect();
     keys.sort();

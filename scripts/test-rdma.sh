@@ -16,7 +16,7 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 if [ -z "${SKIP_DEPS:-}" ]; then $SUDO bash scripts/softroce/install-deps.sh >/dev/null; fi
 bash scripts/softroce/build-guest.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-cargo build --release -p dm-bench --features rdma --bins
+cargo build --release -p dm-bench --features rdma --bins --examples
 # The test binary of dm-verbs' rdma tests (its path is printed by cargo).
 TEST_BIN=$(cargo test --release -p dm-verbs --features rdma --test rdma_softroce --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*rdma_softroce[^"]*\)".*/\1/p' | tail -n1)

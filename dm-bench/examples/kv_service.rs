@@ -45,6 +45,18 @@ struct Args {
     /// Memory servers for `--fabric rdma` (host:port, comma-separated).
     #[arg(long, value_delimiter = ',')]
     ms: Vec<String>,
+    /// rdma: device, GID index, per-core staging MR in KiB.
+    #[arg(long)]
+    rdma_device: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    rdma_gid_index: u8,
+    #[arg(long, default_value_t = 32 << 10)]
+    rdma_staging_kib: u64,
+    /// Process I of N sharing the index "kv" (rdma): it runs compute
+    /// server I of N, and its self-test connection c owns the keys
+    /// `k % (N * C) == I * C + c`, so several processes test one index.
+    #[arg(long, default_value = "0/1")]
+    share: String,
     /// dm cores (one compute server).
     #[arg(long, default_value_t = 1)]
     cores: u16,
@@ -101,16 +113,31 @@ fn main() -> anyhow::Result<()> {
         "loopback" => FabricSpec::Loopback(Default::default()),
         #[cfg(feature = "rdma")]
         "rdma" => FabricSpec::Rdma {
-            cfg: Default::default(),
+            cfg: dm_verbs::rdma::RdmaConfig {
+                device: a.rdma_device.clone(),
+                gid_index: a.rdma_gid_index,
+                staging_bytes: a.rdma_staging_kib << 10,
+                ..Default::default()
+            },
             memory_servers: a.ms.iter().map(|s| s.parse()).collect::<Result<_, _>>()?,
         },
         f => anyhow::bail!("--fabric {f:?}: sim or loopback (rdma needs --features rdma)"),
     };
-    if a.selftest.is_some() && (a.connections == 0 || a.keys < a.connections) {
-        anyhow::bail!("--selftest needs --connections >= 1 and --keys >= --connections");
+    let (i, n) = share(&a.share)?;
+    if n > 1 && kind == IndexKind::Dex {
+        // DEX routes a key to a core of its owner CS (§4, §7); between
+        // processes that is the application's job, which this example
+        // does not do.
+        anyhow::bail!("--share N > 1 is not for dex: each process would get other CSs' keys");
+    }
+    let classes = n * a.connections;
+    if a.selftest.is_some() && (a.connections == 0 || a.keys < classes) {
+        anyhow::bail!("--selftest needs --connections >= 1 and --keys >= N x --connections");
     }
     let cluster = Cluster::builder()
         .fabric(fabric)
+        .compute_servers(i as u16, 1)
+        .total_compute_servers(n as u16)
         .cores_per_cs(a.cores)
         .service(ServiceConfig {
             pin: !a.no_pin,
@@ -181,6 +208,17 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--share I/N`.
+fn share(s: &str) -> anyhow::Result<(u64, u64)> {
+    let bad = || anyhow::anyhow!("--share {s:?}: I/N with 0 <= I < N <= 1024");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u64, u64) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if i >= n || n > 1024 {
+        return Err(bad());
+    }
+    Ok((i, n))
 }
 
 /// Sleeps `ms` and returns the process CPU time (ms) per second of it: what
@@ -377,9 +415,12 @@ struct Report {
 async fn selftest(a: &Args, addr: std::net::SocketAddr, n: u64) -> anyhow::Result<Report> {
     let t0 = Instant::now();
     let mut tasks = Vec::new();
+    let (p, procs) = share(&a.share)?;
     for c in 0..a.connections {
         let share = n / a.connections + u64::from(c < n % a.connections);
-        let (keys, conns, seed) = (a.keys, a.connections, a.seed);
+        // This connection's key class of all processes' connections.
+        let (keys, conns, seed) = (a.keys, procs * a.connections, a.seed);
+        let c = p * a.connections + c;
         tasks.push(tokio::spawn(async move {
             client(addr, c, conns, keys, share, seed).await
         }));

@@ -246,6 +246,30 @@ for index in $INDEXES; do
   with_rerun check_step $index
 done
 
+# The library (dm-index) on real verbs: two kv_service processes (the tokio
+# TCP example) open one index by name through the catalog on MS 0 (one of
+# them creates it), each runs its compute server and sends itself verified
+# requests on its own share of the keys. No rerun: a failure fails the suite.
+kv_step() {
+  K="--fabric rdma --ms $MS --rdma-device rxe0 --rdma-gid-index 1 --rdma-staging-kib 1024 \
+     --index $1 --selftest 1500 --connections 4 --keys 2000 --no-pin --spin-us 50"
+  timeout $CLIENT_TIMEOUT "$BIN/examples/kv_service" $K --share 0/2 --json $L/kv-$1.0.json > $L/kv-$1.0.out 2>&1 & P1=$!
+  timeout $CLIENT_TIMEOUT "$BIN/examples/kv_service" $K --share 1/2 --json $L/kv-$1.1.json > $L/kv-$1.1.out 2>&1 & P2=$!
+  r1=0; wait $P1 || r1=$?
+  r2=0; wait $P2 || r2=$?
+  WHY="kv_service $1: process 0 exit $r1, process 1 exit $r2 (124: timed out)"
+  [ $r1 = 0 ] && [ $r2 = 0 ] || return 1
+  for i in 0 1; do
+    echo "  process $i: $(tr -d '{}"' < $L/kv-$1.$i.json | tr ',' '\n' | grep -E '^ *(verified|mismatches|handoff_p50_us|in_core_p50_us|e2e_p50_us)' | tr -d ' ' | paste -s -d ' ')"
+  done
+}
+for index in sherman smart; do
+  step "kv_service example --fabric rdma --index $index: two processes share one index by name"
+  fresh_ms
+  kv_step $index || fail "$WHY"
+  stop_both
+done
+
 step "failure: a memory server killed mid-run gives client errors, not a hang"
 fresh_ms
 n0=$(grep -c "QP connected" $L/ms1.log || true)

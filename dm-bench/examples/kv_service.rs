@@ -154,6 +154,11 @@ fn main() -> anyhow::Result<()> {
     }
     let index = cluster.open_or_create_index("kv", IndexConfig::new(kind))?;
     let idle = (a.idle_ms > 0).then(|| idle_cpu(a.idle_ms));
+    // Parks before serving (the idle period's) are not the self-test's.
+    let idle_parks = {
+        let (p, w) = cluster.parks_and_wakes();
+        (p.iter().sum::<u64>(), w.iter().sum::<u64>())
+    };
     let lat = Arc::new(Mutex::new(Lat {
         in_core: hist(),
         handoff: hist(),
@@ -165,7 +170,10 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let res = rt.block_on(serve(a.clone(), index, lat.clone()));
+    let (parks0, wakes0) = idle_parks;
     let stats = cluster.shutdown();
+    let parks = stats.parks.iter().sum::<u64>() - parks0;
+    let wakes = stats.wakes.iter().sum::<u64>() - wakes0;
     for (name, s) in &stats.indexes {
         eprintln!(
             "index {name}: {} ops ({} errors), {:.2} READs/op",
@@ -194,6 +202,8 @@ fn main() -> anyhow::Result<()> {
         "back_p99_us": us(&lat.back, 0.99),
         "resume_p50_us": us(&lat.resume, 0.5),
         "idle_cpu_ms_per_s": idle,
+        "core_parks": parks,
+        "core_wakes": wakes,
     });
     println!("{j}");
     if let Some(p) = &a.json {

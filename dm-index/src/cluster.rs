@@ -199,6 +199,11 @@ pub struct ClusterStats {
     pub cores: Vec<((u16, u16), VerbStats)>,
     /// Each index opened in this process: its name and statistics.
     pub indexes: Vec<(String, crate::IndexStats)>,
+    /// Times each core thread (the sim thread on sim) parked because it had
+    /// nothing to do, and times a request or a cross-core wake found it
+    /// parked and woke it (each such request paid a thread wake-up).
+    pub parks: Vec<u64>,
+    pub wakes: Vec<u64>,
 }
 
 impl Cluster {
@@ -213,6 +218,13 @@ impl Cluster {
             total_cs: None,
             service: ServiceConfig::default(),
         }
+    }
+
+    /// Times each core thread parked so far, and times it was woken from
+    /// a park (see [`ClusterStats::parks`]).
+    pub fn parks_and_wakes(&self) -> (Vec<u64>, Vec<u64>) {
+        let rt = self.rt.lock().unwrap_or_else(|p| p.into_inner());
+        (rt.parks(), rt.wakes())
     }
 
     /// `(cs, core)` of each core of this process.
@@ -250,7 +262,12 @@ impl Cluster {
         cfg: Option<IndexConfig>,
         create: bool,
     ) -> Result<(Client, bool), Error> {
-        if let Some(inst) = self.open.lock().unwrap().get(name) {
+        if let Some(inst) = self
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
             if let Some(c) = &cfg {
                 if c.descriptor() != inst.config().descriptor() {
                     return Err(Error::Catalog(format!(
@@ -273,7 +290,7 @@ impl Cluster {
         let inst = self
             .open
             .lock()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .entry(name.to_string())
             .or_insert(inst)
             .clone();
@@ -301,13 +318,12 @@ impl Cluster {
         let Cluster {
             rt, cores, open, ..
         } = self;
-        let stats = rt
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .shutdown();
+        let rt = rt.into_inner().unwrap_or_else(|p| p.into_inner());
+        let (parks, wakes) = (rt.parks(), rt.wakes());
+        let stats = rt.shutdown();
         let mut indexes: Vec<_> = open
             .into_inner()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .into_iter()
             .map(|(n, i)| (n, i.stats()))
             .collect();
@@ -315,6 +331,8 @@ impl Cluster {
         ClusterStats {
             cores: cores.into_iter().zip(stats).collect(),
             indexes,
+            parks,
+            wakes,
         }
     }
 }

@@ -44,13 +44,16 @@ pub fn thread_cpu_ns() -> u64 {
 }
 
 /// Runs `f` and returns its output with the CPU time of the thread that
-/// polls it, ns, from its first poll to its completion. Meant for a future
-/// that a single thread drives to completion (a core's executor), so that
-/// the thread's CPU time in between is the future's.
-pub async fn on_thread<F: Future>(f: F) -> (F::Output, u64) {
-    let t0 = thread_cpu_ns();
+/// polls it, ns, and the heap allocations that thread made
+/// ([`crate::alloc_count`]), from its first poll to its completion. Meant
+/// for a future that a single thread drives to completion (a core's
+/// executor), so that the thread's CPU time and allocations in between are
+/// the future's.
+pub async fn on_thread<F: Future>(f: F) -> (F::Output, u64, u64) {
+    let (t0, a0) = (thread_cpu_ns(), crate::alloc_count::thread_allocs());
     let out = f.await;
-    (out, thread_cpu_ns().saturating_sub(t0))
+    let allocs = crate::alloc_count::thread_allocs().saturating_sub(a0);
+    (out, thread_cpu_ns().saturating_sub(t0), allocs)
 }
 
 /// The CPU cost of one run phase: thread CPU time summed over its threads.
@@ -64,12 +67,19 @@ pub struct CpuCost {
     pub ops: u64,
     /// Wall time of the run phase, ns.
     pub run_ns: u64,
+    /// Heap allocations of the run's threads ([`crate::alloc_count`]).
+    pub allocs: u64,
 }
 
 impl CpuCost {
     /// Thread CPU ns per completed operation.
     pub fn cpu_ns_per_op(&self) -> f64 {
         self.thread_cpu_ns as f64 / self.ops.max(1) as f64
+    }
+
+    /// Heap allocations of the core threads per completed operation.
+    pub fn allocs_per_op(&self) -> f64 {
+        self.allocs as f64 / self.ops.max(1) as f64
     }
 
     /// Millions of operations per second of wall time per thread.
@@ -99,14 +109,17 @@ impl CpuCost {
             "cpu_ns_per_op": self.cpu_ns_per_op(),
             "per_core_mops": self.per_core_mops(),
             "busy": self.busy(),
+            "allocs": self.allocs,
+            "allocs_per_op": self.allocs_per_op(),
         })
     }
 
     /// The report line.
     pub fn line(&self) -> String {
         format!(
-            "{:.0} ns of thread CPU per op, {} Mops per core ({} thread{} on a CPU {:.0}% of the run's wall time; busy-polling included)",
+            "{:.0} ns of thread CPU per op, {:.2} heap allocations per op, {} Mops per core ({} thread{} on a CPU {:.0}% of the run's wall time; busy-polling included)",
             self.cpu_ns_per_op(),
+            self.allocs_per_op(),
             crate::report::mops(self.per_core_mops()),
             self.threads,
             if self.threads == 1 { "" } else { "s" },
@@ -137,7 +150,9 @@ mod tests {
             threads: 2,
             ops: 1_000_000,
             run_ns: 2_000_000_000,
+            allocs: 3_000_000,
         };
+        assert_eq!(c.allocs_per_op(), 3.0);
         assert_eq!(c.cpu_ns_per_op(), 4000.0);
         assert_eq!(c.mops(), 0.5);
         assert_eq!(c.per_core_mops(), 0.25);

@@ -36,6 +36,7 @@
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod alloc_count;
 mod calibrate;
 mod check;
 mod cpu_time;
@@ -58,8 +59,10 @@ mod ycsb;
 /// `perf`. mimalloc's free lists have no such bound. Same allocator for every
 /// runtime in a `dm-bench runtime` run; measured effect in
 /// `docs/experiments/runtime.md`.
+/// Wrapped to count each thread's allocations ([`alloc_count`]:
+/// `allocs_per_op` in `ycsb`'s report).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc_count::Counting<mimalloc::MiMalloc> = alloc_count::Counting(mimalloc::MiMalloc);
 
 use clap::{Parser, Subcommand};
 

@@ -217,19 +217,21 @@ fn run_on<M: Map>(map: BaselineMap, s: &Stream) -> Baseline {
     let (outs, run_ns) = threads(lists.len(), |i| {
         let mut hist = Histogram::<u64>::new(3).expect("3 significant digits");
         let mut c = Check::default();
-        let cpu0 = thread_cpu_ns();
+        let (cpu0, a0) = (thread_cpu_ns(), crate::alloc_count::thread_allocs());
         for &j in &lists[i] {
             let t0 = Instant::now();
             run_op(&m, s, j, &mut c);
             let _ = hist.record((t0.elapsed().as_nanos() as u64).max(1));
         }
-        (thread_cpu_ns().saturating_sub(cpu0), hist, c)
+        let allocs = crate::alloc_count::thread_allocs().saturating_sub(a0);
+        (thread_cpu_ns().saturating_sub(cpu0), allocs, hist, c)
     });
     let mut hist = Histogram::<u64>::new(3).expect("3 significant digits");
     let mut check = Check::default();
-    let mut cpu = 0;
-    for (ns, h, c) in outs {
+    let (mut cpu, mut allocs) = (0, 0);
+    for (ns, n, h, c) in outs {
         cpu += ns;
+        allocs += n;
         let _ = hist.add(&h);
         check.mismatches += c.mismatches;
         if check.first.is_none() {
@@ -247,6 +249,7 @@ fn run_on<M: Map>(map: BaselineMap, s: &Stream) -> Baseline {
             threads: lists.len(),
             ops: lists.iter().map(|l| l.len() as u64).sum(),
             run_ns,
+            allocs,
         },
         latency_us: [us(0.5), us(0.99), us(0.999)],
         verified,

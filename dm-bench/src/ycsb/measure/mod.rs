@@ -80,7 +80,7 @@ struct Ran {
     /// Keys verified, mismatches, the first.
     verified: (u64, u64, Option<String>),
     /// Real fabrics: the core threads' CPU time in the run phase.
-    run_cpu_ns: Option<u64>,
+    run_cpu: Option<(u64, u64)>,
     fabric_detail: serde_json::Value,
     /// Bytes of the MSs' chunks (sim, loopback).
     ms_used: u64,

@@ -112,19 +112,20 @@ impl Bench {
             load_ns: lns,
             run_ns: rns,
             verified: v,
-            run_cpu_ns: Some(rcpu),
+            run_cpu: Some(rcpu),
             fabric_detail: json!({}),
             ms_used: 0,
         })
     }
 
-    /// One phase on every core thread: (counters, wall ns, thread CPU ns).
+    /// One phase on every core thread: (counters, wall ns, (thread CPU ns,
+    /// heap allocations) of the core threads).
     fn threads_phase<F: Fabric + Send + Sync>(
         &self,
         fabric: &F,
         ph: Phase,
         pb: &ProgressBar,
-    ) -> (Out, u64, u64) {
+    ) -> (Out, u64, (u64, u64)) {
         let (plan, ci, cn) = (&self.plan, self.c.ci, self.c.cn);
         let l = &self.layout;
         let (cores, coros, total, ncores) = (&l.cores, l.coros, l.total, l.cores.len());
@@ -145,12 +146,13 @@ impl Bench {
             ))
         });
         let mut o = Out::new();
-        let mut cpu = 0;
-        for (x, ns) in outs {
+        let (mut cpu, mut allocs) = (0, 0);
+        for (x, ns, n) in outs {
             o.merge(x);
             cpu += ns;
+            allocs += n;
         }
         pb.finish();
-        (o, t0.elapsed().as_nanos() as u64, cpu)
+        (o, t0.elapsed().as_nanos() as u64, (cpu, allocs))
     }
 }

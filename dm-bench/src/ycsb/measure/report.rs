@@ -128,7 +128,7 @@ impl Summary {
     fn new(b: &Bench, mut ran: Ran, baselines: &[Baseline]) -> Self {
         let (a, plan) = (&b.a, &b.plan);
         let (load, out) = (&ran.load, &mut ran.run);
-        let (load_ns, run_ns, run_cpu_ns) = (ran.load_ns, ran.run_ns, ran.run_cpu_ns);
+        let (load_ns, run_ns, run_cpu) = (ran.load_ns, ran.run_ns, ran.run_cpu);
         let clock = if a.fabric == FabricArg::Sim {
             "virtual"
         } else {
@@ -148,11 +148,12 @@ impl Summary {
         let mops = ops as f64 / (run_ns.max(1) as f64 / 1e9) / 1e6;
         let load_mops = loaded as f64 / (load_ns.max(1) as f64 / 1e9) / 1e6;
         // Real fabrics: the core threads' CPU time in the run (crate::cpu_time).
-        let cost = run_cpu_ns.map(|c| crate::cpu_time::CpuCost {
+        let cost = run_cpu.map(|(c, allocs)| crate::cpu_time::CpuCost {
             thread_cpu_ns: c,
             threads: a.cs as usize * a.threads as usize,
             ops,
             run_ns,
+            allocs,
         });
         let (baseline_lines, baseline_json) = match &cost {
             Some(c) if !baselines.is_empty() => {
@@ -271,6 +272,7 @@ impl Summary {
             "perftest_read_mops": eff["perftest_read_mops"],
             "rdma_efficiency": eff["rdma_efficiency"],
             "cpu_ns_per_op": cost.map(|c| c.cpu_ns_per_op()),
+            "allocs_per_op": cost.map(|c| c.allocs_per_op()),
             "per_core_mops": cost.map(|c| c.per_core_mops()),
             "cpu": cost.map(|c| c.json()),
             "baseline": baseline_json,

@@ -89,7 +89,7 @@ impl Bench {
             load_ns: lns,
             run_ns: rns,
             verified: v,
-            run_cpu_ns: None,
+            run_cpu: None,
             fabric_detail: detail,
             ms_used: used,
         })

@@ -1,7 +1,7 @@
 //! Traversal (Ziegler et al. §5.1, B-link search) and `get`.
 
 use crate::nam::Design;
-use crate::node::Node;
+use crate::node::{Node, View};
 use crate::tree::{FgTree, TreeError};
 use dm_verbs::GlobalAddr;
 
@@ -160,7 +160,58 @@ impl FgTree {
         if self.cfg.design == Design::Coarse {
             return self.nam_get(key).await;
         }
-        let (_, n) = self.find_leaf(key).await?;
+        if let Some(v) = self.get_cached(key).await? {
+            return Ok(v);
+        }
+        let (_, n) = self.find(key, 0).await.map(|f| match f {
+            Found::Node(a, n) => (a, n),
+            Found::RootBelow(_) => unreachable!("the root is at level 0 or above"),
+        })?;
         Ok(n.find(key).ok().map(|i| n.entries[i].1))
+    }
+
+    /// A warm get: [`FgTree::find_leaf`]'s cache path (the cached leaf
+    /// parent's child, Sherman §4.1; sibling hops, B-link; the same cache
+    /// hits, misses and invalidations) with each leaf image validated and
+    /// searched in place ([`View`]: no decoded node, issue 32). `None`: the
+    /// cache had no entry that led to the key's leaf (the hit or miss is
+    /// recorded); the caller traverses from the root, as `find_leaf` does.
+    async fn get_cached(&self, key: &[u8]) -> Result<Option<Option<u64>>, TreeError> {
+        if self.cfg.design == Design::Hybrid {
+            let (_, n) = self.nam_find_leaf(key).await?;
+            return Ok(Some(n.find(key).ok().map(|i| n.entries[i].1)));
+        }
+        let Some(c) = &self.cache else {
+            return Ok(None);
+        };
+        if let Some((leaf, id)) = c.lookup(key) {
+            let mut a = leaf;
+            let mut hops = 0;
+            loop {
+                let b = self.read_valid(a).await?;
+                let n = View::validated(&self.g, &b);
+                if n.level() != 0 || n.below_low(key) {
+                    c.invalidate(&id);
+                    break;
+                }
+                if n.beyond_high(key) {
+                    hops += 1;
+                    if n.sibling().is_null() || hops > 8 {
+                        c.invalidate(&id);
+                        break;
+                    }
+                    a = n.sibling();
+                    continue;
+                }
+                if hops > 0 {
+                    // Keys moved right since the copy was taken: refresh it next time.
+                    c.invalidate(&id);
+                }
+                c.record(true);
+                return Ok(Some(n.get(key)));
+            }
+        }
+        c.record(false);
+        Ok(None)
     }
 }

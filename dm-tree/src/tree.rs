@@ -407,6 +407,20 @@ impl FgTree {
         Err(TreeError::Corrupt(a))
     }
 
+    /// The image of the node at `a`, READ until [`View::new`] accepts it (as
+    /// [`FgTree::read_node`] retries until it decodes), not decoded.
+    pub(crate) async fn read_valid(&self, a: GlobalAddr) -> Result<Vec<u8>, TreeError> {
+        for _ in 0..MAX_VALIDATION_RETRIES {
+            let b = read(a, self.cfg.node_bytes as u32).await?;
+            if crate::node::View::new(&self.g, &b).is_some() {
+                return Ok(b);
+            }
+            self.rejected.set(self.rejected.get() + 1);
+            yield_now().await;
+        }
+        Err(TreeError::Corrupt(a))
+    }
+
     /// Writes `n` back to `a` (everything after the in-node lock word) under a
     /// new node version and releases `held` ([`FgTree::release`]: 2 RTTs on
     /// FG+, 1 combined).

@@ -100,6 +100,26 @@ pub(crate) fn encode_slots(g: &Geometry, n: &Node, b: &mut [u8]) {
     }
 }
 
+/// Checks slot `s` (its `Kp + 16` bytes) of an unsorted leaf at node
+/// version `version`: `None` if its check word does not match (torn, or
+/// from another version), else its entry if occupied.
+pub(crate) fn check_slot<'a>(
+    g: &Geometry,
+    version: u32,
+    s: u16,
+    slot: &'a [u8],
+) -> Option<Option<(&'a [u8], u64)>> {
+    let check = u64::from_le_bytes(slot[g.kp + 8..].try_into().unwrap());
+    let occupied = check & 1 == 1;
+    if slot_hash(version, s, occupied, &slot[..g.kp + 8]) & !1 != check & !1 {
+        return None;
+    }
+    Some(occupied.then(|| {
+        let v = u64::from_le_bytes(slot[g.kp..g.kp + 8].try_into().unwrap());
+        (&slot[..g.key_bytes], v)
+    }))
+}
+
 /// Decodes the slots of an unsorted leaf image whose header (`level`, fences,
 /// `version`, ...) is already validated into `n`: `None` if any slot's check
 /// fails. Entries come out sorted with `n.slots` parallel; if a torn image
@@ -110,15 +130,8 @@ pub(crate) fn decode_slots(g: &Geometry, b: &[u8], mut n: Node) -> Option<Node> 
     let mut found: Vec<(Vec<u8>, u64, u16)> = Vec::new();
     for s in 0..g.unsorted_capacity() as u16 {
         let o = slot_offset(g, s);
-        let slot = &b[o..o + g.slot_bytes()];
-        let check = u64::from_le_bytes(slot[g.kp + 8..].try_into().unwrap());
-        let occupied = check & 1 == 1;
-        if slot_hash(n.version, s, occupied, &slot[..g.kp + 8]) & !1 != check & !1 {
-            return None;
-        }
-        if occupied {
-            let v = u64::from_le_bytes(slot[g.kp..g.kp + 8].try_into().unwrap());
-            found.push((slot[..g.key_bytes].to_vec(), v, s));
+        if let Some((k, v)) = check_slot(g, n.version, s, &b[o..o + g.slot_bytes()])? {
+            found.push((k.to_vec(), v, s));
         }
     }
     found.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.cmp(&b.2)));

@@ -42,6 +42,9 @@
 use dm_verbs::GlobalAddr;
 
 mod codec;
+mod view;
+
+pub(crate) use view::View;
 
 pub const OFF_LOCK: usize = 0;
 pub const OFF_CSUM: usize = 8;

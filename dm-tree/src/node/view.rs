@@ -1,0 +1,219 @@
+//! [`View`]: a node image validated and searched in place, without decoding
+//! it into a [`Node`] (issue 32: no heap allocation per warm get). It
+//! accepts exactly the images [`Node::decode`] accepts (the same checksum,
+//! header and, for an unsorted leaf, per-slot checks) and answers what a
+//! warm get asks of a leaf: its level, fences, sibling and the value of one
+//! key; a test holds it to `decode` on torn images.
+
+use super::*;
+use dm_runtime::checksum::checksum;
+
+/// A validated node image, borrowed.
+pub(crate) struct View<'a> {
+    g: &'a Geometry,
+    b: &'a [u8],
+}
+
+/// A fence as the image holds it.
+#[derive(PartialEq, Eq)]
+enum FenceRef<'a> {
+    NegInf,
+    Key(&'a [u8]),
+    PosInf,
+}
+
+impl<'a> View<'a> {
+    /// `b` validated as [`Node::decode`] validates it; `None` where decode
+    /// returns `None` (torn, being written, impossible header).
+    pub(crate) fn new(g: &'a Geometry, b: &'a [u8]) -> Option<Self> {
+        if b.len() != g.node_bytes {
+            return None;
+        }
+        let stored = u64::from_le_bytes(b[OFF_CSUM..OFF_CSUM + 8].try_into().unwrap());
+        let flags = b[OFF_FLAGS];
+        let unsorted = flags & FLAG_UNSORTED != 0;
+        let covered = if unsorted {
+            &b[16..g.entries_off()]
+        } else {
+            &b[16..]
+        };
+        if checksum(covered) != stored {
+            return None;
+        }
+        let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
+        if count > g.capacity() || (unsorted && (count != 0 || b[OFF_LEVEL] != 0)) {
+            return None;
+        }
+        let v = View { g, b };
+        let head = flags & FLAG_HEAD != 0;
+        if head && (unsorted || v.level() != 0 || v.low() != v.high()) {
+            return None;
+        }
+        if unsorted && !(0..g.unsorted_capacity() as u16).all(|s| v.slot(s).is_some()) {
+            return None;
+        }
+        Some(v)
+    }
+
+    /// A view of an image that [`View::new`] accepted before (not checked
+    /// again: a caller that validated the bytes it holds).
+    pub(crate) fn validated(g: &'a Geometry, b: &'a [u8]) -> Self {
+        debug_assert!(View::new(g, b).is_some());
+        View { g, b }
+    }
+
+    fn flags(&self) -> u8 {
+        self.b[OFF_FLAGS]
+    }
+
+    pub(crate) fn level(&self) -> u8 {
+        self.b[OFF_LEVEL]
+    }
+
+    pub(crate) fn sibling(&self) -> GlobalAddr {
+        GlobalAddr::from_u64(u64::from_le_bytes(
+            self.b[OFF_SIBLING..OFF_SIBLING + 8].try_into().unwrap(),
+        ))
+    }
+
+    fn key_at(&self, o: usize) -> &'a [u8] {
+        &self.b[o..o + self.g.key_bytes]
+    }
+
+    fn low(&self) -> FenceRef<'a> {
+        if self.flags() & FLAG_LOW_INF != 0 {
+            FenceRef::NegInf
+        } else {
+            FenceRef::Key(self.key_at(OFF_FENCES))
+        }
+    }
+
+    fn high(&self) -> FenceRef<'a> {
+        if self.flags() & FLAG_HIGH_INF != 0 {
+            FenceRef::PosInf
+        } else {
+            FenceRef::Key(self.key_at(OFF_FENCES + self.g.kp))
+        }
+    }
+
+    /// As [`Node::below_low`].
+    pub(crate) fn below_low(&self, key: &[u8]) -> bool {
+        match self.low() {
+            FenceRef::NegInf => false,
+            FenceRef::Key(l) => key < l,
+            FenceRef::PosInf => true,
+        }
+    }
+
+    /// As [`Node::beyond_high`].
+    pub(crate) fn beyond_high(&self, key: &[u8]) -> bool {
+        match self.high() {
+            FenceRef::PosInf => false,
+            FenceRef::Key(h) => key >= h,
+            FenceRef::NegInf => true,
+        }
+    }
+
+    /// Slot `s` of an unsorted leaf: `None` if its check fails, else its
+    /// entry if occupied (as [`crate::two_level::decode_slots`] checks it).
+    fn slot(&self, s: u16) -> Option<Option<(&'a [u8], u64)>> {
+        let g = self.g;
+        let o = crate::two_level::slot_offset(g, s);
+        let slot = &self.b[o..o + g.slot_bytes()];
+        let version = u32::from_le_bytes(self.b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
+        crate::two_level::check_slot(g, version, s, slot)
+    }
+
+    /// The value of `key` in this node's entries (a leaf's), if present: a
+    /// binary search of sorted entries, or the lowest slot of an unsorted
+    /// leaf that holds the key (the copy [`Node::decode`] keeps).
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+        let g = self.g;
+        if self.flags() & FLAG_UNSORTED != 0 {
+            return (0..g.unsorted_capacity() as u16)
+                .filter_map(|s| self.slot(s).flatten())
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v);
+        }
+        let count = u16::from_le_bytes([self.b[OFF_COUNT], self.b[OFF_COUNT + 1]]) as usize;
+        let entry = |i: usize| g.entries_off() + i * g.entry_bytes();
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.key_at(entry(mid)).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    let o = entry(mid) + g.kp;
+                    return Some(u64::from_le_bytes(self.b[o..o + 8].try_into().unwrap()));
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leaf of `n` entries (keys `[2, i, 0..]`), sorted or unsorted.
+    fn leaf(g: &Geometry, n: usize, unsorted: bool, bump: u64) -> Vec<u8> {
+        let mut l = if unsorted {
+            Node::empty_unsorted_leaf(Fence::Key(vec![1; 8]), Fence::PosInf)
+        } else {
+            Node::empty(0, Fence::Key(vec![1; 8]), Fence::Key(vec![9; 8]))
+        };
+        l.sibling = GlobalAddr::new(1, 4096 + bump * 8);
+        l.version = bump as u32;
+        for i in 0..n as u8 {
+            l.entries
+                .push((vec![2, i, 0, 0, 0, 0, 0, 0], i as u64 * 10 + bump));
+        }
+        l.encode(g)
+    }
+
+    /// The view agrees with `decode` on `b`: both reject, or both accept
+    /// with the same level, sibling, fences and value of every key.
+    fn agree(g: &Geometry, b: &[u8]) {
+        let (v, n) = (View::new(g, b), Node::decode(g, b));
+        assert_eq!(v.is_some(), n.is_some());
+        let (Some(v), Some(n)) = (v, n) else { return };
+        assert_eq!((v.level(), v.sibling()), (n.level, n.sibling));
+        for i in 0..=255u8 {
+            for k in [
+                vec![2, i, 0, 0, 0, 0, 0, 0],
+                vec![1; 8],
+                vec![9; 8],
+                vec![0; 8],
+            ] {
+                assert_eq!(v.get(&k), n.find(&k).ok().map(|j| n.entries[j].1));
+                assert_eq!(v.below_low(&k), n.below_low(&k));
+                assert_eq!(v.beyond_high(&k), n.beyond_high(&k));
+            }
+        }
+    }
+
+    #[test]
+    fn the_view_accepts_and_answers_exactly_what_decode_does() {
+        let g = Geometry::new(1024, 8);
+        for unsorted in [false, true] {
+            let cap = if unsorted {
+                g.unsorted_capacity()
+            } else {
+                g.capacity()
+            };
+            for n in [0, 1, cap / 2, cap] {
+                let (old, new) = (leaf(&g, n, unsorted, 0), leaf(&g, n, unsorted, 1));
+                agree(&g, &old);
+                // Every image taking exactly one 8-byte word from the other
+                // version (a torn READ).
+                for w in 1..g.node_bytes / 8 {
+                    let mut t = old.clone();
+                    t[w * 8..w * 8 + 8].copy_from_slice(&new[w * 8..w * 8 + 8]);
+                    agree(&g, &t);
+                }
+            }
+        }
+    }
+}

@@ -36,6 +36,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Mutex;
 
+/// A cache entry's id: its low fence key (at most 32 bytes, so held inline:
+/// a warm lookup allocates nothing, issue 32).
+pub(crate) type CacheId = smallvec::SmallVec<[u8; 32]>;
+
 struct Inner {
     /// Cached level-1 nodes by low fence (empty vector = -inf).
     nodes: BTreeMap<Vec<u8>, Node>,
@@ -103,7 +107,7 @@ impl IndexCache {
     }
 
     /// The leaf pointer for `key` and the entry's id (its low fence), if cached.
-    pub(crate) fn lookup(&self, key: &[u8]) -> Option<(GlobalAddr, Vec<u8>)> {
+    pub(crate) fn lookup(&self, key: &[u8]) -> Option<(GlobalAddr, CacheId)> {
         let g = self.inner.lock().unwrap();
         let (low, n) = g
             .nodes
@@ -112,7 +116,7 @@ impl IndexCache {
         if n.beyond_high(key) {
             return None;
         }
-        Some((n.child_for(key), low.clone()))
+        Some((n.child_for(key), CacheId::from_slice(low)))
     }
 
     /// Up to `max` leaf pointers from the cached leaf parent covering `key`:

@@ -1,5 +1,6 @@
 //! Traversal (Ziegler et al. §5.1, B-link search) and `get`.
 
+use crate::cache::CacheId;
 use crate::nam::Design;
 use crate::node::{Node, View};
 use crate::tree::{FgTree, TreeError};
@@ -125,7 +126,7 @@ impl FgTree {
     pub(crate) async fn leaf_for_write(
         &self,
         key: &[u8],
-    ) -> Result<(GlobalAddr, Option<Vec<u8>>), TreeError> {
+    ) -> Result<(GlobalAddr, Option<CacheId>), TreeError> {
         if self.cfg.design == Design::Hybrid {
             return Ok((self.nam_leaf(key).await?, None));
         }
@@ -148,7 +149,7 @@ impl FgTree {
     }
 
     /// The cache entry `id` led a writer to a leaf that does not cover its key.
-    pub(crate) fn drop_stale(&self, id: Option<Vec<u8>>) {
+    pub(crate) fn drop_stale(&self, id: Option<CacheId>) {
         if let (Some(c), Some(id)) = (&self.cache, id) {
             c.invalidate(&id);
         }

@@ -62,7 +62,8 @@ mod ycsb;
 /// Wrapped to count each thread's allocations ([`alloc_count`]:
 /// `allocs_per_op` in `ycsb`'s report).
 #[global_allocator]
-static GLOBAL: alloc_count::Counting<mimalloc::MiMalloc> = alloc_count::Counting(mimalloc::MiMalloc);
+static GLOBAL: alloc_count::Counting<mimalloc::MiMalloc> =
+    alloc_count::Counting(mimalloc::MiMalloc);
 
 use clap::{Parser, Subcommand};
 

@@ -211,6 +211,17 @@ pub fn facts(net: NetModel, ops: u64) -> Vec<Fact> {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    crate::limits::at_most(
+        "--ops",
+        a.ops,
+        crate::limits::MAX_COUNT,
+        "iterations per client task",
+    )?;
+    if let Some(t) = a.check.filter(|t| !(t.is_finite() && *t >= 1.0)) {
+        anyhow::bail!(
+            "--check {t}: a factor, finite and at least 1 (1.25: ours / paper in [0.8, 1.25])"
+        );
+    }
     let net = a.net.net();
     let facts = facts(net, a.ops.max(8));
     println!("dm-bench calibrate: sim, --nic {:?}, {net:?}", a.net.nic);

@@ -28,7 +28,9 @@
 //! `--client I/N` barriers), [`kv`] (the `--index` names, from
 //! `dm_index::IndexKind`, and the checkers' get/insert/update/remove/scan
 //! interface), [`report`] (verb accounting and `--json`), [`cpu_time`]
-//! (the core threads' CPU time on the wall-clock fabrics). `ycsb` and
+//! (the core threads' CPU time on the wall-clock fabrics), [`limits`]
+//! (sizes checked against fixed caps and the machine's memory before
+//! anything is allocated). `ycsb` and
 //! `trace` build their index through the library (`dm_index::Instance`:
 //! the family configuration derived from the fabric and the flags, each
 //! CS's caches and tables, each core's `dm_index::Index`); `check` still
@@ -43,6 +45,7 @@ mod cpu_time;
 mod fabric_arg;
 mod figure;
 mod kv;
+mod limits;
 mod report;
 mod runtime_bench;
 mod runtime_lean;

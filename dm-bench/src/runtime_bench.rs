@@ -268,6 +268,24 @@ pub fn run(a: Args) -> Result<()> {
             u64::MAX
         );
     }
+    crate::limits::at_most(
+        "--tasks",
+        a.tasks,
+        crate::limits::MAX_TASKS,
+        "tasks of one run, each with its own state",
+    )?;
+    crate::limits::at_most(
+        "--tasks x --iters",
+        a.tasks * a.iters,
+        crate::limits::MAX_COUNT,
+        "awaits of one repetition",
+    )?;
+    crate::limits::at_most(
+        "--reps",
+        a.reps as u64,
+        crate::limits::MAX_REPS,
+        "repetitions; the best one is reported",
+    )?;
     let only = if a.dm_only {
         Some(Variant::DmVerb)
     } else {

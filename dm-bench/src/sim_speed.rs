@@ -75,6 +75,22 @@ fn run_once(a: &Args) -> (u64, f64, u64, u64) {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    use crate::limits::{at_most, check_shape, MAX_COUNT, MAX_REPS};
+    let tasks = a.cores as u128 * a.coros as u128;
+    check_shape(None, a.cores as u128, tasks, 32 << 10)?;
+    let verbs = tasks * a.verbs as u128;
+    at_most(
+        "--cores x --coros x --verbs",
+        verbs.min(u64::MAX as u128) as u64,
+        MAX_COUNT,
+        "verbs of one repetition",
+    )?;
+    at_most(
+        "--reps",
+        a.reps as u64,
+        MAX_REPS,
+        "repetitions; the best one is reported",
+    )?;
     let runs: Vec<_> = (0..a.reps.max(1)).map(|_| run_once(&a)).collect();
     let (verbs, _, virt, hash) = runs[0];
     ensure!(

@@ -45,7 +45,22 @@ pub struct Args {
     pub json: Option<PathBuf>,
 }
 
+/// Bytes an operation of the stream takes here (the operation and its
+/// key's count; measured about 45 B with 8-byte keys).
+const OP_BYTES: u128 = 160;
+
 pub fn run(a: Args) -> Result<()> {
+    crate::limits::at_most(
+        "--ops",
+        a.ops,
+        crate::limits::MAX_COUNT,
+        "operations of one stream",
+    )?;
+    crate::limits::fits_memory(
+        &format!("the stream of --ops {}", a.ops),
+        a.ops as u128 * OP_BYTES,
+        "take fewer --ops",
+    )?;
     let (source, ops): (String, Vec<Op>) = match &a.trace_dir {
         Some(dir) => {
             let p = trace::find(dir, "txn", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;

@@ -166,3 +166,141 @@ fn a_load_file_takes_only_inserts() {
     assert!(ok, "{text}");
     assert_eq!(v["verified"], 3, "{text}");
 }
+
+/// `check --histories F --keys 10` bounded a short scan by `--keys` instead
+/// of the key range the history recorded (`hi`), and passed a scan that
+/// dropped key 20 of 48. Lines without `hi` (older files) still take
+/// `--keys`.
+#[test]
+fn check_histories_bound_scans_by_the_recorded_key_range() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let line = |client: u32, op: &str, key: u64, value: &str, call: u64, ret: u64, result: &str| {
+        format!(
+            r#"{{"seed": 7, "client": {client}, "op": "{op}", "key": {key}, "hi": 48, "value": {value}, "call": {call}, "ret": {ret}, "result": {result}}}"#
+        )
+    };
+    // Key 20 inserted, then a scan from 0 asking for 30 records returns
+    // only key 3: it ran out of keys, so it covered 0..48 and missed 20.
+    let h = [
+        line(0, "insert", 3, "11", 0, 10, "null"),
+        line(0, "insert", 20, "12", 20, 30, "null"),
+        line(1, "scan", 0, "30", 40, 50, "[[3, 11]]"),
+    ]
+    .join("\n");
+    let f = tmp.path().join("h.jsonl");
+    std::fs::write(&f, &h).unwrap();
+    let p = f.to_str().unwrap();
+    for keys in ["10", "48", "1000"] {
+        let (ok, text, v) = bench(&["check", "--histories", p, "--keys", keys]);
+        assert!(
+            !ok && text.contains("missed key 20"),
+            "--keys {keys}: {text}"
+        );
+        assert_eq!(v["linearizable"], false, "{text}");
+    }
+    // The scan that returns key 20 passes; the report names the recorded range.
+    std::fs::write(&f, h.replace("[[3, 11]]", "[[3, 11], [20, 12]]")).unwrap();
+    let (ok, text, v) = bench(&["check", "--histories", p, "--keys", "10"]);
+    assert!(ok && v["linearizable"] == true, "{text}");
+    assert!(text.contains("48 keys"), "{text}");
+    // Without `hi`, --keys bounds the scan: key 20 lies beyond 0..10.
+    std::fs::write(&f, h.replace(r#", "hi": 48"#, "")).unwrap();
+    let (ok, text, _) = bench(&["check", "--histories", p, "--keys", "10"]);
+    assert!(ok, "{text}");
+    let (ok, text, _) = bench(&["check", "--histories", p, "--keys", "48"]);
+    assert!(!ok && text.contains("missed key 20"), "{text}");
+}
+
+/// Sizes that would exhaust memory before any work (a plan of 4e9 keys,
+/// 65535 x 65535 cores, 2^32 lock entries, a cache of 2^64 MiB) are refused
+/// up front with the limit they broke, in every subcommand that takes them.
+#[test]
+fn sizes_beyond_the_machine_are_refused_before_allocating() {
+    let max = u64::MAX.to_string();
+    let more_memory = "more than this machine's";
+    for (args, why) in [
+        (
+            &["ycsb", "--keys", "4000000000", "--ops", "10"][..],
+            more_memory,
+        ),
+        (
+            &["ycsb", "--ops", "4000000000", "--keys", "10"],
+            more_memory,
+        ),
+        (
+            &["ycsb", "--cs", "65535", "--threads", "65535"],
+            "at most 4096",
+        ),
+        (&["ycsb", "--coros", "4294967295"], "at most 1048576"),
+        (&["ycsb", "--ms", "65535"], "--ms 65535: at most 64"),
+        (
+            &["ycsb", "--index", "smart", "--rdwc-entries", "4294967295"],
+            "--rdwc-entries 4294967295: at most 16777216",
+        ),
+        (
+            &["ycsb", "--index", "dex", "--cache-mb", &max],
+            "at most 1048576 (an index cache of at most 1 TiB",
+        ),
+        (&["workload", "--ops", "4000000000"], more_memory),
+        (
+            &["trace", "--op", "get", "--keys", "4000000000"],
+            more_memory,
+        ),
+        (&["trace", "--op", "get", "--warmup", &max], "--warmup"),
+        (
+            &[
+                "trace",
+                "--op",
+                "get",
+                "--cs",
+                "65535",
+                "--threads",
+                "65535",
+            ],
+            "at most 4096",
+        ),
+        (
+            &[
+                "figure",
+                "sherman-table1",
+                "--quick",
+                "--keys",
+                "4000000000",
+            ],
+            more_memory,
+        ),
+        (
+            &["figure", "sherman-table1", "--quick", "--ops", "4000000000"],
+            more_memory,
+        ),
+        (
+            &["check", "--clients", "2", "--ops", "4294967295"],
+            more_memory,
+        ),
+        (&["check", "--clients", "4294967295"], "at most 1048576"),
+        (&["check", "--cores", "65535"], "at most 4096"),
+        (&["check", "--keys", "5000000000"], "at most 4294967296"),
+        (&["check", "--cache-nodes", &max], "--cache-nodes"),
+        (&["check", "--seeds", &max], "at most 1099511627776"),
+        (
+            &["verbs", "--cs", "65535", "--threads", "65535"],
+            "at most 4096",
+        ),
+        (&["verbs", "--ops", &max], "at most 1099511627776"),
+        (&["verbs", "--chunk-kib", "4294967295"], "at most 1048576"),
+        (
+            &["runtime", "--tasks", "100000000"],
+            "--tasks 100000000: at most",
+        ),
+        (
+            &["runtime", "--reps", "4294967295"],
+            "--reps 4294967295: at most 1000",
+        ),
+        (&["sim-speed", "--coros", "4294967295"], "at most 1048576"),
+        (&["sim-speed", "--verbs", &max], "at most 1099511627776"),
+        (&["calibrate", "--ops", &max], "at most 1099511627776"),
+        (&["calibrate", "--check", "NaN"], "finite and at least 1"),
+    ] {
+        refuses_within(QUICK, args, why);
+    }
+}

@@ -226,3 +226,49 @@ fn check_sherman_ladder_is_linearizable() {
         "sherman-hier",
     );
 }
+
+/// One hot key: 16 clients of 20 operations each on `--keys 1` never
+/// finished checking (the search without a memo of value-equivalent
+/// configurations ran out of memory); now every seed takes milliseconds.
+/// A search past `--check-budget` stops with an error, never a pass.
+#[test]
+fn check_a_hot_key_in_bounded_time() {
+    let t = std::time::Instant::now();
+    let (ok, text, v) = bench(&[
+        "check",
+        "--index",
+        "sherman",
+        "--keys",
+        "1",
+        "--clients",
+        "16",
+        "--ops",
+        "20",
+        "--seeds",
+        "20",
+    ]);
+    assert!(ok && v["linearizable"] == true, "{text}");
+    assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
+    let (ok, text, v) = bench(&[
+        "check",
+        "--keys",
+        "1",
+        "--clients",
+        "16",
+        "--ops",
+        "20",
+        "--seeds",
+        "1",
+        "--check-budget",
+        "5",
+    ]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("gave up after 6 states on key 0")
+            && text.contains("not proven linearizable")
+            && text.contains("--check-budget"),
+        "{text}"
+    );
+    assert_eq!(v["linearizable"], serde_json::Value::Null, "{text}");
+    assert_eq!(v["gave_up"], true, "{text}");
+}

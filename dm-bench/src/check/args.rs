@@ -5,6 +5,7 @@
 
 use crate::fabric_arg::{check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
 use crate::kv::radix;
+use crate::limits::{self, at_most};
 use crate::verbs_bench::FabricArg;
 use anyhow::{bail, Result};
 use dm_tree::{Design, Techniques};
@@ -33,7 +34,7 @@ pub struct Args {
     /// Operations per client.
     #[arg(long, default_value_t = 150)]
     pub ops: u32,
-    /// Key space (keys 0..N as 8-byte big-endian), at least 1 (with --index
+    /// Key space (keys 0..N as 8-byte big-endian), 1 to 2^32 (with --index
     /// dex and --client I/N: at least N, a share for each process).
     #[arg(long, default_value_t = 48)]
     pub keys: u64,
@@ -76,6 +77,12 @@ pub struct Args {
     /// and unlinked while scans cross them (fg, sherman*, nam-hybrid; 0: none).
     #[arg(long, default_value_t = 0)]
     pub head_nodes: usize,
+    /// States the linearizability search may memoise per key (each a set of
+    /// linearized operations and a value; the memo is also capped at 1 GiB).
+    /// Past it the check stops with an error: the history is not proven
+    /// linearizable (hot keys with many clients need the most).
+    #[arg(long, default_value_t = 4_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub check_budget: u64,
     /// Set from `--index`.
     #[arg(skip = dm_tree::Techniques::FG_PLUS)]
     pub techniques: Techniques,
@@ -100,6 +107,14 @@ impl Args {
                 u64::MAX,
                 u64::MAX - first + 1
             ),
+        }
+    }
+
+    /// The checker's budget per key (`--check-budget`).
+    pub(super) fn budget(&self) -> super::wgl::Budget {
+        super::wgl::Budget {
+            states: self.check_budget,
+            bytes: super::wgl::MEMO_BYTES,
         }
     }
 
@@ -140,6 +155,7 @@ impl Args {
         if n_ms == 0 || a.cores == 0 || a.clients == 0 {
             bail!("--ms, --cores and --clients must be at least 1");
         }
+        a.check_sizes()?;
         if a.keys == 0 {
             bail!("--keys 0: the clients draw keys from 0..--keys; take at least 1");
         }
@@ -152,6 +168,51 @@ impl Args {
         }
         self.seed_range()?;
         Ok((ci, cn))
+    }
+}
+
+/// Keys of a check's key space at most: 2^32 (a check wants conflicts, and
+/// the key space's splits are computed in 64 bits).
+pub(super) const MAX_KEYS: u64 = 1 << 32;
+/// Index cache nodes per CS at most (a check's cache is meant to be tiny).
+const MAX_CACHE_NODES: u64 = 1 << 24;
+/// Bytes a client takes (its task), and an operation (its event in the
+/// history, the checker's copy): measured about 2.7 KiB and 190 B.
+const CLIENT_BYTES: u128 = 8 << 10;
+const OP_BYTES: u128 = 384;
+
+impl Args {
+    /// The sizes of a run against fixed caps and this machine's memory
+    /// ([`crate::limits`]), before anything is allocated.
+    fn check_sizes(&self) -> Result<()> {
+        let a = self;
+        let ms = match a.ms_spec {
+            MsArg::Count(n) if a.fabric != FabricArg::Rdma => Some(n as u64),
+            _ => None,
+        };
+        let clients = a.clients as u128;
+        limits::check_shape(ms, a.cores as u128, clients, CLIENT_BYTES)?;
+        at_most(
+            "--keys",
+            a.keys,
+            MAX_KEYS,
+            "a check's key space; each key needs operations to conflict",
+        )?;
+        at_most("--seeds", a.seeds, limits::MAX_COUNT, "seeds of one run")?;
+        if let Some(n) = a.node_bytes {
+            limits::check_node_bytes(n as u64)?;
+        }
+        at_most(
+            "--cache-nodes",
+            a.cache_nodes,
+            MAX_CACHE_NODES,
+            "a check's index cache is tiny on purpose",
+        )?;
+        limits::fits_memory(
+            &format!("the history of --clients {} x --ops {}", a.clients, a.ops),
+            clients * a.ops as u128 * OP_BYTES,
+            "take fewer --clients or --ops",
+        )
     }
 }
 

@@ -38,7 +38,7 @@ pub(super) fn run_seed(
     let caches: Vec<_> = (0..2)
         .map(|_| {
             Arc::new(IndexCache::new(
-                a.cache_nodes * a.node_bytes() as u64,
+                a.cache_nodes.saturating_mul(a.node_bytes() as u64),
                 a.node_bytes(),
             ))
         })
@@ -85,10 +85,11 @@ fn spawn_head_maintainer(
 ) -> Option<dm_runtime::JoinHandle<Result<u64, String>>> {
     (a.head_nodes > 0).then(|| {
         let t = trees[cores.len() - 1].clone();
-        let (n, log, total) = (a.head_nodes, log.clone(), (a.clients * a.ops) as usize);
+        let total = a.clients as usize * a.ops as usize;
+        let (n, log) = (a.head_nodes, log.clone());
         rt.spawn_on(cores[cores.len() - 1], async move {
             let mut changes = 0;
-            for g in [n, 2, n + 1].into_iter().cycle() {
+            for g in [n, 2, n.saturating_add(1)].into_iter().cycle() {
                 if log.borrow().len() >= total {
                     break;
                 }
@@ -120,7 +121,7 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     let caches: Vec<Arc<IndexCache>> = (0..2)
         .map(|_| {
             Arc::new(IndexCache::new(
-                a.cache_nodes * a.node_bytes() as u64,
+                a.cache_nodes.saturating_mul(a.node_bytes() as u64),
                 a.node_bytes(),
             ))
         })

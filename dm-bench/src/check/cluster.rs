@@ -23,9 +23,17 @@ use dm_verbs::{Caps, Fabric, MsConfig};
 use std::rc::Rc;
 
 /// The NAM designs' partitions for a check: one more than there are MSs (so
-/// one MS holds two), splitting the checked keys evenly.
+/// one MS holds two), splitting the checked keys evenly. A large key space
+/// is sampled evenly (65536 keys) instead of listed.
 fn nam_config(a: &Args, num_ms: u16) -> NamConfig {
-    let keys: Vec<Vec<u8>> = (0..a.keys).map(key).collect();
+    const SAMPLE: u64 = 1 << 16;
+    let keys: Vec<Vec<u8>> = if a.keys <= SAMPLE {
+        (0..a.keys).map(key).collect()
+    } else {
+        (0..SAMPLE)
+            .map(|i| key((i as u128 * a.keys as u128 / SAMPLE as u128) as u64))
+            .collect()
+    };
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
     NamConfig::from_sample(&refs, num_ms + 1)
 }

@@ -33,7 +33,7 @@ fn cluster(
     let cfg = DexConfig {
         bounds: (1..n).map(|j| key(j * a.keys / n)).collect(),
         local_cs: 2 * ci as u16..2 * ci as u16 + 2,
-        cache_bytes: a.cache_nodes.max(4) * a.node_bytes() as u64,
+        cache_bytes: a.cache_nodes.max(4).saturating_mul(a.node_bytes() as u64),
         offload_level: 2,
         window: 2,
         explore: 0.2,

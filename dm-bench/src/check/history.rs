@@ -64,8 +64,9 @@ pub(super) fn write_history(path: &PathBuf, hs: &[(u64, Vec<Event>)]) -> Result<
     Ok(())
 }
 
-/// One line of [`write_history`] back: `(seed, event)`.
-fn parse_event(v: &Value) -> Option<(u64, Event)> {
+/// One line of [`write_history`] back: `(seed, event)`; `default_hi` for a
+/// line without `hi` (written before it was recorded).
+fn parse_event(v: &Value, default_hi: u64) -> Option<(u64, Event)> {
     let u = |k: &str| v.get(k).and_then(Value::as_u64);
     let value = v.get("value");
     let result = v.get("result")?;
@@ -93,7 +94,7 @@ fn parse_event(v: &Value) -> Option<(u64, Event)> {
         Event {
             client: u32::try_from(u("client")?).ok()?,
             key: u("key")?,
-            hi: u("hi").unwrap_or(u64::MAX),
+            hi: u("hi").unwrap_or(default_hi),
             kind,
             call: u("call")?,
             ret: u("ret")?,
@@ -101,9 +102,14 @@ fn parse_event(v: &Value) -> Option<(u64, Event)> {
     ))
 }
 
-/// The union of history files, per seed. Errors: unreadable or malformed
-/// lines, and a client id found in two files (the same `--client` twice).
-pub(super) fn read_histories(paths: &[PathBuf]) -> Result<BTreeMap<u64, Vec<Event>>> {
+/// The union of history files, per seed; `default_hi` (`--keys`) is the
+/// key range's end for lines that do not record theirs. Errors: unreadable
+/// or malformed lines, and a client id found in two files (the same
+/// `--client` twice).
+pub(super) fn read_histories(
+    paths: &[PathBuf],
+    default_hi: u64,
+) -> Result<BTreeMap<u64, Vec<Event>>> {
     let mut by_seed: BTreeMap<u64, Vec<Event>> = BTreeMap::new();
     let mut owner: HashMap<u32, usize> = HashMap::new();
     for (fi, p) in paths.iter().enumerate() {
@@ -117,7 +123,7 @@ pub(super) fn read_histories(paths: &[PathBuf]) -> Result<BTreeMap<u64, Vec<Even
             let (seed, e) = serde_json::from_str::<Value>(line)
                 .ok()
                 .as_ref()
-                .and_then(parse_event)
+                .and_then(|v| parse_event(v, default_hi))
                 .ok_or_else(|| anyhow!("{}:{}: not a history line", p.display(), n + 1))?;
             if *owner.entry(e.client).or_insert(fi) != fi {
                 bail!(

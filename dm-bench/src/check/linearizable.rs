@@ -1,89 +1,94 @@
 //! Checking a history ([`check_history`]).
 //!
 //! - get/insert/update/remove: the history is split per key (a map is the
-//!   product of independent per-key registers: P-compositionality) and each
-//!   key's history is checked with Wing & Gong's algorithm with Lowe's
-//!   memoisation (`todc-utils`' `WGLChecker`) against a sequential
-//!   `Option<value>` register ([`KeySpec`]).
-//! - scan: keys strictly increasing, none below the start, at most `count`;
-//!   every returned pair was written by an operation called before the scan
-//!   returned; every key present for the whole scan (inserted by an operation
-//!   that returned before the scan was called, and no remove of it overlapping
-//!   from that insert's call to the scan's return) inside the scanned range is returned.
+//!   product of independent per-key registers: P-compositionality, Herlihy
+//!   & Wing's locality) and each key's history is checked against a
+//!   sequential `Option<value>` register by [`super::wgl`] (Wing & Gong's
+//!   search with Lowe's memoisation), within a [`Budget`] of states per
+//!   key: past it the check gives up ([`Failure::GaveUp`]), never passes.
+//! - scan: a scan reads many keys, so it does not fit one key's register;
+//!   it is checked against the per-key histories with conditions every
+//!   linearizable history meets (so a failure is a real violation, while a
+//!   pass proves the scans consistent with those conditions, not fully
+//!   linearizable): keys strictly increasing, none below the start, at most
+//!   `count`; every returned pair was written by an operation called before
+//!   the scan returned; every key present for the whole scan (inserted by an
+//!   operation that returned before the scan was called, and no remove of it
+//!   overlapping from that insert's call to the scan's return) inside the
+//!   scanned range is returned. The scanned range ends at the last key
+//!   returned, or, for a scan that returned fewer pairs than it asked for,
+//!   at its client's key range's end (`hi`, recorded with each operation).
 
 use super::history::{Event, Kind};
-use std::collections::HashMap;
-use todc_utils::{Action, History, Specification, WGLChecker};
+use super::wgl::{check_key, Budget, Op, Outcome};
+use std::collections::{BTreeMap, HashMap};
 
-/// The sequential specification of one key: a register holding `Option<value>`.
-struct KeySpec;
+/// Why a history did not pass.
+#[derive(Debug, Clone)]
+pub(super) enum Failure {
+    /// A violation: the history is not linearizable.
+    Violation(String),
+    /// The search ran out of its budget: not proven either way.
+    GaveUp(String),
+}
 
-impl Specification for KeySpec {
-    type State = Option<u64>;
-    type Operation = Kind;
-
-    fn init() -> Self::State {
-        None
-    }
-
-    fn apply(op: &Kind, s: &Option<u64>) -> (bool, Option<u64>) {
-        match op {
-            Kind::Get(r) => (r == s, *s),
-            Kind::Insert(v) => (true, Some(*v)),
-            Kind::Update(v, ok) => match s {
-                Some(_) if *ok => (true, Some(*v)),
-                None if !*ok => (true, None),
-                _ => (false, *s),
-            },
-            Kind::Remove(ok) => (*ok == s.is_some(), None),
-            Kind::Scan(..) => (true, *s),
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Violation(w) | Failure::GaveUp(w) => f.write_str(w),
         }
     }
 }
 
-/// Checks one history; `Err(reason)` on a violation.
-pub(super) fn check_history(h: &[Event], keys: u64) -> Result<(), String> {
-    // Per-key linearizability of get/insert/update/remove.
-    let mut by_key: HashMap<u64, Vec<&Event>> = HashMap::new();
-    for e in h.iter().filter(|e| !matches!(e.kind, Kind::Scan(..))) {
-        by_key.entry(e.key).or_default().push(e);
-    }
-    for (k, evs) in &by_key {
-        // (time, is_response, client, op): calls sort before responses at equal times.
-        let mut acts: Vec<(u64, bool, u32, &Kind)> = Vec::new();
-        for e in evs {
-            acts.push((e.call, false, e.client, &e.kind));
-            acts.push((e.ret, true, e.client, &e.kind));
-        }
-        acts.sort_by_key(|x| (x.0, x.1));
-        let actions: Vec<(usize, Action<Kind>)> = acts
-            .into_iter()
-            .map(|(_, resp, c, op)| {
-                (
-                    c as usize,
-                    if resp {
-                        Action::Response(op.clone())
-                    } else {
-                        Action::Call(op.clone())
-                    },
-                )
-            })
-            .collect();
-        if !WGLChecker::<KeySpec>::is_linearizable(History::from_actions(actions)) {
-            return Err(format!(
-                "key {k}: history of {} operations is not linearizable",
-                evs.len()
-            ));
+/// Checks one history within `budget` states per key.
+pub(super) fn check_history(h: &[Event], budget: Budget) -> Result<(), Failure> {
+    // Per-key linearizability of get/insert/update/remove, keys in order.
+    let mut by_key: BTreeMap<u64, Vec<Op>> = BTreeMap::new();
+    for e in h {
+        if !matches!(e.kind, Kind::Scan(..)) {
+            by_key.entry(e.key).or_default().push(Op {
+                kind: &e.kind,
+                call: e.call,
+                ret: e.ret,
+            });
         }
     }
-    // Scans.
-    let written: HashMap<(u64, u64), u64> = h
-        .iter()
-        .filter_map(|e| match e.kind {
-            Kind::Insert(v) | Kind::Update(v, true) => Some(((e.key, v), e.call)),
-            _ => None,
-        })
-        .collect();
+    for (k, ops) in &by_key {
+        match check_key(ops, budget, &format!("key {k} ({} operations)", ops.len())) {
+            Outcome::Linearizable => {}
+            Outcome::NotLinearizable => {
+                return Err(Failure::Violation(format!(
+                    "key {k}: history of {} operations is not linearizable",
+                    ops.len()
+                )))
+            }
+            Outcome::GaveUp { states, bytes } => {
+                return Err(Failure::GaveUp(format!(
+                    "gave up after {states} states on key {k} ({} operations, {} MiB of memo); \
+                     history not proven linearizable: reduce --clients/--ops or raise \
+                     --check-budget (now {}; the memo is capped at {} MiB)",
+                    ops.len(),
+                    bytes >> 20,
+                    budget.states,
+                    budget.bytes >> 20
+                )))
+            }
+        }
+    }
+    check_scans(h, &by_key).map_err(Failure::Violation)
+}
+
+/// The scans' conditions (see the module docs); `by_key`: each key's
+/// other operations.
+fn check_scans(h: &[Event], by_key: &BTreeMap<u64, Vec<Op>>) -> Result<(), String> {
+    // The earliest call of a write of each (key, value).
+    let mut written: HashMap<(u64, u64), u64> = HashMap::new();
+    for e in h {
+        if let Kind::Insert(v) | Kind::Update(v, true) = e.kind {
+            let c = written.entry((e.key, v)).or_insert(e.call);
+            *c = (*c).min(e.call);
+        }
+    }
     for s in h {
         let Kind::Scan(n, r) = &s.kind else { continue };
         if r.len() > *n as usize
@@ -101,23 +106,20 @@ pub(super) fn check_history(h: &[Event], keys: u64) -> Result<(), String> {
             }
         }
         let end = if r.len() < *n as usize {
-            keys.min(s.hi)
+            s.hi
         } else {
-            r.last().map_or(keys, |x| x.0)
+            r.last().map_or(s.hi, |x| x.0)
         };
-        for k in s.key..end {
+        // Only keys with operations can be present.
+        for (&k, ops) in by_key.range(s.key..end.max(s.key)) {
             if r.iter().any(|x| x.0 == k) {
                 continue;
             }
-            let present = h.iter().any(|i| {
+            let present = ops.iter().any(|i| {
                 matches!(i.kind, Kind::Insert(_))
-                    && i.key == k
                     && i.ret < s.call
-                    && !h.iter().any(|x| {
-                        matches!(x.kind, Kind::Remove(_))
-                            && x.key == k
-                            && x.ret >= i.call
-                            && x.call <= s.ret
+                    && !ops.iter().any(|x| {
+                        matches!(x.kind, Kind::Remove(_)) && x.ret >= i.call && x.call <= s.ret
                     })
             });
             if present {
@@ -134,6 +136,19 @@ pub(super) fn check_history(h: &[Event], keys: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::wgl::MEMO_BYTES;
+
+    const BUDGET: Budget = Budget {
+        states: 1 << 22,
+        bytes: MEMO_BYTES,
+    };
+
+    fn check(h: &[Event]) -> Result<(), String> {
+        check_history(h, BUDGET).map_err(|f| match f {
+            Failure::Violation(w) => w,
+            Failure::GaveUp(w) => panic!("gave up: {w}"),
+        })
+    }
 
     fn ev(client: u32, key: u64, kind: Kind, call: u64, ret: u64) -> Event {
         Event {
@@ -153,23 +168,23 @@ mod tests {
             ev(0, 5, Kind::Insert(1), 0, 10),
             ev(1, 5, Kind::Get(None), 20, 30),
         ];
-        assert!(check_history(&bad, 10).is_err());
+        assert!(check(&bad).is_err());
         // Overlapping: get may see either.
         let ok = vec![
             ev(0, 5, Kind::Insert(1), 0, 10),
             ev(1, 5, Kind::Get(None), 5, 30),
         ];
-        assert!(check_history(&ok, 10).is_ok());
+        assert!(check(&ok).is_ok());
         // A lost update: two inserts, later a get of the first one's value.
         let lost = vec![
             ev(0, 5, Kind::Insert(1), 0, 10),
             ev(1, 5, Kind::Insert(2), 20, 30),
             ev(2, 5, Kind::Get(Some(1)), 40, 50),
         ];
-        assert!(check_history(&lost, 10).is_err());
+        assert!(check(&lost).is_err());
         // remove reporting success on an absent key.
         let bad_rm = vec![ev(0, 5, Kind::Remove(true), 0, 10)];
-        assert!(check_history(&bad_rm, 10).is_err());
+        assert!(check(&bad_rm).is_err());
     }
 
     #[test]
@@ -177,15 +192,13 @@ mod tests {
         let base = vec![ev(0, 3, Kind::Insert(7), 0, 10)];
         let mut missed = base.clone();
         missed.push(ev(1, 0, Kind::Scan(5, vec![]), 20, 30));
-        assert!(check_history(&missed, 10)
-            .unwrap_err()
-            .contains("missed key 3"));
+        assert!(check(&missed).unwrap_err().contains("missed key 3"));
         let mut phantom = base.clone();
         phantom.push(ev(1, 0, Kind::Scan(5, vec![(3, 7), (4, 9)]), 20, 30));
-        assert!(check_history(&phantom, 10).is_err());
+        assert!(check(&phantom).is_err());
         let mut fine = base.clone();
         fine.push(ev(1, 0, Kind::Scan(5, vec![(3, 7)]), 20, 30));
-        assert!(check_history(&fine, 10).is_ok());
+        assert!(check(&fine).is_ok());
         // A short scan covers its client's key range only (`hi`): key 3 lies
         // beyond a range ending at 3, but not beyond one ending at 4.
         let short = |hi| {
@@ -194,7 +207,7 @@ mod tests {
                 hi,
                 ..ev(1, 0, Kind::Scan(5, vec![]), 20, 30)
             });
-            check_history(&h, 10)
+            check(&h)
         };
         assert!(short(3).is_ok());
         assert!(short(4).unwrap_err().contains("missed key 3"));

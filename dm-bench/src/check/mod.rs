@@ -7,10 +7,11 @@
 //! `--clients` clients of random get / insert / update / remove / scan on a
 //! small key space, and records every operation with its call and return
 //! times. The history is then checked: per key with Wing & Gong's algorithm
-//! (Lowe's memoisation) against a register, and every scan against the
-//! writes around it. A failing seed is printed so it can be replayed on sim
-//! with `--first-seed S --seeds 1`; `--history-out FILE` writes the last (or
-//! the failing) seed's history as JSON lines.
+//! (Lowe's memoisation) against a register, within `--check-budget` states
+//! per key (past it the run stops undecided, an error), and every scan
+//! against the writes around it. A failing seed is printed so it can be
+//! replayed on sim with `--first-seed S --seeds 1`; `--history-out FILE`
+//! writes the last (or the failing) seed's history as JSON lines.
 //!
 //! With `--client I/N` (rdma), N processes run the same command with
 //! distinct I, each writing every seed's history to its `--history-out`;
@@ -28,7 +29,8 @@
 //!   [`dex`], [`dolphin`];
 //! - [`client`]: the client workload; [`sim`] and [`real`] run the clients
 //!   on sim tasks or on OS threads (with the `--client I/N` barriers);
-//! - [`history`]: events and their JSON lines; [`linearizable`]: the checker;
+//! - [`history`]: events and their JSON lines; [`linearizable`]: the checker,
+//!   per key with [`wgl`]'s search and for scans;
 //! - [`report`]: the verdict line and the `--json` report.
 
 mod args;
@@ -43,6 +45,7 @@ mod real;
 mod report;
 mod sim;
 mod smart;
+mod wgl;
 
 pub use args::Args;
 
@@ -53,7 +56,7 @@ use dm_runtime::{ExecConfig, Executor};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::{Fabric, MsConfig};
 use history::{read_histories, write_history, Event};
-use linearizable::check_history;
+use linearizable::{check_history, Failure};
 use real::Proc;
 use report::{report, report_process};
 #[cfg(feature = "rdma")]
@@ -144,7 +147,7 @@ struct Seeds {
     /// Operations recorded over all of them.
     ops: u64,
     /// The first failing seed and why.
-    failed: Option<(u64, String)>,
+    failed: Option<(u64, Failure)>,
     /// The histories to write (`--history-out`): every seed's with
     /// `--client I/N`, N > 1, else the last (or the failing) seed's.
     kept: Vec<(u64, Vec<Event>)>,
@@ -166,11 +169,13 @@ fn run_seeds(a: &Args, cn: usize, produce: &mut SeedRunner) -> Result<Seeds> {
             kept.push((seed, h));
             continue;
         }
-        let r = check_history(&h, a.keys);
+        let r = check_history(&h, a.budget());
         kept = vec![(seed, h)];
         if let Err(why) = r {
-            eprintln!("dm-bench check: seed {seed} FAILED: {why}");
-            if a.fabric == FabricArg::Sim {
+            tell(seed, &why);
+            if matches!(why, Failure::GaveUp(_)) {
+                // Nothing to replay: the history is undecided.
+            } else if a.fabric == FabricArg::Sim {
                 eprintln!(
                     "  replay: dm-bench check --index {} --first-seed {seed} --seeds 1 --faults {} --history-out h.jsonl",
                     a.index,
@@ -191,17 +196,26 @@ fn run_seeds(a: &Args, cn: usize, produce: &mut SeedRunner) -> Result<Seeds> {
     })
 }
 
-/// `--histories`: the union of the files, checked per seed.
+/// Prints why `seed` did not pass.
+fn tell(seed: u64, why: &Failure) {
+    match why {
+        Failure::Violation(w) => eprintln!("dm-bench check: seed {seed} FAILED: {w}"),
+        Failure::GaveUp(w) => eprintln!("dm-bench check: seed {seed} UNDECIDED: {w}"),
+    }
+}
+
+/// `--histories`: the union of the files, checked per seed. Scans are
+/// bounded by the key range each operation recorded (`hi`), not `--keys`.
 fn check_files(a: &Args) -> Result<()> {
-    let by_seed = read_histories(&a.histories)?;
+    let by_seed = read_histories(&a.histories, a.keys)?;
     let (mut ops, mut failed, mut seeds) = (0u64, None, 0);
     let mut clients = std::collections::HashSet::new();
     for (seed, h) in &by_seed {
         ops += h.len() as u64;
         seeds += 1;
         clients.extend(h.iter().map(|e| e.client));
-        if let Err(why) = check_history(h, a.keys) {
-            eprintln!("dm-bench check: seed {seed} FAILED: {why}");
+        if let Err(why) = check_history(h, a.budget()) {
+            tell(*seed, &why);
             failed = Some((*seed, why));
             break;
         }
@@ -211,5 +225,14 @@ fn check_files(a: &Args) -> Result<()> {
         a.histories.len(),
         clients.len()
     );
-    report(a, &what, "as recorded", seeds, ops, failed)
+    // The key space the histories recorded (each operation's client range
+    // end), which bounds the scans; --keys counts only for lines without it.
+    let mut a = a.clone();
+    a.keys = by_seed
+        .values()
+        .flatten()
+        .map(|e| e.hi)
+        .max()
+        .unwrap_or(a.keys);
+    report(&a, &what, "as recorded", seeds, ops, failed)
 }

@@ -5,6 +5,7 @@
 
 use super::args::Args;
 use super::btree::HEAD_CHANGES;
+use super::linearizable::Failure;
 use crate::report::write_json;
 use anyhow::{bail, Result};
 use serde_json::json;
@@ -17,7 +18,7 @@ pub(super) fn report(
     faults: &str,
     seeds: u64,
     ops: u64,
-    failed: Option<(u64, String)>,
+    failed: Option<(u64, Failure)>,
 ) -> Result<()> {
     // Histories read back carry their own shape (`source` names it).
     let shape = if a.histories.is_empty() {
@@ -30,7 +31,11 @@ pub(super) fn report(
         "dm-bench check: index {}, {source}, {seeds} seeds, {shape}{} keys, faults {faults}: {ops} operations, {}{}{}",
         a.index,
         a.keys,
-        if failed.is_some() { "NOT linearizable" } else { "linearizable" },
+        match &failed {
+            None => "linearizable",
+            Some((_, Failure::Violation(_))) => "NOT linearizable",
+            Some((_, Failure::GaveUp(_))) => "NOT PROVEN linearizable (check budget exhausted)",
+        },
         if a.histories.is_empty() {
             format!("; {} locks taken over (own-tag ledger)", dm_runtime::lock::lock_takeovers())
         } else {
@@ -42,9 +47,16 @@ pub(super) fn report(
             String::new()
         }
     );
+    // Undecided (the budget ran out): neither true nor false.
+    let gave_up = matches!(failed, Some((_, Failure::GaveUp(_))));
+    let linearizable = if gave_up {
+        None
+    } else {
+        Some(failed.is_none())
+    };
     write_json(
         a.json.as_deref(),
-        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": failed.is_none(), "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.clone()), "lock_takeovers": dm_runtime::lock::lock_takeovers(), "head_node_changes": heads}),
+        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": linearizable, "gave_up": gave_up, "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.to_string()), "lock_takeovers": dm_runtime::lock::lock_takeovers(), "head_node_changes": heads}),
     )?;
     if let Some((seed, why)) = failed {
         bail!("seed {seed}: {why}");

@@ -157,6 +157,12 @@ pub fn trace(a: &Args) -> Result<Traced> {
             "--keys 0: trace warms the index with reads of loaded keys (YCSB c); load at least 1"
         );
     }
+    crate::limits::at_most(
+        "--warmup",
+        a.warmup,
+        crate::limits::MAX_COUNT,
+        "operations before the traced one",
+    )?;
     let insert = a.op == "insert";
     let k = a.key.unwrap_or(if insert { a.keys } else { a.keys / 2 });
     if insert && k < a.keys {
@@ -197,6 +203,7 @@ pub fn trace(a: &Args) -> Result<Traced> {
         .a;
     y.quiet = true;
     y.ms = y.ms_spec.count();
+    ycsb::check_sizes(&y)?;
     let key = ycsb::generated_key(&y, k)?;
     let (op, scan_len, index) = (a.op.clone(), a.scan_len as usize, a.index.clone());
     let mut got: Option<Traced> = None;

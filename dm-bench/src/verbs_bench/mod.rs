@@ -175,6 +175,9 @@ pub fn run(mut a: Args) -> Result<()> {
     report(&a, &totals, elapsed_ns, extra, verified, wall_s)
 }
 
+/// `--chunk-kib` at most: 1 GiB.
+const MAX_CHUNK_KIB: u64 = 1 << 20;
+
 /// Checks the flags and sets `a.ms`: the mix (read, write, cas, faa
 /// percentages) and the chunk size in bytes.
 fn validate(a: &mut Args) -> Result<([u32; 4], u64)> {
@@ -188,7 +191,22 @@ fn validate(a: &mut Args) -> Result<([u32; 4], u64)> {
     if a.ms == 0 || a.ms > 64 || a.cs == 0 || a.threads == 0 || a.coros == 0 {
         bail!("--ms must be 1..=64 and --cs, --threads, --coros at least 1");
     }
+    let cores = a.cs as u128 * a.threads as u128;
+    crate::limits::check_shape(None, cores, cores * a.coros as u128, 32 << 10)?;
+    crate::limits::at_most("--ops", a.ops, crate::limits::MAX_COUNT, "verbs of one run")?;
+    crate::limits::at_most(
+        "--chunk-kib",
+        a.chunk_kib,
+        MAX_CHUNK_KIB,
+        "a chunk of at most 1 GiB per MS",
+    )?;
     let chunk_bytes = a.chunk_kib << 10;
+    // The final check reads every chunk: each MS's region is touched.
+    crate::limits::fits_memory(
+        &format!("--ms {} regions of 4 x --chunk-kib {}", a.ms, a.chunk_kib),
+        a.ms as u128 * (4096 + 4 * chunk_bytes as u128),
+        "take a smaller --chunk-kib or fewer --ms",
+    )?;
     if chunk_bytes < DATA_OFF + a.size as u64 {
         bail!("--chunk-kib too small for the counters and one data slot");
     }

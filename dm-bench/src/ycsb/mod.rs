@@ -45,8 +45,8 @@ mod measure;
 mod plan;
 
 pub use args::Args;
+pub(crate) use measure::{check_sizes, measure_with, Warm};
 pub use measure::{measure, run};
-pub(crate) use measure::{measure_with, Warm};
 pub(crate) use plan::generated_key;
 
 /// One index operation. Keys are bytes ordered lexicographically; YCSB's

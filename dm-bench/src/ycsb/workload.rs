@@ -208,7 +208,7 @@ impl Stream {
         };
         let chooser_items = match spec.upsert_load_fraction {
             Some(_) => key_space,
-            None => key_space + (ops as f64 * spec.mix.insert * 2.0) as u64,
+            None => key_space.saturating_add((ops as f64 * spec.mix.insert * 2.0) as u64),
         };
         let zipf = match spec.dist {
             Dist::Zipfian(t) => Some(ScrambledZipfian::new(0, chooser_items - 1, t)),

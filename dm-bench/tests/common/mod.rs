@@ -31,11 +31,11 @@ pub fn bench(args: &[&str]) -> (bool, String, serde_json::Value) {
     (out.status.success(), text, v)
 }
 
-/// Runs dm-bench with `args` (no `--json`: for subcommands without it)
-/// and asserts that it fails within `secs` seconds (killed after: a hang
-/// fails the test) with `why` in its output, as an error: no panic, no
-/// failed core thread.
-pub fn refuses_within(secs: u64, args: &[&str], why: &str) {
+/// Runs dm-bench with `args` (no `--json`) for at most `secs` seconds
+/// (killed after: a hang fails the test): its exit code (`None`: killed by
+/// a signal) and its stdout and stderr. The pipes are drained while it runs,
+/// so a run that prints much cannot block on them.
+pub fn run_within(secs: u64, args: &[&str]) -> (Option<i32>, String) {
     use std::io::Read;
     let mut child = Command::new(env!("CARGO_BIN_EXE_dm-bench"))
         .args(args)
@@ -43,6 +43,15 @@ pub fn refuses_within(secs: u64, args: &[&str], why: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run dm-bench");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).ok();
+            String::from_utf8_lossy(&b).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait for dm-bench") {
@@ -53,12 +62,19 @@ pub fn refuses_within(secs: u64, args: &[&str], why: &str) {
             child.wait().ok();
             panic!("{args:?}: still running after {secs} s");
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(std::time::Duration::from_millis(5));
     };
-    let mut text = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut text).ok();
-    child.stderr.take().unwrap().read_to_string(&mut text).ok();
-    assert!(!status.success() && text.contains(why), "{args:?}: {text}");
+    let text = out.join().unwrap() + &err.join().unwrap();
+    (status.code(), text)
+}
+
+/// Runs dm-bench with `args` (no `--json`: for subcommands without it)
+/// and asserts that it fails within `secs` seconds (killed after: a hang
+/// fails the test) with `why` in its output, as an error: no panic, no
+/// failed core thread.
+pub fn refuses_within(secs: u64, args: &[&str], why: &str) {
+    let (code, text) = run_within(secs, args);
+    assert!(code != Some(0) && text.contains(why), "{args:?}: {text}");
     assert!(
         !text.contains("panicked") && !text.contains("a core thread failed"),
         "{args:?} panicked: {text}"

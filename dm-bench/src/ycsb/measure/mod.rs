@@ -22,6 +22,8 @@ mod report;
 mod sim;
 mod verify;
 
+pub(crate) use options::check_sizes;
+
 use self::cluster::Cluster;
 use self::options::Choice;
 use self::phase::{Bars, Layout, Out, Phase};
@@ -89,6 +91,7 @@ struct Ran {
 /// [`measure`]; on sim, `after` then runs on the cluster as the run and
 /// the verification left it (caches warm, every task finished).
 pub(crate) fn measure_with(mut a: Args, after: Option<WarmHook<'_>>) -> Result<serde_json::Value> {
+    options::check_sizes(&a)?;
     let (ci, cn) = options::check_cluster(&mut a, after.is_some())?;
     #[cfg(feature = "rdma")]
     let rdma_fabric = match a.fabric {

@@ -4,8 +4,9 @@
 //! SMART's switched-off techniques (SMART §5.3.1), and the flags each index
 //! family rejects.
 
-use crate::fabric_arg::{check_ms, parse_client};
+use crate::fabric_arg::{check_ms, parse_client, MsArg};
 use crate::kv::{parse_index, SMART};
+use crate::limits::{self, at_most, fits_memory};
 use crate::verbs_bench::FabricArg;
 use crate::ycsb::dex::DEX;
 use crate::ycsb::keys::MAX_KEY_BYTES;
@@ -51,6 +52,67 @@ pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)
         bail!("--baseline runs the whole operation stream in one process: use --client 0/1");
     }
     Ok((ci, cn))
+}
+
+/// Bytes a loaded key takes, plus twice its key bytes: the plan's copy and
+/// map entry, the index's share of nodes on the MSs (measured: about 320 B
+/// for fg and 560 B for smart with 8-byte keys).
+const KEY_BYTES: u128 = 640;
+/// Bytes a run operation takes in the plan, plus twice its key bytes
+/// (measured: about 70 B with 8-byte keys).
+const OP_BYTES: u128 = 160;
+/// Bytes a coroutine takes (measured: about 26 KiB).
+const CORO_BYTES: u128 = 32 << 10;
+/// Bytes an entry of SMART's read-delegation / write-combining table takes.
+const RDWC_ENTRY_BYTES: u128 = 256;
+
+/// Checks the sizes the flags ask for against fixed caps and this
+/// machine's memory ([`crate::limits`]) before anything is allocated:
+/// memory servers, cores and coroutines, operations, SMART's tables, the
+/// cache, and the keys and operations of the plan (generated workloads;
+/// a trace's files bound their own).
+pub(crate) fn check_sizes(a: &Args) -> Result<()> {
+    let ms = match a.ms_spec {
+        MsArg::Count(n) if a.fabric != FabricArg::Rdma => Some(n as u64),
+        _ => None,
+    };
+    let cores = a.cs as u128 * a.threads as u128;
+    limits::check_shape(ms, cores, cores * a.coros as u128, CORO_BYTES)?;
+    at_most("--ops", a.ops, limits::MAX_COUNT, "operations of one run")?;
+    limits::check_node_bytes(a.node_bytes as u64)?;
+    at_most(
+        "--rdwc-entries",
+        a.rdwc_entries as u64,
+        limits::MAX_RDWC_ENTRIES,
+        "lock entries per CS, allocated up front; the paper finds 128 enough",
+    )?;
+    at_most(
+        "--cache-mb",
+        a.cache_mb,
+        limits::MAX_CACHE_MB,
+        "an index cache of at most 1 TiB per CS",
+    )?;
+    fits_memory(
+        &format!(
+            "SMART's read-delegation tables (--cs {} x --rdwc-entries {})",
+            a.cs, a.rdwc_entries
+        ),
+        a.cs as u128 * a.rdwc_entries as u128 * RDWC_ENTRY_BYTES,
+        "take fewer entries",
+    )?;
+    if a.trace_dir.is_none() {
+        // Longer keys are refused later (at most 255 bytes).
+        let kb = key_bytes(a).min(1 << 10) as u128;
+        fits_memory(
+            &format!(
+                "the load's keys and the run's operations (--keys {}, --ops {})",
+                a.keys, a.ops
+            ),
+            a.keys as u128 * (KEY_BYTES + 2 * kb) + a.ops as u128 * (OP_BYTES + 2 * kb),
+            "take fewer --keys or --ops",
+        )?;
+    }
+    Ok(())
 }
 
 /// Longest key of the B+tree family and DEX (`dm_tree::TreeConfig::key_bytes`).

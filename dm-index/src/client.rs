@@ -126,10 +126,16 @@ impl Client {
         F: FnOnce(Rc<Index>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, Error>> + 'static,
     {
-        let i = core.unwrap_or_else(|| self.any_core()) % self.inner.cores.len();
-        let (inst, ids) = (self.inner.inst.clone(), self.inner.cores[i]);
+        let (i, inst, ids) = self.target(core);
         let job = move || async move { f(handle(&inst, i, ids)?).await };
         self.inner.spawners[i].spawn(job).await?.await?
+    }
+
+    /// The core a request goes to (`core`, or round-robin), with what its
+    /// job needs to reach that core's handle.
+    fn target(&self, core: Option<usize>) -> (usize, Arc<Instance>, (u16, u16)) {
+        let i = core.unwrap_or_else(|| self.any_core()) % self.inner.cores.len();
+        (i, self.inner.inst.clone(), self.inner.cores[i])
     }
 
     /// As [`Client::run`], waiting on the calling thread.
@@ -139,8 +145,7 @@ impl Client {
         F: FnOnce(Rc<Index>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, Error>> + 'static,
     {
-        let i = core.unwrap_or_else(|| self.any_core()) % self.inner.cores.len();
-        let (inst, ids) = (self.inner.inst.clone(), self.inner.cores[i]);
+        let (i, inst, ids) = self.target(core);
         let job = move || async move { f(handle(&inst, i, ids)?).await };
         self.inner.spawners[i].block_on(job)?
     }

@@ -57,35 +57,18 @@ impl Node {
     /// Validates and decodes a node image; `None` if the checksum does not
     /// match (torn or being written) or the header is impossible.
     pub fn decode(g: &Geometry, b: &[u8]) -> Option<Node> {
-        if b.len() != g.node_bytes {
-            return None;
-        }
-        let stored = u64::from_le_bytes(b[OFF_CSUM..OFF_CSUM + 8].try_into().unwrap());
-        let flags = b[OFF_FLAGS];
+        // The checksum and header checks are the view's (one copy of them).
+        let v = super::View::header(g, b)?;
+        let flags = v.flags();
         let unsorted = flags & FLAG_UNSORTED != 0;
-        let covered = if unsorted {
-            &b[16..g.entries_off()]
-        } else {
-            &b[16..]
-        };
-        if checksum(covered) != stored {
-            return None;
-        }
         let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
-        if count > g.capacity() || (unsorted && (count != 0 || b[OFF_LEVEL] != 0)) {
-            return None;
-        }
-        let key_at = |o: usize| b[o..o + g.key_bytes].to_vec();
-        let low = if flags & FLAG_LOW_INF != 0 {
-            Fence::NegInf
-        } else {
-            Fence::Key(key_at(OFF_FENCES))
+        let key_at = |o: usize| v.key_at(o).to_vec();
+        let fence = |f| match f {
+            super::view::FenceRef::NegInf => Fence::NegInf,
+            super::view::FenceRef::Key(k) => Fence::Key(k.to_vec()),
+            super::view::FenceRef::PosInf => Fence::PosInf,
         };
-        let high = if flags & FLAG_HIGH_INF != 0 {
-            Fence::PosInf
-        } else {
-            Fence::Key(key_at(OFF_FENCES + g.kp))
-        };
+        let (low, high) = (fence(v.low()), fence(v.high()));
         let version = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
         let mut entries = Vec::with_capacity(count);
         let mut o = g.entries_off();
@@ -95,21 +78,16 @@ impl Node {
             o += g.entry_bytes();
         }
         let n = Node {
-            level: b[OFF_LEVEL],
+            level: v.level(),
             low,
             high,
-            sibling: GlobalAddr::from_u64(u64::from_le_bytes(
-                b[OFF_SIBLING..OFF_SIBLING + 8].try_into().unwrap(),
-            )),
+            sibling: v.sibling(),
             entries,
             version,
             unsorted,
             head: flags & FLAG_HEAD != 0,
             slots: Vec::new(),
         };
-        if n.head && (unsorted || n.level != 0 || n.low != n.high) {
-            return None;
-        }
         if unsorted {
             return crate::two_level::decode_slots(g, b, n);
         }

@@ -16,7 +16,7 @@ pub(crate) struct View<'a> {
 
 /// A fence as the image holds it.
 #[derive(PartialEq, Eq)]
-enum FenceRef<'a> {
+pub(super) enum FenceRef<'a> {
     NegInf,
     Key(&'a [u8]),
     PosInf,
@@ -26,6 +26,19 @@ impl<'a> View<'a> {
     /// `b` validated as [`Node::decode`] validates it; `None` where decode
     /// returns `None` (torn, being written, impossible header).
     pub(crate) fn new(g: &'a Geometry, b: &'a [u8]) -> Option<Self> {
+        let v = View::header(g, b)?;
+        let unsorted = v.flags() & FLAG_UNSORTED != 0;
+        if unsorted && !(0..g.unsorted_capacity() as u16).all(|s| v.slot(s).is_some()) {
+            return None;
+        }
+        Some(v)
+    }
+
+    /// `b` with its checksum and header validated (what [`Node::decode`]
+    /// checks before it reads an unsorted leaf's slots, which
+    /// [`View::new`] and `decode_slots` check on their own): `None` if
+    /// torn, being written or impossible.
+    pub(super) fn header(g: &'a Geometry, b: &'a [u8]) -> Option<Self> {
         if b.len() != g.node_bytes {
             return None;
         }
@@ -49,9 +62,6 @@ impl<'a> View<'a> {
         if head && (unsorted || v.level() != 0 || v.low() != v.high()) {
             return None;
         }
-        if unsorted && !(0..g.unsorted_capacity() as u16).all(|s| v.slot(s).is_some()) {
-            return None;
-        }
         Some(v)
     }
 
@@ -62,7 +72,7 @@ impl<'a> View<'a> {
         View { g, b }
     }
 
-    fn flags(&self) -> u8 {
+    pub(super) fn flags(&self) -> u8 {
         self.b[OFF_FLAGS]
     }
 
@@ -76,11 +86,11 @@ impl<'a> View<'a> {
         ))
     }
 
-    fn key_at(&self, o: usize) -> &'a [u8] {
+    pub(super) fn key_at(&self, o: usize) -> &'a [u8] {
         &self.b[o..o + self.g.key_bytes]
     }
 
-    fn low(&self) -> FenceRef<'a> {
+    pub(super) fn low(&self) -> FenceRef<'a> {
         if self.flags() & FLAG_LOW_INF != 0 {
             FenceRef::NegInf
         } else {
@@ -88,7 +98,7 @@ impl<'a> View<'a> {
         }
     }
 
-    fn high(&self) -> FenceRef<'a> {
+    pub(super) fn high(&self) -> FenceRef<'a> {
         if self.flags() & FLAG_HIGH_INF != 0 {
             FenceRef::PosInf
         } else {

@@ -176,11 +176,7 @@ fn run_seeds(a: &Args, cn: usize, produce: &mut SeedRunner) -> Result<Seeds> {
             if matches!(why, Failure::GaveUp(_)) {
                 // Nothing to replay: the history is undecided.
             } else if a.fabric == FabricArg::Sim {
-                eprintln!(
-                    "  replay: dm-bench check --index {} --first-seed {seed} --seeds 1 --faults {} --history-out h.jsonl",
-                    a.index,
-                    a.faults.as_deref().unwrap_or("torn,delay")
-                );
+                eprintln!("  replay: {}", replay_line(std::env::args().skip(1), seed));
             } else {
                 eprintln!("  (a real fabric's interleaving cannot be replayed; --history-out keeps the evidence)");
             }
@@ -194,6 +190,39 @@ fn run_seeds(a: &Args, cn: usize, produce: &mut SeedRunner) -> Result<Seeds> {
         failed,
         kept,
     })
+}
+
+/// The command line that replays `seed` alone on sim: this run's arguments
+/// (`args`, without the program name) with `--first-seed`, `--seeds` and
+/// `--history-out` replaced, so every other flag (`--keys`, `--clients`,
+/// `--ops`, faults, techniques) is kept as given.
+fn replay_line(args: impl Iterator<Item = String>, seed: u64) -> String {
+    const REPLACED: [&str; 3] = ["--first-seed", "--seeds", "--history-out"];
+    let mut out = vec!["dm-bench".to_string()];
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        let flag = arg.split('=').next().unwrap_or("");
+        if REPLACED.contains(&flag) {
+            skip_value = !arg.contains('=');
+            continue;
+        }
+        let plain = !arg.is_empty()
+            && arg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_=./,:".contains(&b));
+        out.push(if plain {
+            arg
+        } else {
+            format!("'{}'", arg.replace('\'', "'\\''"))
+        });
+    }
+    out.push(format!(
+        "--first-seed {seed} --seeds 1 --history-out h.jsonl"
+    ));
+    out.join(" ")
 }
 
 /// Prints why `seed` did not pass.
@@ -235,4 +264,22 @@ fn check_files(a: &Args) -> Result<()> {
         .max()
         .unwrap_or(a.keys);
     report(&a, &what, "as recorded", seeds, ops, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replay_line;
+
+    #[test]
+    fn the_replay_line_keeps_every_flag_but_the_seeds() {
+        let args = "check --index dolphin --keys 1 --clients=16 --ops 20 --seeds 100 --first-seed=3 --history-out x y --faults torn";
+        let line = replay_line(args.split(' ').map(String::from), 45);
+        assert_eq!(
+            line,
+            "dm-bench check --index dolphin --keys 1 --clients=16 --ops 20 y --faults torn \
+             --first-seed 45 --seeds 1 --history-out h.jsonl"
+        );
+        let odd = replay_line(["check".to_string(), "a b'c".to_string()].into_iter(), 1);
+        assert!(odd.contains(r"'a b'\''c'"), "{odd}");
+    }
 }

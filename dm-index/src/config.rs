@@ -48,6 +48,38 @@ pub struct IndexConfig {
     pub read_delegation: Option<bool>,
     /// SMART's write combining (§4.2.1); `None`: on for `smart` only.
     pub write_combining: Option<bool>,
+    /// The global lock table of the lock-table-locked designs (Sherman §4.2
+    /// and the ART rungs' HOCL): where it lives and its slots; `None`
+    /// (default): derived from the fabric, `LockTableConfig::for_caps`
+    /// (device memory with masked CAS if the NIC has it, else host memory).
+    /// Every process of a deployment must choose the same.
+    pub lock_table: Option<LockTableConfig>,
+    /// Compute servers whose shared state differs from the rest
+    /// ([`CsOverride`]: a machine with less DRAM gets a smaller cache).
+    /// Later entries for one CS win.
+    pub cs_overrides: Vec<(u16, CsOverride)>,
+}
+
+/// What one compute server chooses differently from the index's
+/// configuration: each `Some` replaces the [`IndexConfig`] field of the
+/// same name for that CS's cores (the state they share per CS: the index
+/// cache, SMART §4.2.1's read-delegation and write-combining table).
+/// Purely local: the layout on the memory servers does not change, so CSs
+/// with different overrides operate on one index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CsOverride {
+    /// Index cache bytes of this CS (0: none).
+    pub cache_bytes: Option<u64>,
+    /// Read-delegation/write-combining table entries (SMART §4.2.1).
+    pub rdwc_entries: Option<usize>,
+    /// SMART's read delegation on this CS.
+    pub read_delegation: Option<bool>,
+    /// SMART's write combining on this CS.
+    pub write_combining: Option<bool>,
+    /// Whether same-key writers of this CS queue in its local lock table
+    /// (E-HOCL, SMART §5.3.1); `None`: as
+    /// [`IndexConfig::queues_same_key_writers`] derives it.
+    pub queue_same_key_writers: Option<bool>,
 }
 
 impl IndexConfig {
@@ -68,7 +100,25 @@ impl IndexConfig {
             radix_techniques: None,
             read_delegation: None,
             write_combining: None,
+            lock_table: None,
+            cs_overrides: Vec::new(),
         }
+    }
+
+    /// With CS `cs`'s shared state chosen by `o` ([`CsOverride`]).
+    pub fn with_cs_override(mut self, cs: u16, o: CsOverride) -> Self {
+        self.cs_overrides.push((cs, o));
+        self
+    }
+
+    /// CS `cs`'s override (the last given), or none.
+    pub fn cs_override(&self, cs: u16) -> CsOverride {
+        self.cs_overrides
+            .iter()
+            .rev()
+            .find(|(c, _)| *c == cs)
+            .map(|(_, o)| *o)
+            .unwrap_or_default()
     }
 
     /// With keys of `n` bytes.
@@ -99,6 +149,11 @@ impl IndexConfig {
         let wc = self
             .write_combining
             .unwrap_or(self.kind == IndexKind::Smart);
+        self.queues_without_combining(wc)
+    }
+
+    /// [`IndexConfig::queues_same_key_writers`] with write combining `wc`.
+    pub(crate) fn queues_without_combining(&self, wc: bool) -> bool {
         let t = self
             .radix_techniques
             .unwrap_or(self.kind.radix_techniques());
@@ -159,7 +214,9 @@ impl IndexConfig {
             chunk_bytes: site.chunk_bytes,
             num_ms: site.num_ms,
             techniques: self.tree_techniques.unwrap_or(self.kind.tree_techniques()),
-            lock_table: LockTableConfig::for_caps(site.caps),
+            lock_table: self
+                .lock_table
+                .unwrap_or_else(|| LockTableConfig::for_caps(site.caps)),
             design: self.kind.design(),
             nam: self.nam,
             ..Default::default()

@@ -68,7 +68,7 @@ impl Instance {
         let cs = site
             .local_cs
             .clone()
-            .map(|_| cs_state(&cfg, &plan))
+            .map(|cs| cs_state(&cfg, &plan, cs))
             .collect();
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Ok(Instance {
@@ -236,8 +236,10 @@ impl Instance {
 /// A compute server's shared state for `cfg` (as `dm-bench ycsb` builds
 /// it: the NAM designs run without a CS cache, Ziegler et al. App. A.4;
 /// read delegation and write combining only for SMART itself).
-fn cs_state(cfg: &IndexConfig, plan: &Plan) -> CsState {
-    let cache = cfg.cache_bytes;
+/// CS `cs`'s shared state: `cfg` with the CS's [`crate::CsOverride`].
+fn cs_state(cfg: &IndexConfig, plan: &Plan, cs: u16) -> CsState {
+    let o = cfg.cs_override(cs);
+    let cache = o.cache_bytes.unwrap_or(cfg.cache_bytes);
     let mut st = CsState::default();
     match plan {
         Plan::BTree(t) => {
@@ -250,11 +252,14 @@ fn cs_state(cfg: &IndexConfig, plan: &Plan) -> CsState {
         Plan::Radix(_) => {
             let smart = cfg.kind == crate::IndexKind::Smart;
             let (rd, wc) = (
-                cfg.read_delegation.unwrap_or(smart),
-                cfg.write_combining.unwrap_or(smart),
+                o.read_delegation.or(cfg.read_delegation).unwrap_or(smart),
+                o.write_combining.or(cfg.write_combining).unwrap_or(smart),
             );
-            let queue = cfg.queues_same_key_writers();
-            let r = Rdwc::new(cfg.rdwc_entries, rd, wc).queue_writers(queue);
+            let queue = o
+                .queue_same_key_writers
+                .unwrap_or_else(|| cfg.queues_without_combining(wc));
+            let entries = o.rdwc_entries.unwrap_or(cfg.rdwc_entries);
+            let r = Rdwc::new(entries, rd, wc).queue_writers(queue);
             st.rdwc = Some(Arc::new(r));
             st.llt = Some(SmartTree::new_local_lock_table());
             if cache > 0 {

@@ -62,7 +62,7 @@ pub mod stats;
 
 pub use client::{Client, Entries};
 pub use cluster::{register_handlers, Cluster, ClusterBuilder, ClusterStats, FabricSpec};
-pub use config::{IndexConfig, Root, Site};
+pub use config::{CsOverride, IndexConfig, Root, Site};
 pub use dm_runtime::service::ServiceConfig;
 pub use error::Error;
 pub use index::{Handle, Index, Instance};

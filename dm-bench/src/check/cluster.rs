@@ -1,26 +1,38 @@
-//! A seed's cluster: on sim, the fabric (with the seed's faults), the
-//! runtime and `--cores` cores alternating between two CSs; on both sim and
-//! real fabrics, the index configuration, with the NAM designs' partitions
-//! ([`nam_config`]) and a deliberately tiny lock table, so that unrelated
-//! nodes share lock slots often: on even seeds the global lock table goes to
-//! device memory when the fabric offers it (16-bit lanes with masked CAS),
-//! otherwise, and on odd seeds, 16 64-bit slots in a host-memory chunk. Then
-//! the index family's module runs the seed ([`super::btree`],
-//! [`super::smart`], [`super::dex`], [`super::dolphin`]).
+//! A seed's cluster, built through the library (`dm_index::Instance`, as a
+//! service's would be, at the hand-built roots): on sim, the fabric (with
+//! the seed's faults), the runtime and `--cores` cores alternating between
+//! two CSs; on both sim and real fabrics, the index configuration
+//! ([`index_config`]) with a deliberately adversarial set-up:
+//!
+//! - a tiny global lock table, so that unrelated nodes share lock slots
+//!   often: on even seeds in device memory when the fabric offers it
+//!   (16-bit lanes with masked CAS), otherwise, and on odd seeds, 16 64-bit
+//!   slots in a host-memory chunk ([`dm_index::IndexConfig::lock_table`]);
+//! - the NAM designs' partitions ([`nam_config`]);
+//! - per family, tiny caches and per-CS differences (the family modules:
+//!   [`super::btree`], [`super::smart`], [`super::dex`], [`super::dolphin`];
+//!   the radix family's two CSs differ through
+//!   [`dm_index::CsOverride`]).
+//!
+//! Then the clients run on each core's `dm_index::Index` handle; the
+//! B+trees' head-node maintainer and DEX's mover use the family handle
+//! (`Index::handle`).
 
 use super::args::{parse_faults, Args};
 use super::client::key;
 use super::history::Event;
-use super::real::Proc;
-use super::smart::smart_config;
+use super::real::{run_clients, Proc};
+use super::sim::{finish_seed, spawn_sim_clients};
 use super::{btree, dex, dolphin, smart};
-use crate::kv::radix;
-use anyhow::Result;
+use anyhow::{anyhow, Result};
+use dm_index::{Family, Index, IndexConfig, IndexKind, Instance, Root, Site};
 use dm_runtime::{Executor, SimRuntime};
-use dm_tree::{LockTableConfig, NamConfig, TreeConfig};
+use dm_tree::{LockTableConfig, NamConfig};
 use dm_verbs::sim::{SimConfig, SimFabric};
 use dm_verbs::{Caps, Fabric, MsConfig};
+use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// The NAM designs' partitions for a check: one more than there are MSs (so
 /// one MS holds two), splitting the checked keys evenly. A large key space
@@ -36,6 +48,29 @@ fn nam_config(a: &Args, num_ms: u16) -> NamConfig {
     };
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
     NamConfig::from_sample(&refs, num_ms + 1)
+}
+
+/// The check's index configuration for `seed`: `--index`'s kind with
+/// `--node-bytes`, the lock table `lock_table`, the NAM partitions, and
+/// each family's caches and per-CS choices, for `num_cs` compute servers
+/// (2 per client process).
+fn index_config(
+    a: &Args,
+    seed: u64,
+    lock_table: LockTableConfig,
+    num_ms: u16,
+    num_cs: u16,
+) -> Result<IndexConfig> {
+    let kind = IndexKind::named(&a.index).map_err(|e| anyhow!("{e}"))?;
+    let mut cfg = IndexConfig::new(kind).with_node_bytes(a.node_bytes());
+    cfg.lock_table = Some(lock_table);
+    cfg.nam = nam_config(a, num_ms);
+    Ok(match kind.family() {
+        Family::BTree => btree::configure(cfg, a),
+        Family::Dex => dex::configure(cfg, a, seed, num_cs),
+        Family::Radix => smart::configure(cfg, num_cs),
+        Family::Dolphin => dolphin::configure(cfg, a),
+    })
 }
 
 /// One seed on sim: a fresh simulated cluster, the index, its clients.
@@ -61,38 +96,48 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         seed,
         ..Default::default()
     };
-    let tcfg = TreeConfig {
-        node_bytes: a.node_bytes(),
-        chunk_bytes: chunk,
-        num_ms,
-        techniques: a.techniques,
-        lock_table: LockTableConfig {
-            device: lanes,
-            lanes16: lanes,
-            slots: if lanes { 32 } else { 16 },
-        },
-        design: a.design,
-        nam: nam_config(a, num_ms),
-        ..Default::default()
+    let lock_table = LockTableConfig {
+        device: lanes,
+        lanes16: lanes,
+        slots: if lanes { 32 } else { 16 },
     };
     let fabric = SimFabric::new(cfg);
-    fabric.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
-    fabric.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
+    dm_index::register_handlers(&fabric);
+    let site = Site::of(&fabric, 0..2, 2);
+    let icfg = index_config(a, seed, lock_table, num_ms, 2)?;
     let mut rt = SimRuntime::new(fabric);
     let cores: Vec<_> = (0..a.cores.max(1))
         .map(|i| rt.add_core(i % 2, i / 2))
         .collect();
-    if a.index == crate::ycsb::dex::DEX {
-        return dex::run_seed(a, seed, rt, &cores, tcfg);
-    }
-    if a.index == crate::kv::DOLPHIN {
-        return dolphin::run_seed(a, seed, rt, &cores, chunk, num_ms);
-    }
-    if let Some(t) = radix(&a.index) {
-        let scfg = smart_config(chunk, num_ms, t, tcfg.lock_table);
-        return smart::run_seed(a, seed, rt, &cores, scfg);
-    }
-    btree::run_seed(a, seed, rt, &cores, tcfg)
+    let inst = Arc::new(instance(icfg, site, cores.len())?);
+    let i = inst.clone();
+    rt.block_on(cores[0], async move { i.create_root(0, 0).await })
+        .unwrap()
+        .map_err(|e| anyhow!("{e}"))?;
+    let handles = (0..cores.len())
+        .map(|i| open(&inst, (i % 2) as u16, (i / 2) as u16).map(Rc::new))
+        .collect::<Result<Vec<_>>>()?;
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let hs = spawn_sim_clients(&mut rt, &cores, &handles, a, seed, &log);
+    let last = (cores[cores.len() - 1], handles[cores.len() - 1].clone());
+    let maint = btree::spawn_head_maintainer(&mut rt, last.clone(), a, &log);
+    let mover = dex::spawn_mover(&mut rt, last, a, seed);
+    rt.run();
+    btree::finish_head_maintainer(maint, seed)?;
+    dex::finish_mover(mover, &inst, a, seed)?;
+    finish_seed(seed, &hs, &log)
+}
+
+/// The check's instance of `cfg` at the hand-built roots.
+fn instance(cfg: IndexConfig, site: Site, cores: usize) -> Result<Instance> {
+    Instance::new("check", cfg, site, Root::HandBuilt, cores).map_err(|e| anyhow!("{e}"))
+}
+
+/// Core `core` of CS `cs`'s handle (counting into shard `2 core + cs % 2`,
+/// the core's index among a process's `--cores`).
+fn open(inst: &Arc<Instance>, cs: u16, core: u16) -> Result<Index> {
+    let shard = 2 * core as usize + cs as usize % 2;
+    inst.open(cs, core, shard).map_err(|e| anyhow!("{e}"))
 }
 
 /// The lock table of `seed` on a real fabric (see the module docs).
@@ -107,6 +152,8 @@ fn real_lock_table(caps: Caps, seed: u64) -> LockTableConfig {
 
 /// One seed on a real fabric (see [`super::real`]). `ex` runs on this
 /// thread (creation, barriers); the clients run on `a.cores` threads.
+/// Process 0 creates the index; process `I` of `N` hosts CSs `2I` and
+/// `2I + 1` of `2N`.
 pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     fabric: &F,
     ex: &mut Executor<F::Queues>,
@@ -114,30 +161,19 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
     seed: u64,
     p: Proc,
 ) -> Result<Vec<Event>> {
-    let tcfg = TreeConfig {
-        node_bytes: a.node_bytes(),
-        chunk_bytes: fabric.ms_config().chunk_bytes,
-        num_ms: fabric.num_ms(),
-        techniques: a.techniques,
-        lock_table: real_lock_table(fabric.caps(), seed),
-        design: a.design,
-        nam: nam_config(a, fabric.num_ms()),
-        ..Default::default()
+    let num_cs = 2 * p.cn as u16;
+    let cs0 = 2 * p.ci as u16;
+    let lock_table = real_lock_table(fabric.caps(), seed);
+    let icfg = index_config(a, seed, lock_table, fabric.num_ms(), num_cs)?;
+    let site = Site::of(fabric, cs0..cs0 + 2, num_cs);
+    let inst = Arc::new(instance(icfg, site, a.cores.max(1) as usize)?);
+    let i = inst.clone();
+    let create = |ex: &mut Executor<F::Queues>| {
+        ex.block_on(async move { i.create_root(0, 0).await })
+            .map_err(|e| e.to_string())
     };
-    if a.index == crate::ycsb::dex::DEX {
-        return dex::run_seed_real(fabric, ex, a, seed, p, tcfg);
-    }
-    if a.index == crate::kv::DOLPHIN {
-        return dolphin::run_seed_real(fabric, ex, a, seed, p);
-    }
-    if let Some(rung) = radix(&a.index) {
-        let scfg = smart_config(
-            fabric.ms_config().chunk_bytes,
-            fabric.num_ms(),
-            rung,
-            tcfg.lock_table,
-        );
-        return smart::run_seed_real(fabric, ex, a, seed, p, scfg);
-    }
-    btree::run_seed_real(fabric, ex, a, seed, p, tcfg)
+    let keys = dex::client_keys(&inst, a, p);
+    run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
+        open(&inst, cs, core).expect("a local CS")
+    })
 }

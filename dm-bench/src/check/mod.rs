@@ -23,10 +23,12 @@
 //! What lives where:
 //! - this module: the command ([`run`]): the seed loop and `--histories`;
 //! - [`args`]: the flags, their checks, the sim faults;
-//! - [`cluster`]: a seed's cluster (sim fabric and cores, index and lock
-//!   table configuration), then the index family's runner: [`btree`] (FG+,
-//!   Sherman, NAM; head nodes), [`smart`] (SMART and the ART ladder),
-//!   [`dex`], [`dolphin`];
+//! - [`cluster`]: a seed's cluster (sim fabric and cores, the index built
+//!   through `dm_index::Instance` with a tiny lock table and per-CS
+//!   overrides), each core's `dm_index::Index` handle; the families' parts
+//!   of the configuration and their extra tasks: [`btree`] (FG+, Sherman,
+//!   NAM; the head-node maintainer), [`smart`] (SMART and the ART ladder:
+//!   two CSs that differ), [`dex`] (partitions, the mover), [`dolphin`];
 //! - [`client`]: the client workload; [`sim`] and [`real`] run the clients
 //!   on sim tasks or on OS threads (with the `--client I/N` barriers);
 //! - [`history`]: events and their JSON lines; [`linearizable`]: the checker,
@@ -103,8 +105,7 @@ pub fn run(a: Args) -> Result<()> {
                 },
                 ..Default::default()
             });
-            f.register_rpc(dm_tree::nam::RPC_NAM, dm_tree::nam::ms::handler());
-            f.register_rpc(dm_tree::dex::RPC_DEX, dm_tree::dex::ms::handler());
+            dm_index::register_handlers(&f);
             let mut ex = Executor::new(f.open_queues(0, 0), n_ms, ExecConfig::default());
             cluster::run_seed_real(&f, &mut ex, &a, seed, Proc { ci, cn, round })
         }),

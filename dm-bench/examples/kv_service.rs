@@ -23,6 +23,9 @@
 //! Run: `cargo run --release -p dm-bench --example kv_service -- --index
 //! sherman --selftest 20000`.
 
+#[path = "support/stalls.rs"]
+mod stalls;
+
 use clap::Parser;
 use dm_index::{Client, Cluster, FabricSpec, IndexConfig, IndexKind, ServiceConfig};
 use hdrhistogram::Histogram;
@@ -87,6 +90,11 @@ struct Args {
     /// apart than the spin pays a thread wake-up, ~25 µs here, on each).
     #[arg(long, default_value_t = 1000)]
     spin_us: u64,
+    /// Before starting the cluster, spin this many ms on each CPU the
+    /// example uses and report how often the platform stalls it
+    /// (`cpu_stalls`: the floor under the handoff tail; 0: skip).
+    #[arg(long, default_value_t = 200)]
+    probe_ms: u64,
     /// Write the self-test's figures as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -134,6 +142,16 @@ fn main() -> anyhow::Result<()> {
     if a.selftest.is_some() && (a.connections == 0 || a.keys < classes) {
         anyhow::bail!("--selftest needs --connections >= 1 and --keys >= N x --connections");
     }
+    let stalls = (a.probe_ms > 0 && a.selftest.is_some()).then(|| {
+        // The dm cores' CPUs and tokio's (see the pinning below).
+        let cpus = core_affinity::get_core_ids().unwrap_or_default();
+        let used = if a.no_pin {
+            Vec::new()
+        } else {
+            cpus[..cpus.len().min(a.cores as usize + 1)].to_vec()
+        };
+        stalls::probe(used, a.probe_ms)
+    });
     let cluster = Cluster::builder()
         .fabric(fabric)
         .compute_servers(i as u16, 1)
@@ -204,6 +222,7 @@ fn main() -> anyhow::Result<()> {
         "idle_cpu_ms_per_s": idle,
         "core_parks": parks,
         "core_wakes": wakes,
+        "cpu_stalls": stalls.map(|v| v.iter().map(|s| s.json()).collect::<Vec<_>>()),
     });
     println!("{j}");
     if let Some(p) = &a.json {

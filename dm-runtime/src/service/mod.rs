@@ -80,9 +80,22 @@ pub struct ServiceConfig {
     /// queue fails [`Spawner::try_spawn`] with [`SubmitError::QueueFull`]
     /// and makes [`Spawner::spawn`] wait. At least 1. Default 4096.
     pub queue_depth: usize,
-    /// Each core's executor tuning.
+    /// Each core's executor tuning. Default: [`ExecConfig::default`] with
+    /// at most [`SERVICE_POLLS_PER_ROUND`] task polls per round.
     pub exec: ExecConfig,
 }
+
+/// Task polls per scheduling round of a service core (the executor's own
+/// default, 256, suits a benchmark's thousands of coroutines). A round
+/// ends with the CQ poll and, in the service loop, the intake drain, so a
+/// short round bounds how long a submission or a completion waits for it;
+/// tasks that spin with `yield_now` (a DEX traversal waiting for a node
+/// another task is loading, a lock retry) otherwise fill rounds of 256
+/// polls. Measured with `kv_service --index dex --selftest 20000`
+/// (loopback, 16 connections, 3 runs each): handoff p99 20.5-22.5 µs with
+/// 256, 8.5-9.3 µs with 32; sherman, smart and dolphin unchanged within
+/// the runs' spread (`docs/experiments/service.md`).
+pub const SERVICE_POLLS_PER_ROUND: usize = 32;
 
 impl Default for ServiceConfig {
     fn default() -> Self {
@@ -90,7 +103,10 @@ impl Default for ServiceConfig {
             pin: false,
             spin_ns: 50_000,
             queue_depth: 4096,
-            exec: ExecConfig::default(),
+            exec: ExecConfig {
+                max_polls_per_round: SERVICE_POLLS_PER_ROUND,
+                ..ExecConfig::default()
+            },
         }
     }
 }

@@ -138,4 +138,4 @@ pub use sim_driver::{SimCore, SimRuntime};
 pub use sync::{sync_virtual_time, yield_now, yield_until};
 pub use task::{JoinError, JoinHandle};
 pub use threads::run_threads;
-pub use verbs::{cas, faa, masked_cas, read, rpc, write, VerbFuture, VerbResult, Verbed};
+pub use verbs::{cas, faa, masked_cas, read, rpc, write, ReadBuf, VerbFuture, VerbResult, Verbed};

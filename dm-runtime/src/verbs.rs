@@ -243,6 +243,94 @@ impl VerbResult for Vec<u8> {
     }
 }
 
+/// The bytes of a READ: a buffer of the core thread's pool
+/// (`dm_verbs::buf`), given back when dropped, so a warm READ allocates
+/// nothing. Reads as `&[u8]` (`Deref`); [`ReadBuf::into_vec`] keeps the
+/// bytes (the buffer then leaves the pool).
+pub struct ReadBuf(Vec<u8>);
+
+impl ReadBuf {
+    /// The bytes as an owned `Vec` (not given back to the pool).
+    pub fn into_vec(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl Drop for ReadBuf {
+    #[inline]
+    fn drop(&mut self) {
+        if self.0.capacity() != 0 {
+            dm_verbs::buf::give(std::mem::take(&mut self.0));
+        }
+    }
+}
+
+impl std::ops::Deref for ReadBuf {
+    type Target = [u8];
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ReadBuf {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+/// A READ of exactly `N` bytes as an array (a lock or pointer word);
+/// the buffer goes back to the pool.
+impl<const N: usize> TryFrom<ReadBuf> for [u8; N] {
+    type Error = std::array::TryFromSliceError;
+    fn try_from(b: ReadBuf) -> Result<Self, Self::Error> {
+        <[u8; N]>::try_from(&b[..])
+    }
+}
+
+impl PartialEq for ReadBuf {
+    fn eq(&self, o: &ReadBuf) -> bool {
+        self.0 == o.0
+    }
+}
+
+impl Eq for ReadBuf {}
+
+impl PartialEq<Vec<u8>> for ReadBuf {
+    fn eq(&self, o: &Vec<u8>) -> bool {
+        &self.0 == o
+    }
+}
+
+impl PartialEq<[u8]> for ReadBuf {
+    fn eq(&self, o: &[u8]) -> bool {
+        self.0 == o
+    }
+}
+
+impl AsRef<[u8]> for ReadBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ReadBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ReadBuf").field(&self.0).finish()
+    }
+}
+
+impl VerbResult for ReadBuf {
+    #[inline(always)]
+    fn from_completion(r: Result<VerbOutput, VerbError>) -> Result<Self, VerbError> {
+        match r? {
+            VerbOutput::Read(b) => Ok(ReadBuf(b)),
+            other => unreachable!("READ completed with {other:?}"),
+        }
+    }
+}
+
 impl VerbResult for u64 {
     #[inline(always)]
     fn from_completion(r: Result<VerbOutput, VerbError>) -> Result<Self, VerbError> {
@@ -292,9 +380,10 @@ fn verbed<T: VerbResult>(verb: Verb) -> Verbed<T> {
     }
 }
 
-/// RDMA READ of `len` bytes at `addr`. Not a snapshot above 8 bytes.
+/// RDMA READ of `len` bytes at `addr`. Not a snapshot above 8 bytes. The
+/// bytes come in a pooled [`ReadBuf`].
 #[inline]
-pub fn read(addr: GlobalAddr, len: u32) -> Verbed<Vec<u8>> {
+pub fn read(addr: GlobalAddr, len: u32) -> Verbed<ReadBuf> {
     verbed(Verb::Read { addr, len })
 }
 

@@ -387,7 +387,7 @@ fn dropped_verb_future_never_wakes_a_reused_slot() {
             // The next verbs may reuse the in-flight slot; they must get their own results.
             let x = read(b, 8).await.unwrap();
             let y = read(b, 8).await.unwrap();
-            (x, y)
+            (x.into_vec(), y.into_vec())
         })
         .unwrap();
     assert_eq!(out, (vec![0xbb; 8], vec![0xbb; 8]));

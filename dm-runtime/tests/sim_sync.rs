@@ -58,7 +58,7 @@ fn shared_cell_wakes_other_simulated_cores() {
         .collect();
     let c = cell.clone();
     r.spawn_on(a, async move {
-        let v = read(GlobalAddr::new(0, 0), 16).await.unwrap();
+        let v = read(GlobalAddr::new(0, 0), 16).await.unwrap().into_vec();
         c.set(v);
     });
     r.run();

@@ -409,7 +409,7 @@ impl FgTree {
 
     /// The image of the node at `a`, READ until [`View::new`] accepts it (as
     /// [`FgTree::read_node`] retries until it decodes), not decoded.
-    pub(crate) async fn read_valid(&self, a: GlobalAddr) -> Result<Vec<u8>, TreeError> {
+    pub(crate) async fn read_valid(&self, a: GlobalAddr) -> Result<dm_runtime::ReadBuf, TreeError> {
         for _ in 0..MAX_VALIDATION_RETRIES {
             let b = read(a, self.cfg.node_bytes as u32).await?;
             if crate::node::View::new(&self.g, &b).is_some() {

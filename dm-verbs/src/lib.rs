@@ -44,6 +44,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod addr;
+pub mod buf;
 pub mod error;
 pub mod fabric;
 pub mod loopback;

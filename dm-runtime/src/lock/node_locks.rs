@@ -246,7 +246,7 @@ impl NodeLocks {
         &self,
         a: GlobalAddr,
         read_at: Option<(GlobalAddr, u32)>,
-    ) -> Result<(Held<'_>, Option<Vec<u8>>), LockError> {
+    ) -> Result<(Held<'_>, Option<crate::ReadBuf>), LockError> {
         let word = self.lock_word(a).await?;
         let local = match (&self.local, self.t.hier_lock) {
             (Some(t), true) => Some(t.lock(self.local_key(a)).await),

@@ -69,7 +69,11 @@ impl Shared {
     pub(super) fn execute(&self, verb: Verb) -> Result<VerbOutput, VerbError> {
         match verb {
             Verb::Read { addr, len } => self.read(addr, len as usize).map(VerbOutput::Read),
-            Verb::Write { addr, data } => self.write(addr, &data).map(|()| VerbOutput::Write),
+            Verb::Write { addr, data } => {
+                let r = self.write(addr, &data).map(|()| VerbOutput::Write);
+                crate::buf::give(data);
+                r
+            }
             Verb::Cas { addr, expect, swap } => {
                 self.cas(addr, expect, swap).map(VerbOutput::Atomic)
             }

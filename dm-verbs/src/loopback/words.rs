@@ -68,7 +68,7 @@ pub(crate) fn read_words(w: &[AtomicU64], off: u64, len: usize) -> Vec<u8> {
         // sized first and filled through a slice, so the `Vec` itself is
         // never written after it is made (extending it kept it on the stack
         // and the caller's wide copy of it stalled on the narrow stores).
-        let mut out: Vec<u8> = Vec::with_capacity(len);
+        let mut out: Vec<u8> = crate::buf::take(len);
         let words = &w[(off / 8) as usize..][..len / 8];
         for (dst, word) in out.spare_capacity_mut().chunks_exact_mut(8).zip(words) {
             for (d, b) in dst.iter_mut().zip(word.load(Acquire).to_le_bytes()) {
@@ -80,7 +80,7 @@ pub(crate) fn read_words(w: &[AtomicU64], off: u64, len: usize) -> Vec<u8> {
         return out;
     }
     let end = off + len as u64;
-    let mut out = Vec::with_capacity(len);
+    let mut out = crate::buf::take(len);
     for i in off / 8..end.div_ceil(8) {
         let b = w[i as usize].load(Acquire).to_le_bytes();
         let lo = off.saturating_sub(i * 8) as usize;

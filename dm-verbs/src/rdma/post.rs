@@ -259,8 +259,11 @@ impl RdmaQueues {
         };
         drop(wrs);
         for (wr, o) in taken {
-            if let Verb::Rpc { handler, .. } = wr.verb {
-                q.rpcs.push((wr.wr_id, handler));
+            match wr.verb {
+                Verb::Rpc { handler, .. } => q.rpcs.push((wr.wr_id, handler)),
+                // Posted (inline, or copied to staging above): recycled.
+                Verb::Write { data, .. } => crate::buf::give(data),
+                _ => {}
             }
             q.outstanding.push_back(o);
         }

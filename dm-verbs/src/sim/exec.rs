@@ -44,8 +44,10 @@ impl World {
             }
             Verb::Write { addr, data } => {
                 let res = self.store(addr, &data);
-                self.trace_hash = mix(self.trace_hash, data.len() as u64);
-                let t = self.link(addr.ms(), now, data.len() as u64);
+                let len = data.len() as u64;
+                crate::buf::give(data);
+                self.trace_hash = mix(self.trace_hash, len);
+                let t = self.link(addr.ms(), now, len);
                 let t = self.return_path(core, t, 0);
                 self.complete(core, wr_id, t, res.map(|_| VerbOutput::Write));
             }

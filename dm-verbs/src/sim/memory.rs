@@ -14,7 +14,9 @@ impl World {
         } else {
             &m.host[..]
         };
-        Ok(mem[off..off + len].to_vec())
+        let mut out = crate::buf::take(len);
+        out.extend_from_slice(&mem[off..off + len]);
+        Ok(out)
     }
 
     pub(super) fn bounds(&self, addr: GlobalAddr, len: u64) -> Result<u64, VerbError> {

@@ -20,7 +20,7 @@
 //! from any other node would hang the old root's left part off nothing.
 
 use crate::nam::Design;
-use crate::node::{Fence, Node};
+use crate::node::{set_sorted_value, Fence, Loc, Node, View};
 use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::lock::Held;
@@ -48,10 +48,34 @@ impl FgTree {
         }
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
-            let Some((a, mut n, held)) = self.lock_covering(a, key, 0).await? else {
+            let Some((a, img, held)) = self.lock_covering_image(a, key, 0).await? else {
                 self.drop_stale(cached);
                 continue;
             };
+            // A present key: its value changes in place, nothing decoded.
+            match View::validated(&self.g, &img).locate(key) {
+                Some(Loc::Slot(s, _)) => {
+                    let version = View::validated(&self.g, &img).version();
+                    drop(img);
+                    self.write_slot_unlock(held, a, version, s, Some((key, value)))
+                        .await?;
+                    return Ok(true);
+                }
+                Some(Loc::Sorted(off, _)) => {
+                    let mut img = img;
+                    set_sorted_value(&mut img, off, value);
+                    // Everything after the in-node lock word, as
+                    // `write_back_unlock` writes it.
+                    let mut b = dm_verbs::buf::take(self.g.node_bytes - 8);
+                    b.extend_from_slice(&img[8..]);
+                    drop(img);
+                    self.release(held, [(a.add(8), b)]).await?;
+                    return Ok(true);
+                }
+                None => {}
+            }
+            let mut n = Node::decode(&self.g, &img).expect("View::new accepted the image");
+            drop(img);
             // The slot to write back alone (unsorted leaf with room, §4.4).
             let slot = match n.find(key) {
                 Ok(i) => {
@@ -77,7 +101,7 @@ impl FgTree {
             };
             match slot {
                 Some(s) if n.unsorted => {
-                    self.write_slot_unlock(held, a, &n, s, Some((key, value)))
+                    self.write_slot_unlock(held, a, n.version, s, Some((key, value)))
                         .await?
                 }
                 _ if n.entries.len() <= n.capacity(&self.g) => {

@@ -23,7 +23,7 @@ impl FgTree {
                     n.entries.remove(i);
                     if n.unsorted {
                         let s = n.slots.remove(i);
-                        self.write_slot_unlock(held, a, &n, s, None).await?;
+                        self.write_slot_unlock(held, a, n.version, s, None).await?;
                     } else {
                         self.write_back_unlock(held, a, n).await?;
                     }

@@ -1,7 +1,7 @@
 //! [`FgTree`]: one core's handle on a global B-link tree.
 
 use crate::nam::{Design, NamConfig};
-use crate::node::{Fence, Geometry, Node};
+use crate::node::{Fence, Geometry, Node, View};
 use crate::techniques::Techniques;
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::lock::{Held, LockCounters, LockError, LockTableConfig, NodeLocks};
@@ -258,7 +258,7 @@ impl FgTree {
     pub(crate) async fn release(
         &self,
         held: Held<'_>,
-        writes: Vec<(GlobalAddr, Vec<u8>)>,
+        writes: impl IntoIterator<Item = (GlobalAddr, Vec<u8>)>,
     ) -> Result<(), TreeError> {
         Ok(self.locks.release(held, writes).await?)
     }
@@ -432,23 +432,24 @@ impl FgTree {
     ) -> Result<(), TreeError> {
         n.version = n.version.wrapping_add(1);
         let b = n.encode(&self.g);
-        self.release(held, vec![(a.add(8), b[8..].to_vec())]).await
+        self.release(held, [(a.add(8), b[8..].to_vec())]).await
     }
 
-    /// Writes slot `slot` of the unsorted leaf `n` at `a` (`entry`, or empty)
-    /// and releases `held`: the entry-level write-back of Sherman §4.4, one
-    /// WRITE of `Kp + 16` bytes instead of the node.
+    /// Writes slot `slot` of the unsorted leaf at `a` (node version
+    /// `version`; `entry`, or empty) and releases `held`: the entry-level
+    /// write-back of Sherman §4.4, one WRITE of `Kp + 16` bytes instead of
+    /// the node.
     pub(crate) async fn write_slot_unlock(
         &self,
         held: Held<'_>,
         a: GlobalAddr,
-        n: &Node,
+        version: u32,
         slot: u16,
         entry: Option<(&[u8], u64)>,
     ) -> Result<(), TreeError> {
-        let b = crate::two_level::slot_image(&self.g, n.version, slot, entry);
+        let b = crate::two_level::slot_image(&self.g, version, slot, entry);
         let at = a.add(crate::two_level::slot_offset(&self.g, slot) as u64);
-        self.release(held, vec![(at, b)]).await
+        self.release(held, [(at, b)]).await
     }
 
     /// Locks the node at `a` and READs it under the lock. On a READ error
@@ -470,25 +471,50 @@ impl FgTree {
     /// `None`: the node at `a` no longer covers `key` from the left; restart from the root.
     pub(crate) async fn lock_covering(
         &self,
-        mut a: GlobalAddr,
+        a: GlobalAddr,
         key: &[u8],
         level: u8,
     ) -> Result<Option<(GlobalAddr, Node, Held<'_>)>, TreeError> {
+        Ok(self
+            .lock_covering_image(a, key, level)
+            .await?
+            .map(|(a, img, held)| {
+                let n = Node::decode(&self.g, &img).expect("View::new accepted the image");
+                (a, n, held)
+            }))
+    }
+
+    /// [`FgTree::lock_covering`] with the node's validated image, not
+    /// decoded (a warm update of a present key needs no `Node`: issue 32).
+    pub(crate) async fn lock_covering_image(
+        &self,
+        mut a: GlobalAddr,
+        key: &[u8],
+        level: u8,
+    ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf, Held<'_>)>, TreeError> {
         loop {
-            let (held, n) = self.lock_read(a).await?;
-            if n.level != level || n.below_low(key) {
-                self.release(held, Vec::new()).await?;
+            let held = self.lock(a).await?;
+            let img = match self.read_valid(a).await {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = self.release(held, []).await;
+                    return Err(e);
+                }
+            };
+            let v = View::validated(&self.g, &img);
+            if v.level() != level || v.below_low(key) {
+                self.release(held, []).await?;
                 return Ok(None);
             }
-            if n.beyond_high(key) {
-                self.release(held, Vec::new()).await?;
-                if n.sibling.is_null() {
+            if v.beyond_high(key) {
+                self.release(held, []).await?;
+                if v.sibling().is_null() {
                     return Ok(None);
                 }
-                a = n.sibling;
+                a = v.sibling();
                 continue;
             }
-            return Ok(Some((a, n, held)));
+            return Ok(Some((a, img, held)));
         }
     }
 }

@@ -74,7 +74,8 @@ fn slot_hash(version: u32, slot: u16, occupied: bool, words: &[u8]) -> u64 {
 /// The `Kp + 16` bytes of slot `slot` of a leaf at node version `version`
 /// holding `entry` (`None`: empty slot).
 pub fn slot_image(g: &Geometry, version: u32, slot: u16, entry: Option<(&[u8], u64)>) -> Vec<u8> {
-    let mut b = vec![0u8; g.slot_bytes()];
+    let mut b = dm_verbs::buf::take(g.slot_bytes());
+    b.resize(g.slot_bytes(), 0);
     if let Some((k, v)) = entry {
         b[..k.len()].copy_from_slice(k);
         b[g.kp..g.kp + 8].copy_from_slice(&v.to_le_bytes());

@@ -6,13 +6,16 @@ use super::config::{LockTableConfig, LockTechniques};
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
-use crate::{cas, faa, masked_cas, read, rpc, write, yield_now};
+use crate::{cas, faa, masked_cas, read, rpc, write, yield_now, Verbed};
 use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::GlobalAddr;
-use futures::future::try_join_all;
+use smallvec::SmallVec;
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 
 /// The remote lock word guarding a node.
 #[derive(Clone, Copy, Debug)]
@@ -359,12 +362,19 @@ impl NodeLocks {
     pub async fn release(
         &self,
         held: Held<'_>,
-        writes: Vec<(GlobalAddr, Vec<u8>)>,
+        writes: impl IntoIterator<Item = (GlobalAddr, Vec<u8>)>,
     ) -> Result<(), LockError> {
         let Held { word, local } = held;
-        let (far, near): (Vec<_>, Vec<_>) =
-            writes.into_iter().partition(|(a, _)| a.ms() != word.ms());
-        try_join_all(far.into_iter().map(|(a, d)| write(a, d))).await?;
+        let mut far = Verbs::new();
+        let mut near: Writes = SmallVec::new();
+        for (a, d) in writes {
+            if a.ms() != word.ms() {
+                far.push(write(a, d));
+            } else {
+                near.push((a, d));
+            }
+        }
+        all_ok(far).await?;
         let combine = self.t.combine;
         let local = match local {
             Some(g) if g.can_hand_over() => {
@@ -383,9 +393,8 @@ impl NodeLocks {
         if combine {
             let unlock = self.unlock_word(word);
             let w = async {
-                try_join_all(near.into_iter().map(|(a, d)| write(a, d)))
-                    .await
-                    .map_err(LockError::from)
+                let fs = near.into_iter().map(|(a, d)| write(a, d)).collect();
+                all_ok(fs).await.map_err(LockError::from)
             };
             futures::try_join!(w, unlock)?;
         } else {
@@ -398,13 +407,9 @@ impl NodeLocks {
 
     /// WRITEs in order: all in one doorbell if `together`, else each completed
     /// before the next is posted.
-    async fn post_writes(
-        &self,
-        writes: Vec<(GlobalAddr, Vec<u8>)>,
-        together: bool,
-    ) -> Result<(), LockError> {
+    async fn post_writes(&self, writes: Writes, together: bool) -> Result<(), LockError> {
         if together {
-            try_join_all(writes.into_iter().map(|(a, d)| write(a, d))).await?;
+            all_ok(writes.into_iter().map(|(a, d)| write(a, d)).collect()).await?;
         } else {
             for (a, d) in writes {
                 write(a, d).await?;
@@ -420,7 +425,9 @@ impl NodeLocks {
                     // The word holds our tag: adding its negation leaves 0.
                     faa(a, self.tag.wrapping_neg()).await?;
                 } else {
-                    write(a, vec![0; 8]).await?;
+                    let mut zero = dm_verbs::buf::take(8);
+                    zero.extend_from_slice(&[0; 8]);
+                    write(a, zero).await?;
                 }
                 ledger((self.tag, a.to_u64()), |e| {
                     e.held = e.held.saturating_sub(1);
@@ -445,4 +452,32 @@ fn no_local_table() -> LockError {
          table (NodeLocks::set_local; FgTree/SmartTree::with_local_locks)"
             .into(),
     )
+}
+
+/// A release's WRITEs, inline for the usual one or two (no allocation).
+type Writes = SmallVec<[(GlobalAddr, Vec<u8>); 2]>;
+/// WRITE futures polled together (posted in order at their first poll).
+type Verbs = SmallVec<[Verbed<()>; 2]>;
+
+/// Completes when every verb of `fs` has (the first error at once, as
+/// `try_join_all`, which allocated a `Vec` of futures per call): all are
+/// posted in order at the first poll, so they share one doorbell.
+fn all_ok(mut fs: Verbs) -> impl Future<Output = Result<(), dm_verbs::VerbError>> {
+    std::future::poll_fn(move |cx| {
+        let mut i = 0;
+        while i < fs.len() {
+            match Pin::new(&mut fs[i]).poll(cx) {
+                Poll::Ready(r) => {
+                    r?;
+                    fs.remove(i);
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        if fs.is_empty() {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    })
 }

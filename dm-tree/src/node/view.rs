@@ -134,16 +134,21 @@ impl<'a> View<'a> {
         crate::two_level::check_slot(g, version, s, slot)
     }
 
-    /// The value of `key` in this node's entries (a leaf's), if present: a
+    /// The node version (header offset 20).
+    pub(crate) fn version(&self) -> u32 {
+        u32::from_le_bytes(self.b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap())
+    }
+
+    /// Where `key`'s entry is in this node (a leaf's), if present: a
     /// binary search of sorted entries, or the lowest slot of an unsorted
     /// leaf that holds the key (the copy [`Node::decode`] keeps).
-    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+    pub(crate) fn locate(&self, key: &[u8]) -> Option<Loc> {
         let g = self.g;
         if self.flags() & FLAG_UNSORTED != 0 {
-            return (0..g.unsorted_capacity() as u16)
-                .filter_map(|s| self.slot(s).flatten())
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v);
+            return (0..g.unsorted_capacity() as u16).find_map(|s| match self.slot(s) {
+                Some(Some((k, v))) if k == key => Some(Loc::Slot(s, v)),
+                _ => None,
+            });
         }
         let count = u16::from_le_bytes([self.b[OFF_COUNT], self.b[OFF_COUNT + 1]]) as usize;
         let entry = |i: usize| g.entries_off() + i * g.entry_bytes();
@@ -155,12 +160,42 @@ impl<'a> View<'a> {
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => {
                     let o = entry(mid) + g.kp;
-                    return Some(u64::from_le_bytes(self.b[o..o + 8].try_into().unwrap()));
+                    let v = u64::from_le_bytes(self.b[o..o + 8].try_into().unwrap());
+                    return Some(Loc::Sorted(o, v));
                 }
             }
         }
         None
     }
+
+    /// The value of `key` in this node's entries (a leaf's), if present.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+        self.locate(key).map(|l| match l {
+            Loc::Slot(_, v) | Loc::Sorted(_, v) => v,
+        })
+    }
+}
+
+/// Where [`View::locate`] found a key, with its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Loc {
+    /// Slot `s` of an unsorted leaf (Sherman §4.4's entry-level write-back).
+    Slot(u16, u64),
+    /// A sorted node's value at this byte offset.
+    Sorted(usize, u64),
+}
+
+/// Sets the value at byte offset `value_off` of the sorted node image `b`
+/// (located by [`View::locate`]), bumps its version and recomputes its
+/// checksum: the image [`Node::encode`] would give for the decoded node
+/// with that value and version + 1 (encode writes every byte the image
+/// holds from the node's fields), without decoding it.
+pub(crate) fn set_sorted_value(b: &mut [u8], value_off: usize, value: u64) {
+    b[value_off..value_off + 8].copy_from_slice(&value.to_le_bytes());
+    let v = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
+    b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+    let c = checksum(&b[16..]);
+    b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
 }
 
 #[cfg(test)]
@@ -202,6 +237,40 @@ mod tests {
                 assert_eq!(v.beyond_high(&k), n.beyond_high(&k));
             }
         }
+    }
+
+    /// A present key's value set in place (the warm update) gives the
+    /// very image `encode` gives for the decoded node with that value and
+    /// version + 1; an unsorted leaf's key is found in the slot `decode`
+    /// keeps.
+    #[test]
+    fn an_update_in_place_is_the_encoded_update() {
+        let g = Geometry::new(1024, 8);
+        for n in [1, 7, g.capacity()] {
+            let mut b = leaf(&g, n, false, 3);
+            let mut at = vec![0, n / 2, n - 1];
+            at.dedup();
+            for i in at {
+                let key = vec![2, i as u8, 0, 0, 0, 0, 0, 0];
+                let Some(Loc::Sorted(off, v)) = View::new(&g, &b).unwrap().locate(&key) else {
+                    panic!("key {i} of {n}");
+                };
+                assert_eq!(v, i as u64 * 10 + 3);
+                let mut node = Node::decode(&g, &b).unwrap();
+                node.entries[i].1 = 77 + i as u64;
+                node.version += 1;
+                set_sorted_value(&mut b, off, 77 + i as u64);
+                assert_eq!(b, node.encode(&g));
+            }
+            assert_eq!(View::new(&g, &b).unwrap().locate(&[3; 8]), None);
+        }
+        let b = leaf(&g, 5, true, 1);
+        let n = Node::decode(&g, &b).unwrap();
+        let Some(Loc::Slot(s, v)) = View::new(&g, &b).unwrap().locate(&[2, 4, 0, 0, 0, 0, 0, 0])
+        else {
+            panic!("unsorted key");
+        };
+        assert_eq!((Some(s), v), (n.slots.get(4).copied(), 41));
     }
 
     #[test]

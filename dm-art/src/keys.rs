@@ -73,7 +73,7 @@ impl KeyCodec {
     }
 
     /// The radix path of `key`.
-    pub fn path(&self, key: &[u8]) -> Result<Vec<u8>, KeyLengthError> {
+    pub fn path(&self, key: &[u8]) -> Result<Path, KeyLengthError> {
         let bad = key.len() > self.max_key || (!self.variable && key.len() != self.max_key);
         if bad {
             return Err(KeyLengthError {
@@ -82,7 +82,7 @@ impl KeyCodec {
                 variable: self.variable,
             });
         }
-        let mut p = key.to_vec();
+        let mut p = Path::from_slice(key);
         if self.variable {
             p.resize(self.max_key, 0);
             p.push(key.len() as u8);
@@ -100,6 +100,10 @@ impl KeyCodec {
     }
 }
 
+/// A key's radix path, inline up to 24 bytes (8-byte keys and short
+/// strings: a warm operation allocates no path; issue 32).
+pub type Path = smallvec::SmallVec<[u8; 24]>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,12 +112,12 @@ mod tests {
     #[test]
     fn lengths_are_checked() {
         let v = KeyCodec::variable(4);
-        assert_eq!(v.path(b"a").unwrap(), vec![b'a', 0, 0, 0, 1]);
+        assert_eq!(v.path(b"a").unwrap().to_vec(), vec![b'a', 0, 0, 0, 1]);
         assert_ne!(v.path(b"a").unwrap(), v.path(b"a\0").unwrap());
         assert!(v.path(b"abcde").is_err());
         let f = KeyCodec::fixed(8);
         assert!(f.path(&[0; 7]).is_err());
-        assert_eq!(f.path(&[7; 8]).unwrap(), vec![7; 8]);
+        assert_eq!(f.path(&[7; 8]).unwrap().to_vec(), vec![7; 8]);
     }
 
     proptest! {

@@ -237,7 +237,8 @@ pub struct Leaf {
     pub valid: bool,
     /// Locked writes so far (48 bits).
     pub seq: u64,
-    pub key: Vec<u8>,
+    /// Inline up to 24 bytes (no allocation per leaf READ of short keys).
+    pub key: crate::keys::Path,
     pub value: u64,
 }
 
@@ -294,7 +295,8 @@ impl LeafGeometry {
             l.key.len() <= self.max_key,
             "key longer than the leaf holds"
         );
-        let mut b = vec![0u8; self.bytes()];
+        let mut b = dm_verbs::buf::take(self.bytes());
+        b.resize(self.bytes(), 0);
         b[..8].copy_from_slice(&l.rev.to_u64().to_le_bytes());
         let meta = l.valid as u64 | (l.key.len() as u64) << 8 | (l.seq & SEQ_MASK) << 16;
         b[LEAF_OFF_META..LEAF_OFF_META + 8].copy_from_slice(&meta.to_le_bytes());
@@ -329,7 +331,7 @@ impl LeafGeometry {
             rev: GlobalAddr::from_u64(u64::from_le_bytes(b[..8].try_into().unwrap())),
             valid: meta & 1 == 1,
             seq: meta >> 16,
-            key: b[LEAF_OFF_KEY..LEAF_OFF_KEY + len].to_vec(),
+            key: crate::keys::Path::from_slice(&b[LEAF_OFF_KEY..LEAF_OFF_KEY + len]),
             value: u64::from_le_bytes(b[vo..vo + 8].try_into().unwrap()),
         })
     }
@@ -413,14 +415,14 @@ mod tests {
             rev: GlobalAddr::new(1, 128),
             valid: true,
             seq: 3,
-            key: b"pypi-name".to_vec(),
+            key: crate::keys::Path::from_slice(b"pypi-name"),
             value: 42,
         };
         let old = g.encode(&l);
         assert_eq!(g.decode(&old), Some(l.clone()));
         let new = g.encode(&Leaf {
             value: 43,
-            key: b"pypi-other".to_vec(),
+            key: crate::keys::Path::from_slice(b"pypi-other"),
             ..l.clone()
         });
         for w in 1..g.bytes() / 8 {

@@ -77,7 +77,7 @@ pub(crate) type WriteResult = Result<bool, ArtError>;
 type Cell<T> = Arc<SharedCell<Msg<T>>>;
 
 struct ReadGroup {
-    key: Vec<u8>,
+    key: crate::keys::Path,
     /// Served by the running leader (queued before it started).
     batch: Vec<Cell<ReadResult>>,
     /// Queued while it runs.
@@ -85,7 +85,7 @@ struct ReadGroup {
 }
 
 struct WriteGroup {
-    key: Vec<u8>,
+    key: crate::keys::Path,
     /// The WCB: the latest value and its sequence number.
     latest: (u64, u64),
     next_seq: u64,
@@ -219,7 +219,7 @@ impl Rdwc {
         match &mut e.read {
             None => {
                 e.read = Some(ReadGroup {
-                    key: key.to_vec(),
+                    key: crate::keys::Path::from_slice(key),
                     batch: Vec::new(),
                     next: Vec::new(),
                 });
@@ -230,7 +230,7 @@ impl Rdwc {
                     finished: false,
                 })
             }
-            Some(g) if g.key == key => {
+            Some(g) if g.key[..] == *key => {
                 let cell = Arc::new(SharedCell::new());
                 g.next.push(cell.clone());
                 Join::Follow(Waiter {
@@ -257,7 +257,7 @@ impl Rdwc {
         match &mut e.write {
             None => {
                 e.write = Some(WriteGroup {
-                    key: key.to_vec(),
+                    key: crate::keys::Path::from_slice(key),
                     latest: (0, value),
                     next_seq: 1,
                     consumed: None,
@@ -270,7 +270,7 @@ impl Rdwc {
                     finished: false,
                 })
             }
-            Some(g) if g.key == key => {
+            Some(g) if g.key[..] == *key => {
                 let seq = g.next_seq;
                 g.next_seq += 1;
                 if self.write_combining {

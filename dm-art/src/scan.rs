@@ -155,7 +155,7 @@ impl SmartTree {
             if border && self.path(&l.key)?.as_slice() < w.from {
                 continue;
             }
-            w.out.push((l.key, l.value));
+            w.out.push((l.key.into_vec(), l.value));
         }
         Ok(())
     }

@@ -162,7 +162,7 @@ impl SmartTree {
                         continue;
                     };
                     self.reverse_check(&c, l.rev, path, hit);
-                    if l.key == key {
+                    if l.key[..] == *key {
                         return Ok(l.valid.then_some(l.value));
                     }
                     if self.confirm(&mut c, path, hit).await? {

@@ -209,7 +209,7 @@ impl SmartTree {
     }
 
     /// The radix path of `key` (errors: [`ArtError::KeyLength`]).
-    pub(crate) fn path(&self, key: &[u8]) -> Result<Vec<u8>, ArtError> {
+    pub(crate) fn path(&self, key: &[u8]) -> Result<crate::keys::Path, ArtError> {
         Ok(self.cfg.keys.path(key)?)
     }
 

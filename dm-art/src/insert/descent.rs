@@ -48,7 +48,7 @@ impl SmartTree {
                 Slot::Leaf { addr, .. } => {
                     let (l, lock) = self.read_leaf(addr).await?;
                     self.reverse_check(&c, l.rev, path, hit);
-                    if l.key == key {
+                    if l.key[..] == *key {
                         let t = self.cfg.techniques;
                         if t.in_place_leaf && t.rear_lock {
                             return self.leaf_write(addr, l, lock, mode, wc).await;

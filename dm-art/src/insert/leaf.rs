@@ -88,7 +88,7 @@ impl SmartTree {
             rev,
             valid: true,
             seq: 0,
-            key: key.to_vec(),
+            key: crate::keys::Path::from_slice(key),
             value,
         })
     }
@@ -141,7 +141,10 @@ impl SmartTree {
                 if got == lock {
                     self.count_lock(LockEvent::Acquired);
                     let img = self.leaf.encode(&next_leaf(l, decided, wc));
-                    write(a.add(LEAF_OFF_META as u64), img[LEAF_OFF_META..].to_vec()).await?;
+                    let mut tail = dm_verbs::buf::take(img.len() - LEAF_OFF_META);
+                    tail.extend_from_slice(&img[LEAF_OFF_META..]);
+                    dm_verbs::buf::give(img);
+                    write(a.add(LEAF_OFF_META as u64), tail).await?;
                     return Ok(true);
                 }
                 self.count_lock(LockEvent::CasFailed);

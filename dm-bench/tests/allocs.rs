@@ -1,0 +1,57 @@
+//! Heap allocations per warm operation (issue 32, item 2), read from
+//! `ycsb`'s counting allocator (`allocs_per_op`, run phase) on loopback.
+//! A regression guard, not yet the issue's zero: the warm get and update
+//! paths of these indexes allocate nothing (READ buffers and WRITE
+//! payloads from `dm_verbs::buf`, leaves searched and updated in place,
+//! key paths inline); what remains per op is occasional (cache
+//! admissions, FG+'s two-step release), measured in
+//! `docs/experiments/allocs.md`. Dolphin, DEX and the NAM designs still
+//! allocate per operation and are not held here yet.
+
+mod common;
+
+use common::bench;
+
+#[test]
+fn warm_gets_and_updates_barely_allocate() {
+    // (index, workload, most allocations per op)
+    let cells = [
+        ("fg", "c", 0.2),
+        ("fg", "a", 0.8),
+        ("sherman", "c", 0.2),
+        ("sherman", "a", 0.2),
+        ("smart", "c", 0.3),
+        ("smart", "a", 0.3),
+        ("art", "c", 0.3),
+    ];
+    for (index, w, most) in cells {
+        let args = [
+            "ycsb",
+            "--index",
+            index,
+            "--workload",
+            w,
+            "--fabric",
+            "loopback",
+            "--cs",
+            "1",
+            "--threads",
+            "1",
+            "--coros",
+            "8",
+            "--keys",
+            "20000",
+            "--ops",
+            "100000",
+        ];
+        let (ok, text, v) = bench(&args);
+        assert!(ok, "{index} {w}: {text}");
+        let a = v["allocs_per_op"]
+            .as_f64()
+            .expect("allocs_per_op on loopback");
+        assert!(
+            a <= most,
+            "{index} YCSB {w}: {a} allocations per op (at most {most})"
+        );
+    }
+}

@@ -143,3 +143,30 @@ impl Map for SkipMap<Vec<u8>, u64> {
             .collect()
     }
 }
+
+/// The harness pass's index ([`super::harness`]): nothing stored, every
+/// get answers 0 (so the read check runs), every update finds its key,
+/// scans return nothing (without allocating).
+pub(super) struct Noop;
+
+impl Map for Noop {
+    fn empty() -> Self {
+        Noop
+    }
+    fn from_sorted(_: Vec<(Vec<u8>, u64)>) -> Self {
+        Noop
+    }
+    fn insert(&self, _: &[u8], _: u64) {}
+    fn update(&self, _: &[u8], _: u64) -> bool {
+        true
+    }
+    fn remove(&self, _: &[u8]) -> bool {
+        true
+    }
+    fn get(&self, _: &[u8]) -> Option<u64> {
+        Some(0)
+    }
+    fn scan(&self, _: &[u8], _: usize) -> Vec<(Vec<u8>, u64)> {
+        Vec::new()
+    }
+}

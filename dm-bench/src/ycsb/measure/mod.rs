@@ -136,7 +136,7 @@ pub(crate) fn measure_with(mut a: Args, after: Option<WarmHook<'_>>) -> Result<s
     };
     let cache = cache::CacheReport::of(&b);
     let wall_s = wall.elapsed().as_secs_f64();
-    let baselines = b.baselines();
+    let (baselines, harness) = b.baselines();
     report::report(
         &b,
         ran,
@@ -144,14 +144,17 @@ pub(crate) fn measure_with(mut a: Args, after: Option<WarmHook<'_>>) -> Result<s
             cache,
             wall_s,
             baselines,
+            harness,
         },
     )
 }
 
 impl Bench {
     /// --baseline: the same stream against local maps (crate::ycsb::baseline),
-    /// each core thread's operations on one OS thread.
-    fn baselines(&self) -> Vec<baseline::Baseline> {
+    /// each core thread's operations on one OS thread; and on wall-clock
+    /// fabrics the harness pass (`baseline::harness`: the stream against a
+    /// no-op index, what the bench's own bookkeeping costs).
+    fn baselines(&self) -> (Vec<baseline::Baseline>, Option<crate::cpu_time::CpuCost>) {
         let (a, plan, l) = (&self.a, &self.plan, &self.layout);
         let (cores, coros, total, ncores) = (&l.cores, l.coros, l.total, l.cores.len());
         let by_thread = |ph: Phase, n: usize| -> Vec<Vec<usize>> {
@@ -162,21 +165,21 @@ impl Bench {
                 })
                 .collect()
         };
-        a.baseline
+        let stream = |by_thread: &dyn Fn(Phase, usize) -> Vec<Vec<usize>>| baseline::Stream {
+            load: &plan.load,
+            run: &plan.run,
+            allowed: &plan.allowed,
+            load_value,
+            run_value,
+            load_by_thread: (a.load != "bulk").then(|| by_thread(Phase::Load, plan.load.len())),
+            run_by_thread: by_thread(Phase::Run, plan.run.len()),
+        };
+        let maps = a
+            .baseline
             .iter()
-            .map(|&m| {
-                let stream = baseline::Stream {
-                    load: &plan.load,
-                    run: &plan.run,
-                    allowed: &plan.allowed,
-                    load_value,
-                    run_value,
-                    load_by_thread: (a.load != "bulk")
-                        .then(|| by_thread(Phase::Load, plan.load.len())),
-                    run_by_thread: by_thread(Phase::Run, plan.run.len()),
-                };
-                baseline::run(m, &stream)
-            })
-            .collect()
+            .map(|&m| baseline::run(m, &stream(&by_thread)))
+            .collect();
+        let harness = (a.fabric != FabricArg::Sim).then(|| baseline::harness(&stream(&by_thread)));
+        (maps, harness)
     }
 }

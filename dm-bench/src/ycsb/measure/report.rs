@@ -32,6 +32,9 @@ pub(super) struct Parts {
     /// Wall seconds of the load, run and verification (and set-up on sim).
     pub wall_s: f64,
     pub baselines: Vec<Baseline>,
+    /// The harness pass's cost (wall-clock fabrics): the same stream
+    /// against a no-op index (`crate::ycsb::baseline::harness`).
+    pub harness: Option<CpuCost>,
 }
 
 /// Reports the run; fails if the index or a baseline map failed a check,
@@ -272,6 +275,10 @@ impl Summary {
             "perftest_read_mops": eff["perftest_read_mops"],
             "rdma_efficiency": eff["rdma_efficiency"],
             "cpu_ns_per_op": cost.map(|c| c.cpu_ns_per_op()),
+            "harness_ns_per_op": parts.harness.map(|h| h.cpu_ns_per_op()),
+            "index_cpu_ns_per_op": cost
+                .zip(parts.harness)
+                .map(|(c, h)| (c.cpu_ns_per_op() - h.cpu_ns_per_op()).max(0.0)),
             "allocs_per_op": cost.map(|c| c.allocs_per_op()),
             "per_core_mops": cost.map(|c| c.per_core_mops()),
             "cpu": cost.map(|c| c.json()),
@@ -354,6 +361,14 @@ impl Summary {
         );
         if let Some(c) = &cost {
             println!("  cpu          {} (run phase)", c.line());
+            if let Some(h) = &parts.harness {
+                println!(
+                    "  harness      {:.0} ns of thread CPU per op (the same stream against a no-op index, {:.2} allocations per op): the index {:.0} ns per op",
+                    h.cpu_ns_per_op(),
+                    h.allocs_per_op(),
+                    (c.cpu_ns_per_op() - h.cpu_ns_per_op()).max(0.0)
+                );
+            }
         }
         if let Some(l) = eff_line {
             println!("  efficiency   {l} (run phase)");

@@ -1,25 +1,27 @@
 //! What one `ycsb` run executes ([`Plan`]): the load's keys and the run's
 //! operations, generated ([`super::workload`], `--key-file`) or read from
 //! index-microbench traces (`--trace-dir`), padded to the tree's key size,
-//! and every value each key is ever written (a hash of the operation's
-//! index: [`load_value`], [`run_value`]), which makes verification exact
-//! under concurrency.
+//! and the keys written ([`Written`]). Every value names the operation
+//! that wrote it ([`load_value`], [`run_value`]: bijections of the load
+//! record's and the run operation's index), so a value read is checked by
+//! inverting it and comparing that operation's key ([`allows`]): exact
+//! under concurrency, and no map of values per key (which took about
+//! 100 bytes per loaded key and a hash lookup per checked read).
 
 use super::dex::Repartition;
 use super::head::HeadMaint;
 use super::workload::{Mix, Spec, Stream};
-use super::{gen::fnvhash64, keys, trace, Args, Op};
+use super::{keys, trace, Args, Op};
 use anyhow::{anyhow, bail, Result};
 use serde_json::json;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Everything the coroutines share (read-only).
 pub(super) struct Plan {
     pub load: Vec<Vec<u8>>,
     pub run: Vec<Op>,
-    /// Values ever written to each key (load and run).
-    pub allowed: HashMap<Vec<u8>, Vec<u64>>,
+    /// The keys something inserted (load or run), sorted, each once.
+    pub written: Written,
     /// Where the keys come from, for the report.
     pub keys_info: serde_json::Value,
     /// DEX: the mid-run repartitioning (`--dex-repartition-at`).
@@ -32,16 +34,124 @@ pub(super) struct Plan {
     pub dolphin0: dm_art::dolphin::DolphinStats,
 }
 
+const LOAD_SEED: u64 = 0x5eed_0000_0000;
+const RUN_SEED: u64 = 0x7a11_0000_0000;
+
+/// The value load record `i` writes.
 pub(crate) fn load_value(i: usize) -> u64 {
-    fnvhash64(i as u64 ^ 0x5eed_0000_0000)
+    mix(i as u64 ^ LOAD_SEED)
 }
 
+/// The value run operation `j` writes.
 pub(crate) fn run_value(j: usize) -> u64 {
-    fnvhash64(j as u64 ^ 0x7a11_0000_0000)
+    mix(j as u64 ^ RUN_SEED)
+}
+
+/// SplitMix64's finaliser: a bijection of `u64` (so [`unmix`] recovers the
+/// writer's index from a value).
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The multiplicative inverse of odd `a` modulo 2^64 (Newton's iteration).
+const fn inverse(a: u64) -> u64 {
+    let mut x = a;
+    let mut i = 0;
+    while i < 6 {
+        x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+}
+
+/// Undoes `z ^= z >> s` (for `s` >= 1).
+fn unshift(z: u64, s: u32) -> u64 {
+    let mut x = z;
+    let mut k = s;
+    while k < 64 {
+        x = z ^ (x >> s);
+        k += s;
+    }
+    x
+}
+
+/// The inverse of [`mix`].
+fn unmix(z: u64) -> u64 {
+    let z = unshift(z, 31);
+    let z = unshift(z.wrapping_mul(inverse(0x94d0_49bb_1331_11eb)), 27);
+    unshift(z.wrapping_mul(inverse(0xbf58_476d_1ce4_e5b9)), 30)
+}
+
+/// Whether `v` is a value some operation wrote to `key`: the load record
+/// or run operation whose index `v` names has this key (a run operation
+/// that writes: insert, update, read-modify-write). An update of a key
+/// that nothing inserted writes nothing; the final scan's comparison with
+/// [`Written`] catches an index that wrote it anyway.
+pub(crate) fn allows(load: &[Vec<u8>], run: &[Op], key: &[u8], v: u64) -> bool {
+    let x = unmix(v);
+    let i = x ^ LOAD_SEED;
+    if i < load.len() as u64 && load[i as usize] == key {
+        return true;
+    }
+    let j = x ^ RUN_SEED;
+    j < run.len() as u64
+        && matches!(&run[j as usize],
+            Op::Insert(k) | Op::Update(k) | Op::ReadModifyWrite(k) if k == key)
 }
 
 pub(super) fn allowed(plan: &Plan, key: &[u8], v: u64) -> bool {
-    plan.allowed.get(key).is_some_and(|vs| vs.contains(&v))
+    allows(&plan.load, &plan.run, key, v)
+}
+
+/// The keys something inserted (a load record or a run insert), sorted and
+/// each once, as references into the load and the run (8 bytes a key).
+pub(crate) struct Written {
+    /// Load index `i`, or run index `j | RUN_BIT`.
+    refs: Vec<u64>,
+}
+
+const RUN_BIT: u64 = 1 << 63;
+
+impl Written {
+    pub(crate) fn new(load: &[Vec<u8>], run: &[Op]) -> Written {
+        let mut refs: Vec<u64> = (0..load.len() as u64).collect();
+        refs.extend(
+            run.iter()
+                .enumerate()
+                .filter_map(|(j, o)| matches!(o, Op::Insert(_)).then_some(j as u64 | RUN_BIT)),
+        );
+        let key = |r: &u64| Self::key_of(load, run, *r);
+        refs.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        refs.dedup_by(|a, b| key(a) == key(b));
+        Written { refs }
+    }
+
+    fn key_of<'a>(load: &'a [Vec<u8>], run: &'a [Op], r: u64) -> &'a [u8] {
+        if r & RUN_BIT == 0 {
+            &load[r as usize]
+        } else {
+            match &run[(r & !RUN_BIT) as usize] {
+                Op::Insert(k) => k,
+                _ => unreachable!("only inserts are referenced"),
+            }
+        }
+    }
+
+    /// How many keys.
+    pub(crate) fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// The keys in order.
+    pub(crate) fn keys<'a>(
+        &'a self,
+        load: &'a [Vec<u8>],
+        run: &'a [Op],
+    ) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.refs.iter().map(move |&r| Self::key_of(load, run, r))
+    }
 }
 
 fn pad(k: &[u8], n: usize) -> Result<Vec<u8>> {
@@ -145,33 +255,13 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             (load, run)
         }
     };
-    let mut allowed: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
-    for (i, k) in load.iter().enumerate() {
-        allowed.entry(k.clone()).or_default().push(load_value(i));
-    }
-    for (j, o) in run.iter().enumerate() {
-        match o {
-            Op::Insert(k) | Op::Update(k) | Op::ReadModifyWrite(k) => {
-                allowed.entry(k.clone()).or_default().push(run_value(j))
-            }
-            _ => {}
-        }
-    }
-    // Updates of keys never inserted write nothing; keep only keys something inserted.
-    let inserted: std::collections::HashSet<&Vec<u8>> = load
-        .iter()
-        .chain(
-            run.iter()
-                .filter_map(|o| if let Op::Insert(k) = o { Some(k) } else { None }),
-        )
-        .collect();
-    allowed.retain(|k, _| inserted.contains(k));
+    let written = Written::new(&load, &run);
     Ok(Plan {
         carved0: dm_runtime::alloc::bytes_carved(),
         dolphin0: dm_art::dolphin::totals(),
         load,
         run,
-        allowed,
+        written,
         keys_info,
         repartition: None,
         heads: None,
@@ -199,4 +289,46 @@ pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
         "ordered" => s.with_ordered_keys().key(n),
         _ => s.key(n),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values name their writer: `unmix` inverts `mix`, and a value is
+    /// allowed exactly for the key its load record or writing run operation
+    /// has.
+    #[test]
+    fn values_name_their_writer() {
+        for x in [0u64, 1, 0x5eed_0000_0000, u64::MAX, 0x0123_4567_89ab_cdef] {
+            assert_eq!(unmix(mix(x)), x);
+        }
+        let k = |n: u64| n.to_be_bytes().to_vec();
+        let load = vec![k(1), k(2), k(1)];
+        let run = vec![
+            Op::Read(k(2)),
+            Op::Update(k(2)),
+            Op::Insert(k(9)),
+            Op::Remove(k(1)),
+            Op::Update(k(7)),
+        ];
+        assert!(allows(&load, &run, &k(1), load_value(0)));
+        assert!(allows(&load, &run, &k(1), load_value(2)));
+        assert!(!allows(&load, &run, &k(2), load_value(0)));
+        assert!(allows(&load, &run, &k(2), run_value(1)));
+        assert!(allows(&load, &run, &k(9), run_value(2)));
+        assert!(
+            !allows(&load, &run, &k(2), run_value(0)),
+            "a read writes nothing"
+        );
+        assert!(
+            !allows(&load, &run, &k(1), run_value(3)),
+            "nor does a remove"
+        );
+        assert!(!allows(&load, &run, &k(2), 42));
+        let w = Written::new(&load, &run);
+        let keys: Vec<&[u8]> = w.keys(&load, &run).collect();
+        assert_eq!(keys, vec![&k(1)[..], &k(2)[..], &k(9)[..]]);
+        assert_eq!(w.len(), 3);
+    }
 }

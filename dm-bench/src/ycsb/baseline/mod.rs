@@ -44,7 +44,7 @@ use crossbeam_skiplist::SkipMap;
 use hdrhistogram::Histogram;
 use maps::Map;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::RwLock;
 use std::time::Instant;
 
@@ -54,8 +54,8 @@ pub(crate) struct Stream<'a> {
     pub load: &'a [Vec<u8>],
     /// Run operations; operation `j` writes `run_value(j)`.
     pub run: &'a [Op],
-    /// Values ever written to each key that something inserted.
-    pub allowed: &'a HashMap<Vec<u8>, Vec<u64>>,
+    /// The keys something inserted (`crate::ycsb::plan::Written`).
+    pub written: &'a crate::ycsb::plan::Written,
     pub load_value: fn(usize) -> u64,
     pub run_value: fn(usize) -> u64,
     /// The load records each core thread inserted; `None`: a bulk load
@@ -131,7 +131,7 @@ impl Check {
 }
 
 fn allowed(s: &Stream, k: &[u8], v: u64) -> bool {
-    s.allowed.get(k).is_some_and(|vs| vs.contains(&v))
+    crate::ycsb::plan::allows(s.load, s.run, k, v)
 }
 
 /// One run operation with `ycsb`'s checks (see `crate::ycsb::measure`'s `run_op`).
@@ -282,20 +282,25 @@ pub(crate) fn harness(s: &Stream) -> CpuCost {
 /// without removes a full scan returns exactly the written keys. Returns the
 /// keys verified.
 fn verify<M: Map>(m: &M, s: &Stream, c: &mut Check) -> u64 {
-    let mut keys: Vec<&Vec<u8>> = s.allowed.keys().collect();
-    keys.sort();
+    let keys: Vec<&[u8]> = s.written.keys(s.load, s.run).collect();
     let mut verified = 0;
     for k in &keys {
         match m.get(k) {
             Some(v) if allowed(s, k, v) => verified += 1,
             Some(v) => c.bad(|| format!("key {k:?} holds {v:#x}, never written")),
-            None if s.run.iter().any(|o| matches!(o, Op::Remove(r) if r == *k)) => verified += 1,
+            None if s
+                .run
+                .iter()
+                .any(|o| matches!(o, Op::Remove(r) if r[..] == **k)) =>
+            {
+                verified += 1
+            }
             None => c.bad(|| format!("key {k:?} is missing")),
         }
     }
     let removed = s.run.iter().any(|o| matches!(o, Op::Remove(_)));
     let all = m.scan(&[], usize::MAX);
-    let present: Vec<&Vec<u8>> = all.iter().map(|(k, _)| k).collect();
+    let present: Vec<&[u8]> = all.iter().map(|(k, _)| &k[..]).collect();
     if !removed && present != keys {
         c.bad(|| {
             format!(
@@ -390,21 +395,12 @@ mod tests {
             Op::Scan(7u64.to_be_bytes().to_vec(), 3),
             Op::ReadModifyWrite(8u64.to_be_bytes().to_vec()),
         ];
-        let lv = |i: usize| i as u64 + 1000;
-        let rv = |j: usize| j as u64 + 2000;
-        let mut allowed: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
-        for (i, k) in load.iter().enumerate() {
-            allowed.entry(k.clone()).or_default().push(lv(i));
-        }
-        for (j, o) in run.iter().enumerate() {
-            if !matches!(o, Op::Read(_) | Op::Scan(..)) {
-                allowed.entry(o.key().to_vec()).or_default().push(rv(j));
-            }
-        }
+        let (lv, rv) = (crate::ycsb::plan::load_value, crate::ycsb::plan::run_value);
+        let written = crate::ycsb::plan::Written::new(&load, &run);
         let s = Stream {
             load: &load,
             run: &run,
-            allowed: &allowed,
+            written: &written,
             load_value: lv,
             run_value: rv,
             load_by_thread: Some(vec![(0..25).collect(), (25..50).collect()]),

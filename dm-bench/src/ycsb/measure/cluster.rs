@@ -149,7 +149,7 @@ fn index_config(a: &Args, c: &Choice, plan: &Plan) -> Result<IndexConfig> {
 /// chunk per core.
 fn region_bytes(a: &Args, c: &Choice, plan: &Plan, chunk: u64) -> u64 {
     let (smart, dolphin, art_techniques) = (c.smart, c.dolphin, c.art_techniques);
-    let nodes_estimate = (plan.allowed.len() as u64 * 3 / (a.node_bytes as u64 / 24).max(1) + 64)
+    let nodes_estimate = (plan.written.len() as u64 * 3 / (a.node_bytes as u64 / 24).max(1) + 64)
         * a.node_bytes as u64;
     // Every core carves its own chunk on each MS it allocates from: with
     // many cores (16 CS x 2 threads at 1M keys) the chunks, not the nodes,
@@ -164,7 +164,7 @@ fn region_bytes(a: &Args, c: &Choice, plan: &Plan, chunk: u64) -> u64 {
         // chunks on every MS it allocates from.
         let cores = (a.cs as u64) * (a.threads as u64);
         let mut smart_bytes =
-            plan.allowed.len() as u64 * 1024 * 2 / a.ms as u64 + (cores + 4) * chunk;
+            plan.written.len() as u64 * 1024 * 2 / a.ms as u64 + (cores + 4) * chunk;
         if !art_techniques.in_place_leaf {
             // RCU: a new leaf (at most 320 B with 255-byte keys) per write.
             smart_bytes += plan.run.len() as u64 * 320 / a.ms as u64;
@@ -176,7 +176,7 @@ fn region_bytes(a: &Args, c: &Choice, plan: &Plan, chunk: u64) -> u64 {
         // keys, but one per key with sparse ones (digest B2.3).
         let per_leaf = if a.key_order == "ordered" { 16 } else { 1 };
         let cores = (a.cs as u64) * (a.threads as u64);
-        let leaves = plan.allowed.len() as u64 / per_leaf + 64;
+        let leaves = plan.written.len() as u64 / per_leaf + 64;
         let bytes = leaves * (a.node_bytes as u64 + 512) * 2 / a.ms as u64 + (cores + 4) * chunk;
         region = region.max((4096 + bytes).next_multiple_of(chunk) + 4096);
     }

@@ -168,7 +168,7 @@ impl Bench {
         let stream = |by_thread: &dyn Fn(Phase, usize) -> Vec<Vec<usize>>| baseline::Stream {
             load: &plan.load,
             run: &plan.run,
-            allowed: &plan.allowed,
+            written: &plan.written,
             load_value,
             run_value,
             load_by_thread: (a.load != "bulk").then(|| by_thread(Phase::Load, plan.load.len())),

@@ -31,8 +31,7 @@ pub(super) async fn verify_view(tree: Index, plan: Arc<Plan>) -> (u64, u64, Opti
 /// of a few thousand keys the longest part of a run).
 async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String>) {
     use futures::stream::{self, StreamExt};
-    let mut keys: Vec<&Vec<u8>> = plan.allowed.keys().collect();
-    keys.sort();
+    let keys: Vec<&[u8]> = plan.written.keys(&plan.load, &plan.run).collect();
     let mut out = Out::new();
     let mut verified = 0;
     let got: Vec<_> = stream::iter(&keys)
@@ -47,7 +46,7 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
             None if plan
                 .run
                 .iter()
-                .any(|o| matches!(o, Op::Remove(r) if r == *k)) =>
+                .any(|o| matches!(o, Op::Remove(r) if r[..] == **k)) =>
             {
                 verified += 1
             }
@@ -58,7 +57,7 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
         .scan(&vec![0; tree_key_bytes(&keys)], usize::MAX)
         .await
         .expect("scan");
-    let present: Vec<&Vec<u8>> = all.iter().map(|(k, _)| k).collect();
+    let present: Vec<&[u8]> = all.iter().map(|(k, _)| &k[..]).collect();
     let removed = plan.run.iter().any(|o| matches!(o, Op::Remove(_)));
     if !removed && present != keys {
         out.bad(format!(
@@ -73,6 +72,6 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
 /// Gets in flight at once in [`verify`].
 const VERIFY_DEPTH: usize = 16;
 
-fn tree_key_bytes(keys: &[&Vec<u8>]) -> usize {
+fn tree_key_bytes(keys: &[&[u8]]) -> usize {
     keys.first().map_or(8, |k| k.len())
 }

@@ -76,10 +76,10 @@ impl Instance {
     /// of the index's width), leaves `fill` full, from core `core` of CS
     /// `cs`, instead of creating it empty (Sherman's and DEX's bulk load).
     /// The fine-grained B+trees and DEX only: `BadConfig` otherwise.
-    pub async fn bulk_load(
+    pub async fn bulk_load<K: AsRef<[u8]>>(
         &self,
         (cs, core): (u16, u16),
-        sorted: &[(Vec<u8>, u64)],
+        sorted: &[(K, u64)],
         fill: f64,
     ) -> Result<(), Error> {
         match &self.plan {

@@ -18,11 +18,11 @@ impl FgTree {
     /// whatever the root pointer referred to, and returns this core's handle.
     /// Errors: `KeyLength`, `BadConfig` for keys out of order or a bad fill,
     /// or any verb error (e.g. MS out of memory).
-    pub async fn bulk_load(
+    pub async fn bulk_load<K: AsRef<[u8]>>(
         cfg: TreeConfig,
         cs: u16,
         core: u16,
-        entries: &[(Vec<u8>, u64)],
+        entries: &[(K, u64)],
         fill: f64,
     ) -> Result<Self, TreeError> {
         let t = Self::open(cfg, cs, core)?;
@@ -33,37 +33,11 @@ impl FgTree {
         }
         let (per_leaf, per) = t.bulk_shape(entries, fill)?;
         t.create_lock_tables().await?;
-        // Level 0.
-        let groups: Vec<Vec<(Vec<u8>, u64)>> = if entries.is_empty() {
-            vec![Vec::new()]
-        } else {
-            entries.chunks(per_leaf).map(|c| c.to_vec()).collect()
-        };
+        // Level 0, written 64 leaves at a time as it is built (the leaf
+        // level is never held whole: bulk loads of tens of millions of keys).
+        let (mut lows, mut addrs) = t.write_leaves(entries, per_leaf).await?;
         let mut level = 0u8;
-        let mut lows: Vec<Fence> = Vec::new();
-        let mut nodes: Vec<Node> = Vec::new();
-        for (i, g) in groups.iter().enumerate() {
-            let low = if i == 0 {
-                Fence::NegInf
-            } else {
-                Fence::Key(g[0].0.clone())
-            };
-            let high = if i + 1 == groups.len() {
-                Fence::PosInf
-            } else {
-                Fence::Key(groups[i + 1][0].0.clone())
-            };
-            let mut n = t.new_leaf(low.clone(), high);
-            n.entries = g.clone();
-            lows.push(low);
-            nodes.push(n);
-        }
-        loop {
-            let addrs = t.write_level(&mut nodes).await?;
-            if nodes.len() == 1 {
-                write(cfg.root_ptr, addrs[0].to_u64().to_le_bytes().to_vec()).await?;
-                return Ok(t);
-            }
+        while addrs.len() > 1 {
             // The level above: children (low fence, address) in groups of `per`.
             level += 1;
             let children: Vec<(Fence, GlobalAddr)> = lows.iter().cloned().zip(addrs).collect();
@@ -84,26 +58,78 @@ impl FgTree {
                 next_lows.push(low);
                 next_nodes.push(n);
             }
-            nodes = next_nodes;
             lows = next_lows;
+            addrs = t.write_level(&mut next_nodes).await?;
         }
+        write(cfg.root_ptr, addrs[0].to_u64().to_le_bytes().to_vec()).await?;
+        Ok(t)
+    }
+
+    /// Allocates the leaves of `entries` (`per_leaf` each; one empty leaf
+    /// for none) left to right, then builds and writes them 64 at a time,
+    /// linked by sibling pointers: the same nodes, addresses and WRITEs as
+    /// [`FgTree::write_level`] over the whole leaf level, without holding
+    /// it. Returns each leaf's low fence and address.
+    async fn write_leaves<K: AsRef<[u8]>>(
+        &self,
+        entries: &[(K, u64)],
+        per_leaf: usize,
+    ) -> Result<(Vec<Fence>, Vec<GlobalAddr>), TreeError> {
+        let n = entries.len().div_ceil(per_leaf).max(1);
+        let mut addrs = Vec::with_capacity(n);
+        for _ in 0..n {
+            addrs.push(self.alloc_node().await?);
+        }
+        let group = |i: usize| {
+            &entries[(i * per_leaf).min(entries.len())..((i + 1) * per_leaf).min(entries.len())]
+        };
+        let lows: Vec<Fence> = (0..n)
+            .map(|i| {
+                if i == 0 {
+                    Fence::NegInf
+                } else {
+                    Fence::Key(group(i)[0].0.as_ref().to_vec())
+                }
+            })
+            .collect();
+        for first in (0..n).step_by(64) {
+            let writes: Vec<_> = (first..(first + 64).min(n))
+                .map(|i| {
+                    let high = lows.get(i + 1).cloned().unwrap_or(Fence::PosInf);
+                    let mut l = self.new_leaf(lows[i].clone(), high);
+                    l.entries = group(i)
+                        .iter()
+                        .map(|(k, v)| (k.as_ref().to_vec(), *v))
+                        .collect();
+                    l.sibling = addrs.get(i + 1).copied().unwrap_or(GlobalAddr::NULL);
+                    write(addrs[i], l.encode(&self.g))
+                })
+                .collect();
+            for r in futures::future::join_all(writes).await {
+                r?;
+            }
+        }
+        Ok((lows, addrs))
     }
 
     /// Checks bulk-load input (`fill` in (0, 1], keys of the tree's length,
     /// strictly increasing) and returns the entries per leaf and per
     /// internal node at that fill. Shared by FG's and DEX's bulk loads.
-    pub(crate) fn bulk_shape(
+    pub(crate) fn bulk_shape<K: AsRef<[u8]>>(
         &self,
-        entries: &[(Vec<u8>, u64)],
+        entries: &[(K, u64)],
         fill: f64,
     ) -> Result<(usize, usize), TreeError> {
         if !(fill > 0.0 && fill <= 1.0) {
             return Err(TreeError::BadConfig(format!("fill {fill} not in (0, 1]")));
         }
         for (k, _) in entries {
-            self.check_key(k)?;
+            self.check_key(k.as_ref())?;
         }
-        if let Some(i) = entries.windows(2).position(|w| w[0].0 >= w[1].0) {
+        if let Some(i) = entries
+            .windows(2)
+            .position(|w| w[0].0.as_ref() >= w[1].0.as_ref())
+        {
             return Err(TreeError::BadConfig(format!(
                 "bulk_load input not strictly sorted at entry {}",
                 i + 1

@@ -216,7 +216,9 @@ fn bulk_load_then_reads_inserts_and_scans() {
             let unsorted = vec![(k(2), 0), (k(1), 0)];
             (
                 FgTree::bulk_load(tcfg, 0, 0, &unsorted, 0.8).await.err(),
-                FgTree::bulk_load(tcfg, 0, 0, &[], 0.0).await.err(),
+                FgTree::bulk_load::<Vec<u8>>(tcfg, 0, 0, &[], 0.0)
+                    .await
+                    .err(),
                 FgTree::bulk_load(tcfg, 0, 0, &[(vec![1, 2], 0)], 0.8)
                     .await
                     .err(),

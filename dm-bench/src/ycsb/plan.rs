@@ -268,13 +268,22 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
     })
 }
 
-/// The load as sorted (key, value) pairs; a key loaded twice keeps its last value.
-pub(super) fn sorted_load(plan: &Plan) -> Vec<(Vec<u8>, u64)> {
-    let mut m: std::collections::BTreeMap<Vec<u8>, u64> = std::collections::BTreeMap::new();
-    for (i, k) in plan.load.iter().enumerate() {
-        m.insert(k.clone(), load_value(i));
+/// The load as sorted (key, value) pairs, keys borrowed from the plan; a
+/// key loaded twice keeps its last value. Sorts the records' indices (no
+/// map, no copy of the keys).
+pub(crate) fn sorted_load(plan: &Plan) -> Vec<(&[u8], u64)> {
+    let load = &plan.load;
+    let mut idx: Vec<usize> = (0..load.len()).collect();
+    // Stable: equal keys stay in load order, so the last is the last loaded.
+    idx.sort_by(|&a, &b| load[a].cmp(&load[b]));
+    let mut out: Vec<(&[u8], u64)> = Vec::with_capacity(idx.len());
+    for i in idx {
+        match out.last_mut() {
+            Some(last) if last.0 == &load[i][..] => last.1 = load_value(i),
+            _ => out.push((&load[i][..], load_value(i))),
+        }
     }
-    m.into_iter().collect()
+    out
 }
 
 /// The key of generated key number `n` (`--key-order` hashed or ordered):

@@ -22,11 +22,11 @@ impl DexTree {
     /// `fill` full, 0 < fill <= 1), replacing whatever the root pointer
     /// referred to, and returns this core's handle. Errors: `KeyLength`,
     /// `BadConfig` (keys out of order, bad fill), verb errors.
-    pub async fn bulk_load(
+    pub async fn bulk_load<K: AsRef<[u8]>>(
         cl: Arc<DexCluster>,
         cs: u16,
         core: u16,
-        entries: &[(Vec<u8>, u64)],
+        entries: &[(K, u64)],
         fill: f64,
     ) -> Result<Self, TreeError> {
         let d = DexTree::open(cl, cs, core)?;
@@ -38,15 +38,16 @@ impl DexTree {
         let mut leaves: Vec<(Fence, Entries)> = vec![(Fence::NegInf, Vec::new())];
         let mut next_bound = 0;
         for e in entries {
-            while next_bound < bounds.len() && e.0 >= bounds[next_bound] {
+            let k = e.0.as_ref();
+            while next_bound < bounds.len() && k >= &bounds[next_bound][..] {
                 leaves.push((Fence::Key(bounds[next_bound].clone()), Vec::new()));
                 next_bound += 1;
             }
             let cur = leaves.last_mut().unwrap();
             if cur.1.len() == per_leaf {
-                leaves.push((Fence::Key(e.0.clone()), Vec::new()));
+                leaves.push((Fence::Key(k.to_vec()), Vec::new()));
             }
-            leaves.last_mut().unwrap().1.push(e.clone());
+            leaves.last_mut().unwrap().1.push((k.to_vec(), e.1));
         }
         for b in &bounds[next_bound..] {
             leaves.push((Fence::Key(b.clone()), Vec::new()));

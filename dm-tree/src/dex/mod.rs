@@ -363,7 +363,7 @@ impl DexTree {
     /// Creates an empty tree (one empty leaf per partition) and returns this
     /// core's handle.
     pub async fn create(cl: Arc<DexCluster>, cs: u16, core: u16) -> Result<Self, TreeError> {
-        Self::bulk_load(cl, cs, core, &[], 0.8).await
+        Self::bulk_load::<Vec<u8>>(cl, cs, core, &[], 0.8).await
     }
 
     /// Counts the node-lock events of this handle's B-link tree (FG+ lock

@@ -55,9 +55,22 @@ pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)
 }
 
 /// Bytes a loaded key takes, plus twice its key bytes: the plan's copy and
-/// map entry, the index's share of nodes on the MSs (measured: about 320 B
-/// for fg and 560 B for smart with 8-byte keys).
+/// the index's share of nodes on the MSs (measured before the plan lost
+/// its map of values: about 320 B for fg and 560 B for smart with 8-byte
+/// keys), for the radix family and Dolphin.
 const KEY_BYTES: u128 = 640;
+/// [`KEY_BYTES`] for the B+trees and DEX, whose nodes hold keys densely:
+/// measured 102 B a key for sherman with `--load bulk` at 8 million keys
+/// (peak RSS of the whole run; docs/experiments/allocs.md), doubled.
+const BTREE_KEY_BYTES: u128 = 240;
+/// [`KEY_BYTES`] or [`BTREE_KEY_BYTES`] for `--index`.
+fn per_key(index: &str) -> u128 {
+    match dm_index::IndexKind::named(index).map(|k| k.family()) {
+        Ok(dm_index::Family::BTree | dm_index::Family::Dex) => BTREE_KEY_BYTES,
+        _ => KEY_BYTES,
+    }
+}
+
 /// Bytes a run operation takes in the plan, plus twice its key bytes
 /// (measured: about 70 B with 8-byte keys).
 const OP_BYTES: u128 = 160;
@@ -108,7 +121,7 @@ pub(crate) fn check_sizes(a: &Args) -> Result<()> {
                 "the load's keys and the run's operations (--keys {}, --ops {})",
                 a.keys, a.ops
             ),
-            a.keys as u128 * (KEY_BYTES + 2 * kb) + a.ops as u128 * (OP_BYTES + 2 * kb),
+            a.keys as u128 * (per_key(&a.index) + 2 * kb) + a.ops as u128 * (OP_BYTES + 2 * kb),
             "take fewer --keys or --ops",
         )?;
     }

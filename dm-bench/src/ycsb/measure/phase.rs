@@ -230,10 +230,11 @@ pub(super) async fn core_phase(
 /// from client 0's first core).
 pub(super) async fn bulk_load(
     inst: Arc<dm_index::Instance>,
-    sorted: Vec<(Vec<u8>, u64)>,
+    plan: Arc<crate::ycsb::plan::Plan>,
     fill: f64,
 ) -> Result<(), dm_index::Error> {
     let cs = inst.local_cs().start;
+    let sorted = crate::ycsb::plan::sorted_load(&plan);
     inst.bulk_load((cs, 0), &sorted, fill).await
 }
 

@@ -9,7 +9,6 @@ use super::phase::{bulk_load, bulk_out, core_phase, Bars, Out, Phase};
 use super::verify::verify_view;
 use super::{Bench, Ran};
 use crate::fabric_arg::barrier;
-use crate::ycsb::plan::sorted_load;
 use anyhow::{anyhow, Result};
 use dm_index::Handle;
 use dm_runtime::{ExecConfig, Executor};
@@ -72,9 +71,8 @@ impl Bench {
         let (lo, lns) = if a.load == "bulk" {
             let t0 = std::time::Instant::now();
             if ci == 0 {
-                let sorted = sorted_load(plan);
                 let fill = a.fill;
-                ex.block_on(bulk_load(self.cl.inst.clone(), sorted, fill))
+                ex.block_on(bulk_load(self.cl.inst.clone(), plan.clone(), fill))
                     .map_err(|e| anyhow!("{e}"))?;
             }
             meet(&mut ex, 1)?;

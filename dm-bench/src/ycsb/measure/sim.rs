@@ -8,7 +8,6 @@ use super::phase::{bulk_load, bulk_out, core_phase, Bars, Out, Phase};
 use super::verify::verify_view;
 use super::{Bench, Ran, Warm, WarmHook};
 use crate::verbs_bench::TearArg;
-use crate::ycsb::plan::sorted_load;
 use anyhow::{anyhow, Result};
 use dm_index::Index;
 use dm_runtime::JoinError;
@@ -55,9 +54,8 @@ impl Bench {
         };
         let (lo, lns) = if a.load == "bulk" {
             let t0 = rt.fabric().now_ns();
-            let sorted = sorted_load(plan);
             let fill = a.fill;
-            rt.block_on(sc[0], bulk_load(self.cl.inst.clone(), sorted, fill))
+            rt.block_on(sc[0], bulk_load(self.cl.inst.clone(), plan.clone(), fill))
                 .unwrap()
                 .map_err(|e| anyhow!("{e}"))?;
             load_pb.finish_and_clear();

@@ -34,35 +34,65 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
     let keys: Vec<&[u8]> = plan.written.keys(&plan.load, &plan.run).collect();
     let mut out = Out::new();
     let mut verified = 0;
-    let got: Vec<_> = stream::iter(&keys)
-        .map(|k| tree.get(k))
-        .buffered(VERIFY_DEPTH)
-        .collect()
-        .await;
-    for (k, got) in keys.iter().zip(got) {
-        match got.expect("get") {
-            Some(v) if allowed(&plan, k, v) => verified += 1,
-            Some(v) => out.bad(format!("key {k:?} holds {v:#x}, never written")),
-            None if plan
-                .run
-                .iter()
-                .any(|o| matches!(o, Op::Remove(r) if r[..] == **k)) =>
+    // Streamed (not collected: one result per key of a 50-million-key run
+    // would be gigabytes); a failed get is a mismatch, not a panic.
+    let mut got = stream::iter(&keys)
+        .map(|k| {
+            let t = tree.clone();
+            async move { (*k, t.get(k).await) }
+        })
+        .buffered(VERIFY_DEPTH);
+    while let Some((k, got)) = got.next().await {
+        match got {
+            Ok(Some(v)) if allowed(&plan, k, v) => verified += 1,
+            Ok(Some(v)) => out.bad(format!("key {k:?} holds {v:#x}, never written")),
+            Ok(None)
+                if plan
+                    .run
+                    .iter()
+                    .any(|o| matches!(o, Op::Remove(r) if r[..] == *k)) =>
             {
                 verified += 1
             }
-            None => out.bad(format!("key {k:?} is missing")),
+            Ok(None) => out.bad(format!("key {k:?} is missing")),
+            Err(e) => out.bad(format!("get {k:?} failed: {e}")),
         }
     }
-    let all = tree
-        .scan(&vec![0; tree_key_bytes(&keys)], usize::MAX)
-        .await
-        .expect("scan");
-    let present: Vec<&[u8]> = all.iter().map(|(k, _)| &k[..]).collect();
+    drop(got);
+    // The full scan, in batches of SCAN_BATCH compared as they come (one
+    // scan of everything held every key twice more in memory).
     let removed = plan.run.iter().any(|o| matches!(o, Op::Remove(_)));
-    if !removed && present != keys {
+    let mut from = vec![0; tree_key_bytes(&keys)];
+    let (mut present, mut same) = (0usize, true);
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let want = SCAN_BATCH + after.is_some() as usize;
+        let batch = match tree.scan(&from, want).await {
+            Ok(b) => b,
+            Err(e) => {
+                out.bad(format!("the full scan failed: {e}"));
+                return (verified, out.mismatches, out.first_mismatch);
+            }
+        };
+        let skip = after
+            .as_ref()
+            .is_some_and(|l| batch.first().is_some_and(|(k, _)| k == l));
+        for (k, _) in &batch[skip as usize..] {
+            same &= keys.get(present).is_some_and(|w| *w == &k[..]);
+            present += 1;
+        }
+        match batch.last() {
+            Some((k, _)) if batch.len() == want => {
+                from.clone_from(k);
+                after = Some(k.clone());
+            }
+            _ => break,
+        }
+    }
+    let complete = same && present == keys.len();
+    if !removed && !complete {
         out.bad(format!(
-            "full scan returned {} keys, {} were written",
-            present.len(),
+            "full scan returned {present} keys, {} were written",
             keys.len()
         ));
     }
@@ -71,6 +101,9 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
 
 /// Gets in flight at once in [`verify`].
 const VERIFY_DEPTH: usize = 16;
+
+/// Entries per scan of [`verify`]'s full scan.
+const SCAN_BATCH: usize = 4096;
 
 fn tree_key_bytes(keys: &[&[u8]]) -> usize {
     keys.first().map_or(8, |k| k.len())

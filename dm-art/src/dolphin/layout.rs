@@ -216,7 +216,9 @@ pub struct LeafImage {
     pub version: u32,
     /// The special node this leaf hangs from (`NULL`: an ART slot).
     pub special: GlobalAddr,
-    pub items: Vec<Item>,
+    /// Inline up to 64 items (the default 1 KiB leaf holds 40 (a warm get decodes
+    /// its leaf without allocating; larger leaves spill to the heap).
+    pub items: smallvec::SmallVec<[Item; 64]>,
     /// The Spear lock word as READ (signed).
     pub lock: i64,
 }
@@ -231,7 +233,7 @@ impl LeafImage {
             hi,
             version,
             special: GlobalAddr::NULL,
-            items: vec![
+            items: smallvec::smallvec![
                 Item {
                     key: KeyWord::empty(version),
                     bufs: [0, 0],
@@ -318,7 +320,7 @@ impl LeafImage {
         }
         let min = w(16);
         let version = (w(24) >> 32) as u32;
-        let mut items = Vec::with_capacity(g.items);
+        let mut items = smallvec::SmallVec::with_capacity(g.items);
         for i in 0..g.items {
             let o = LeafGeometry::item_off(i);
             let key = KeyWord::decode(w(o));

@@ -34,6 +34,7 @@ enum Hold {
 }
 
 /// What an attempt reached.
+#[allow(clippy::large_enum_variant)] // moved once per attempt; boxing would allocate
 enum Reached {
     /// The leaf covering the key, held, with its image.
     Leaf(Target, LeafImage),
@@ -43,6 +44,7 @@ enum Reached {
 
 /// One attempt of an operation for which a confirmed absence is final
 /// (get, update, remove): see [`DolphinTree::reach`].
+#[allow(clippy::large_enum_variant)] // as `Reached`
 enum Step {
     /// The leaf covering the key, held, with its image.
     Leaf(Target, LeafImage),

@@ -53,9 +53,10 @@ impl FgTree {
                 continue;
             };
             // A present key: its value changes in place, nothing decoded.
-            match View::validated(&self.g, &img).locate(key) {
+            let view = View::validated(&self.g, &img);
+            match view.locate(key) {
                 Some(Loc::Slot(s, _)) => {
-                    let version = View::validated(&self.g, &img).version();
+                    let version = view.version();
                     drop(img);
                     self.write_slot_unlock(held, a, version, s, Some((key, value)))
                         .await?;

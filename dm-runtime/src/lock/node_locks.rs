@@ -391,12 +391,8 @@ impl NodeLocks {
             g => g,
         };
         if combine {
-            let unlock = self.unlock_word(word);
-            let w = async {
-                let fs = near.into_iter().map(|(a, d)| write(a, d)).collect();
-                all_ok(fs).await.map_err(LockError::from)
-            };
-            futures::try_join!(w, unlock)?;
+            // The WRITEs, then the unlock, in one doorbell.
+            futures::try_join!(self.post_writes(near, true), self.unlock_word(word))?;
         } else {
             self.post_writes(near, false).await?;
             self.unlock_word(word).await?;

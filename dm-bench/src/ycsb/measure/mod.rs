@@ -165,7 +165,12 @@ impl Bench {
                 })
                 .collect()
         };
-        let stream = |by_thread: &dyn Fn(Phase, usize) -> Vec<Vec<usize>>| baseline::Stream {
+        let real = a.fabric != FabricArg::Sim;
+        if a.baseline.is_empty() && !real {
+            return (Vec::new(), None);
+        }
+        // One stream (its per-thread lists) for every map and the harness.
+        let stream = baseline::Stream {
             load: &plan.load,
             run: &plan.run,
             written: &plan.written,
@@ -177,9 +182,8 @@ impl Bench {
         let maps = a
             .baseline
             .iter()
-            .map(|&m| baseline::run(m, &stream(&by_thread)))
+            .map(|&m| baseline::run(m, &stream))
             .collect();
-        let harness = (a.fabric != FabricArg::Sim).then(|| baseline::harness(&stream(&by_thread)));
-        (maps, harness)
+        (maps, real.then(|| baseline::harness(&stream)))
     }
 }

@@ -72,9 +72,11 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
     let removed = plan.run.iter().any(|o| matches!(o, Op::Remove(_)));
     let mut from = vec![0; tree_key_bytes(&keys)];
     let (mut present, mut same) = (0usize, true);
-    let mut after: Option<Vec<u8>> = None;
+    // After the first batch, `from` is the last key seen, which the next
+    // scan returns again first.
+    let mut resumed = false;
     loop {
-        let want = batch_len.saturating_add(after.is_some() as usize);
+        let want = batch_len.saturating_add(resumed as usize);
         let batch = match tree.scan(&from, want).await {
             Ok(b) => b,
             Err(e) => {
@@ -82,9 +84,7 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
                 return (verified, out.mismatches, out.first_mismatch);
             }
         };
-        let skip = after
-            .as_ref()
-            .is_some_and(|l| batch.first().is_some_and(|(k, _)| k == l));
+        let skip = resumed && batch.first().is_some_and(|(k, _)| *k == from);
         for (k, _) in &batch[skip as usize..] {
             same &= keys.get(present).is_some_and(|w| *w == &k[..]);
             present += 1;
@@ -92,7 +92,7 @@ async fn verify<T: Kv>(tree: Rc<T>, plan: Arc<Plan>) -> (u64, u64, Option<String
         match batch.last() {
             Some((k, _)) if batch.len() == want => {
                 from.clone_from(k);
-                after = Some(k.clone());
+                resumed = true;
             }
             _ => break,
         }

@@ -98,6 +98,7 @@ fn hocl_counts_queue_waits_and_hand_overs() {
             waits: 1,
             handovers: 1,
             takeovers: 0,
+            recovered: 0,
         }
     );
 }

@@ -71,6 +71,22 @@
 //! (`(cs, core)` unique among running handles, see `dm_tree::FgTree::open`).
 //! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
 //!
+//! **Dead holders** (issue 33, not in the papers): a CS that joined the
+//! membership table ([`member`]: an incarnation and a heartbeat word per CS
+//! on MS 0) names its incarnation in its lock words (64-bit words:
+//! `incarnation << 32 | tag`; 16-bit lanes: `(incarnation mod 63) << 10 |
+//! cs`, plus 1), and [`NodeLocks::set_member`] turns on takeover: a waiter
+//! that keeps finding one member's name for a lease READs the holder's
+//! record, and once the heartbeat stood still for another lease (or the
+//! incarnation moved on) CASes the stale name to its own. Counted as
+//! [`LockStats::recovered`] with the time each took
+//! ([`LockCounters::recovery_ns`]). No verb is added before a lease has
+//! passed: live contention costs what it did, and a handle without a member
+//! writes and behaves exactly as before. A takeover CAS is in the own-tag
+//! ledger while in flight like every lock CAS of its tag. What each index
+//! finds under a taken-over lock is in its docs (`dm_tree`'s "A compute
+//! server that dies").
+//!
 //! **Statistics** (issue 31): each [`NodeLocks`] counts what its locks did
 //! into an `Arc<`[`LockCounters`]`>` ([`LockStats`]: acquisitions, failed
 //! lock CASes, local queue waits, hand-overs, takeovers), its own by default;
@@ -79,12 +95,15 @@
 //! `fetch_add` per event, on paths that post a lock verb anyway.
 
 mod config;
+mod lease;
 mod ledger;
+pub mod member;
 mod node_locks;
 mod stats;
 
 pub use config::{LockTableConfig, LockTechniques};
 pub use ledger::lock_takeovers;
+pub use member::{LeaseConfig, Member};
 pub use node_locks::{Held, NodeLocks};
 pub use stats::{LockCounters, LockEvent, LockStats};
 

@@ -3,7 +3,9 @@
 //! not, or handed over); see the [module docs](super) for the protocol.
 
 use super::config::{LockTableConfig, LockTechniques};
+use super::lease::Watch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
+use super::member::{lane_inc, Member};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, faa, masked_cas, read, rpc, write, yield_now, Verbed};
@@ -19,7 +21,7 @@ use std::task::Poll;
 
 /// The remote lock word guarding a node.
 #[derive(Clone, Copy, Debug)]
-enum LockWord {
+pub(super) enum LockWord {
     /// A 64-bit word (in the node, or a GLT slot): CAS 0 -> tag, WRITE 0.
     Word(GlobalAddr),
     /// A 16-bit lane of a GLT word at bit `shift`: masked CAS.
@@ -62,8 +64,13 @@ fn slot_hash(a: GlobalAddr) -> u64 {
 pub struct NodeLocks {
     t: LockTechniques,
     table: LockTableConfig,
-    /// Lock-word value this handle writes when it takes a lock (non-zero).
+    /// Lock-word value this handle writes when it takes a lock (non-zero):
+    /// `(cs << 16 | core) + 1`, with the member's incarnation above bit 32
+    /// once [`NodeLocks::set_member`] ran.
     tag: u64,
+    /// The CS's membership, if it joined: lock words then name the
+    /// incarnation, and locks of dead members are taken over ([`super::member`]).
+    member: Option<Arc<Member>>,
     /// Superblock offset (on every MS) of the host lock table's address.
     glt_ptr_off: u64,
     /// The CS's local lock table (HOCL), if any.
@@ -107,6 +114,7 @@ impl NodeLocks {
             t,
             table,
             tag: ((cs as u64) << 16 | core as u64) + 1,
+            member: None,
             glt_ptr_off,
             local: None,
             glt_bases: RefCell::new(Vec::new()),
@@ -130,6 +138,40 @@ impl NodeLocks {
     /// The counters this handle counts into.
     pub fn counters(&self) -> &Arc<LockCounters> {
         &self.counters
+    }
+
+    /// Joins these locks to the CS's membership `m` (issue 33, [`super::member`]):
+    /// the locks this handle takes name `m`'s incarnation, and a lock whose
+    /// member holder is dead is taken over after the lease. Errors
+    /// ([`LockError::BadConfig`]): `m` is another CS's, or lanes are in use
+    /// and the CS id is 1024 or more (a lane has 10 bits for it).
+    pub fn set_member(&mut self, m: Arc<Member>) -> Result<(), LockError> {
+        let base = self.tag & 0xffff_ffff;
+        let cs = ((base - 1) >> 16) as u16;
+        if m.cs() != cs {
+            return Err(LockError::BadConfig(format!(
+                "membership of CS {} given to a handle of CS {cs}",
+                m.cs()
+            )));
+        }
+        if self.t.onchip_lock && self.table.lanes16 && cs >= 1024 {
+            return Err(LockError::BadConfig(format!(
+                "CS {cs}: 16-bit lock lanes name members below CS 1024 only"
+            )));
+        }
+        self.tag = (m.incarnation() as u64) << 32 | base;
+        self.member = Some(m);
+        Ok(())
+    }
+
+    /// The CS's membership, if [`NodeLocks::set_member`] ran.
+    pub fn member(&self) -> Option<&Arc<Member>> {
+        self.member.as_ref()
+    }
+
+    /// The value this handle's 64-bit lock words hold while it holds them.
+    pub(super) fn tag(&self) -> u64 {
+        self.tag
     }
 
     /// Uses `local` (one per CS, shared by its cores) as the local lock table
@@ -264,6 +306,7 @@ impl NodeLocks {
             self.counters.count(LockEvent::HandedOver);
         }
         let mut backoff = self.t.lock_backoff.min(1);
+        let mut watch = Watch::default();
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
             let mut joined = None;
@@ -279,7 +322,11 @@ impl NodeLocks {
                     }
                     _ => self.try_take(a, word, attempt).await?,
                 };
-                taken = holder == 0;
+                taken = holder == 0
+                    || (self.member.is_some()
+                        && self
+                            .take_over_if_dead(&mut watch, a, word, holder, attempt)
+                            .await?);
                 if !taken {
                     self.counters.count(LockEvent::CasFailed);
                     if attempt.is_multiple_of(LOCK_WARN_EVERY) {
@@ -336,10 +383,7 @@ impl NodeLocks {
                 }
                 drop(in_flight);
                 if h == 0 {
-                    ledger(key, |e| {
-                        e.held += 1;
-                        e.epoch += 1;
-                    });
+                    self.note_taken(w);
                 }
                 h
             }
@@ -350,9 +394,23 @@ impl NodeLocks {
         })
     }
 
-    /// 16-bit lock value: the CS id + 1 (Sherman §4.3).
-    fn lane_id(&self) -> u64 {
-        (((self.tag - 1) >> 16) + 1) & 0xffff
+    /// Records in the own-tag ledger that this handle took the 64-bit word `w`.
+    pub(super) fn note_taken(&self, w: GlobalAddr) {
+        ledger((self.tag, w.to_u64()), |e| {
+            e.held += 1;
+            e.epoch += 1;
+        });
+    }
+
+    /// 16-bit lock value: the CS id + 1 (Sherman §4.3); with a member, its
+    /// incarnation modulo 63 above bit 10 ([`super::member`]).
+    pub(super) fn lane_id(&self) -> u64 {
+        let cs = ((self.tag & 0xffff_ffff) - 1) >> 16;
+        let inc = self
+            .member
+            .as_ref()
+            .map_or(0, |m| lane_inc(m.incarnation()));
+        ((inc as u64) << 10 | cs) + 1
     }
 
     /// Releases `held` after `writes` (node images, in order). Writes on

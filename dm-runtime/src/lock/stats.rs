@@ -9,6 +9,7 @@
 //! nothing on the lock-free read paths.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 /// What a lock counter counts ([`LockCounters::count`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,9 +24,12 @@ pub enum LockEvent {
     HandedOver,
     /// A lock was taken over through the own-tag ledger ([`LockStats::takeovers`]).
     TakenOver,
+    /// A lock was taken over from a dead holder after its lease
+    /// ([`LockStats::recovered`], issue 33).
+    Recovered,
 }
 
-const EVENTS: usize = 5;
+const EVENTS: usize = 6;
 
 /// The lock counters of one index, shared by its handles (`Arc`; attach one
 /// to every core's handle with `NodeLocks::with_counters`,
@@ -35,6 +39,10 @@ const EVENTS: usize = 5;
 #[derive(Debug, Default)]
 pub struct LockCounters {
     c: [AtomicU64; EVENTS],
+    /// Recovery time of each lock taken over from a dead holder (ns from
+    /// the waiter first seeing the holder to its takeover CAS): rare, so a
+    /// mutex-guarded list.
+    recovery_ns: Mutex<Vec<u64>>,
 }
 
 impl LockCounters {
@@ -49,6 +57,23 @@ impl LockCounters {
         self.c[e as usize].fetch_add(1, Relaxed);
     }
 
+    /// Records one lock recovery that took `ns` (the waiter's clock: virtual
+    /// on sim); counted separately with [`LockEvent::Recovered`].
+    pub fn recovered(&self, ns: u64) {
+        self.recovery_ns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ns);
+    }
+
+    /// Every recovery time recorded so far, in the order recorded.
+    pub fn recovery_ns(&self) -> Vec<u64> {
+        self.recovery_ns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The counts so far.
     pub fn snapshot(&self) -> LockStats {
         let c = |e: LockEvent| self.c[e as usize].load(Relaxed);
@@ -58,6 +83,7 @@ impl LockCounters {
             waits: c(LockEvent::Waited),
             handovers: c(LockEvent::HandedOver),
             takeovers: c(LockEvent::TakenOver),
+            recovered: c(LockEvent::Recovered),
         }
     }
 }
@@ -97,6 +123,11 @@ pub struct LockStats {
     /// handles took the lock without its success being reported
     /// (`dm_runtime::lock` docs; not in the papers; 0 on a sound fabric).
     pub takeovers: u64,
+    /// Locks taken over from a holder whose lease expired: a dead CS, or an
+    /// earlier incarnation of a restarted one (issue 33,
+    /// `dm_runtime::lock::member`; 0 when no CS fails). Their recovery
+    /// times are [`LockCounters::recovery_ns`].
+    pub recovered: u64,
 }
 
 impl LockStats {
@@ -108,6 +139,7 @@ impl LockStats {
             waits: self.waits - earlier.waits,
             handovers: self.handovers - earlier.handovers,
             takeovers: self.takeovers - earlier.takeovers,
+            recovered: self.recovered - earlier.recovered,
         }
     }
 }
@@ -125,6 +157,8 @@ mod tests {
         c.count(LockEvent::Waited);
         c.count(LockEvent::HandedOver);
         c.count(LockEvent::TakenOver);
+        c.count(LockEvent::Recovered);
+        c.recovered(7);
         let s = c.snapshot();
         let want = LockStats {
             acquisitions: 2,
@@ -132,8 +166,10 @@ mod tests {
             waits: 1,
             handovers: 1,
             takeovers: 1,
+            recovered: 1,
         };
         assert_eq!(s, want);
+        assert_eq!(c.recovery_ns(), vec![7]);
         assert_eq!(s.since(want), LockStats::default());
     }
 }

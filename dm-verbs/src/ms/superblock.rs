@@ -16,7 +16,8 @@
 //! | 16 | 8 | 0 | hand-built SMART / ART tree ([`SMART_ROOT`]) | root slot |
 //! | 24 | 8 | every | hand-built ART baseline ([`SMART_ROOT`] + [`LOCK_TABLE_PTR`]) | host lock-table address |
 //! | 32 | 8 | 0 | hand-built Dolphin tree ([`DOLPHIN_ROOT`]) | root slot |
-//! | 40 | 16 | | | reserved |
+//! | 40 | 8 | 0 | membership (`dm_runtime::lock::member`, [`MEMBERSHIP_PTR`]) | address of the membership table (CS incarnations and heartbeats, issue 33); 0 until a CS joins |
+//! | 48 | 8 | | | reserved |
 //! | 56 | 8 | 0 | dm-bench ([`BENCH_BARRIER`]) | FAA barrier word of `--client I/N` runs |
 //! | 64 | 8 | 0 | catalog ([`CATALOG_BUMP`]) | bytes of the root-area range handed out so far |
 //! | 72 | 56 | | | reserved |
@@ -45,6 +46,9 @@ pub const SMART_ROOT: u64 = 16;
 /// Default root slot of `dm_art::DolphinConfig::root_slot` (MS 0; Dolphin
 /// takes no lock-table locks, so one word).
 pub const DOLPHIN_ROOT: u64 = 32;
+/// Address of the membership table (MS 0; `dm_runtime::lock::member`): CS
+/// incarnations and heartbeats, 0 until the first CS joins.
+pub const MEMBERSHIP_PTR: u64 = 40;
 /// dm-bench's multi-client barrier word (MS 0), taken by FAA.
 pub const BENCH_BARRIER: u64 = 56;
 /// The catalog's bump word (MS 0): bytes of `[ROOT_AREAS, ROOT_AREAS_END)`
@@ -67,7 +71,8 @@ pub const NAM_HEADERS: u64 = 2560;
 const _: () = {
     assert!(FG_ROOT + LOCK_TABLE_PTR + 8 <= SMART_ROOT);
     assert!(SMART_ROOT + LOCK_TABLE_PTR + 8 <= DOLPHIN_ROOT);
-    assert!(DOLPHIN_ROOT + 8 <= BENCH_BARRIER);
+    assert!(DOLPHIN_ROOT + 8 <= MEMBERSHIP_PTR);
+    assert!(MEMBERSHIP_PTR + 8 <= BENCH_BARRIER);
     assert!(BENCH_BARRIER + 8 <= CATALOG_BUMP);
     assert!(CATALOG_BUMP + 8 <= CATALOG_ENTRIES);
     assert!(CATALOG_ENTRIES + CATALOG_SLOTS * CATALOG_ENTRY_BYTES == ROOT_AREAS);

@@ -1,0 +1,258 @@
+//! Membership and leases (issue 33; not in the papers, which assume compute
+//! servers never fail): a CS registers an incarnation on MS 0 when it joins
+//! and renews a heartbeat word with one-sided WRITEs; a lock word names its
+//! holder's CS and incarnation, so a CS waiting on a lock can tell a dead
+//! holder from a slow one and take the lock over ([`super::NodeLocks`]).
+//!
+//! ## Layout
+//! The membership table is one chunk on MS 0, allocated by the first CS to
+//! join (its address CASed into the superblock word
+//! `dm_verbs::ms::superblock::MEMBERSHIP_PTR`; a loser of that race leaves
+//! its chunk unused). CS `cs`'s record is at `cs * 16`:
+//!
+//! | offset | bytes | what | written by |
+//! |---|---|---|---|
+//! | 0 | 8 | incarnation: how many times `cs` joined (FAA +1 at join; the joiner's incarnation is the new value, from 1) | the joining CS |
+//! | 8 | 8 | heartbeat: a count the CS's heartbeat task WRITEs every [`LeaseConfig::heartbeat_ns`] | the CS |
+//!
+//! ## Holder names in lock words
+//! - 64-bit lock words (FG+'s in-node word, 64-bit GLT slots): `incarnation
+//!   << 32 | ((cs << 16 | core) + 1)`. A handle without a [`Member`] writes
+//!   incarnation 0 (the lock word it always wrote) and its locks are never
+//!   taken over: nothing says whether it is alive.
+//! - 16-bit GLT lanes (masked CAS, Sherman §4.3): `(i6 << 10 | cs) + 1`
+//!   with `i6 = (incarnation - 1) % 63 + 1` (1..=63; 0 for a handle without
+//!   a member), so members with lanes need `cs < 1024`. A lane names an
+//!   incarnation modulo 63: a lane left by the incarnation 63 joins before
+//!   the holder's current one reads as live while that one beats.
+//!
+//! ## When a holder is dead (the lease)
+//! A waiter whose lock CASes keep returning one member's name for
+//! [`LeaseConfig::lease_ns`] of its own clock READs the holder's record;
+//! the holder is dead if its incarnation moved on (it restarted), or if its
+//! heartbeat word did not change between two READs at least `lease_ns`
+//! apart. The waiter then CASes the stale name to its own: one CAS takes
+//! the lock, and a lost CAS means someone else did (or the holder let go).
+//!
+//! **Clock assumptions.** No synchronised clocks: each side measures
+//! intervals on its own clock (virtual on `sim`, `CLOCK_MONOTONIC`
+//! elsewhere), and rates may differ by a bounded factor. A live CS must
+//! complete a heartbeat WRITE at least once per `lease_ns` of any
+//! observer's time: `lease_ns > k * heartbeat_ns` with `k` covering the
+//! scheduling delay of the heartbeat task and one WRITE's latency
+//! ([`LeaseConfig::new`] requires `k >= 3`). A CS stalled for longer than
+//! the lease while holding a lock (a stopped VM, say) is taken for dead and
+//! may, when it resumes, write back under a lock that is no longer its own:
+//! the lease is the bound on such stalls, as in every lease-based scheme.
+//!
+//! What a dead holder may have left half-done, and how each index
+//! recognises and repairs it, is in each index's docs (`dm_tree` for the
+//! B+tree family).
+
+use super::LockError;
+use crate::{cas, faa, read, rpc, write, yield_now};
+use dm_verbs::ms::{superblock, RPC_ALLOC_CHUNK};
+use dm_verbs::GlobalAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Bytes of one CS's membership record.
+pub const RECORD_BYTES: u64 = 16;
+
+/// Heartbeat period and lease (ns, on each CS's own clock: virtual on
+/// `sim`, wall elsewhere); see the module docs for the assumptions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// How often a member WRITEs its heartbeat word.
+    pub heartbeat_ns: u64,
+    /// How long a waiter watches an unchanged holder (and then an unchanged
+    /// heartbeat) before it takes the lock over.
+    pub lease_ns: u64,
+}
+
+impl LeaseConfig {
+    /// Real fabrics: a heartbeat every 1 ms, a lease of 10 ms.
+    pub const REAL: LeaseConfig = LeaseConfig {
+        heartbeat_ns: 1_000_000,
+        lease_ns: 10_000_000,
+    };
+    /// `sim` (virtual time): a heartbeat every 20 µs, a lease of 200 µs.
+    pub const SIM: LeaseConfig = LeaseConfig {
+        heartbeat_ns: 20_000,
+        lease_ns: 200_000,
+    };
+
+    /// A lease configuration; errors ([`LockError::BadConfig`]) unless
+    /// `heartbeat_ns > 0` and `lease_ns >= 3 * heartbeat_ns`.
+    pub fn new(heartbeat_ns: u64, lease_ns: u64) -> Result<Self, LockError> {
+        if heartbeat_ns == 0 || lease_ns / 3 < heartbeat_ns {
+            return Err(LockError::BadConfig(format!(
+                "lease {lease_ns} ns must be at least 3 heartbeat periods of {heartbeat_ns} ns"
+            )));
+        }
+        Ok(LeaseConfig {
+            heartbeat_ns,
+            lease_ns,
+        })
+    }
+}
+
+/// One CS's membership: its id, the incarnation it registered, where the
+/// records are, its heartbeat. Shared (`Arc`) by the CS's handles
+/// ([`super::NodeLocks::set_member`]); [`Member::heartbeat`] runs as one
+/// task on one of the CS's cores until [`Member::stop`].
+#[derive(Debug)]
+pub struct Member {
+    cs: u16,
+    incarnation: u32,
+    table: GlobalAddr,
+    cfg: LeaseConfig,
+    stopped: AtomicBool,
+    beats: AtomicU64,
+}
+
+impl Member {
+    /// Registers CS `cs` on MS 0 (one READ, then FAA +1 on its incarnation
+    /// word; the first joiner also allocates the table: an RPC and a CAS).
+    /// Run inside a dm-runtime task. Errors: a verb's, or
+    /// [`LockError::BadConfig`] if `cs`'s record lies past a
+    /// `chunk_bytes` chunk or the incarnation count wrapped.
+    pub async fn join(
+        cs: u16,
+        cfg: LeaseConfig,
+        chunk_bytes: u64,
+    ) -> Result<Arc<Member>, LockError> {
+        if (cs as u64 + 1) * RECORD_BYTES > chunk_bytes {
+            return Err(LockError::BadConfig(format!(
+                "CS {cs}'s membership record does not fit a {chunk_bytes}-byte chunk"
+            )));
+        }
+        let ptr = GlobalAddr::new(0, superblock::MEMBERSHIP_PTR);
+        let mut t = u64::from_le_bytes(read(ptr, 8).await?.try_into().unwrap());
+        if t == 0 {
+            let r = rpc(0, RPC_ALLOC_CHUNK, Vec::new()).await?;
+            let mine = u64::from_le_bytes(r[..8].try_into().unwrap());
+            let old = cas(ptr, 0, mine).await?;
+            t = if old == 0 { mine } else { old };
+        }
+        let table = GlobalAddr::from_u64(t);
+        let rec = table.add(cs as u64 * RECORD_BYTES);
+        let inc = faa(rec, 1).await?.wrapping_add(1);
+        let incarnation = u32::try_from(inc).map_err(|_| {
+            LockError::BadConfig(format!("CS {cs} joined {inc} times: incarnations wrapped"))
+        })?;
+        Ok(Arc::new(Member {
+            cs,
+            incarnation,
+            table,
+            cfg,
+            stopped: AtomicBool::new(false),
+            beats: AtomicU64::new(0),
+        }))
+    }
+
+    /// The CS this member is.
+    pub fn cs(&self) -> u16 {
+        self.cs
+    }
+
+    /// The incarnation it registered (from 1).
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// Its lease configuration.
+    pub fn lease(&self) -> LeaseConfig {
+        self.cfg
+    }
+
+    /// Heartbeat WRITEs completed so far.
+    pub fn beats(&self) -> u64 {
+        self.beats.load(Relaxed)
+    }
+
+    /// The membership record of CS `cs` (module docs).
+    pub(super) fn record(&self, cs: u16) -> GlobalAddr {
+        self.table.add(cs as u64 * RECORD_BYTES)
+    }
+
+    /// Ends [`Member::heartbeat`] at its next wake-up (a CS leaving, or a
+    /// test's crash: the heartbeat stops, so others take its locks over).
+    pub fn stop(&self) {
+        self.stopped.store(true, Relaxed);
+    }
+
+    /// Whether [`Member::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Relaxed)
+    }
+
+    /// The heartbeat: WRITEs an increasing count to the record's heartbeat
+    /// word every `heartbeat_ns` until [`Member::stop`]. Waits by
+    /// yielding (the runtime has no timer): on a real fabric the core it
+    /// runs on stays busy. Errors: the WRITE's.
+    pub async fn heartbeat(self: Arc<Self>) -> Result<(), LockError> {
+        let at = self.record(self.cs).add(8);
+        while !self.stopped() {
+            let n = self.beats.load(Relaxed) + 1;
+            let mut b = dm_verbs::buf::take(8);
+            b.extend_from_slice(&n.to_le_bytes());
+            write(at, b).await?;
+            self.beats.store(n, Relaxed);
+            let next = crate::now_ns().saturating_add(self.cfg.heartbeat_ns);
+            while crate::now_ns() < next && !self.stopped() {
+                yield_now().await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A lock holder as its lock word names it (module docs): CS, incarnation
+/// (modulo 63 for a lane), and whether it is a member at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Holder {
+    pub cs: u16,
+    /// 0: not a member (never taken over).
+    pub inc: u32,
+    pub lane: bool,
+}
+
+impl Holder {
+    /// The holder a 64-bit lock word names.
+    pub fn of_word(v: u64) -> Holder {
+        Holder {
+            cs: (((v as u32).wrapping_sub(1)) >> 16) as u16,
+            inc: (v >> 32) as u32,
+            lane: false,
+        }
+    }
+
+    /// The holder a 16-bit lane value names.
+    pub fn of_lane(v: u64) -> Holder {
+        let x = v.wrapping_sub(1) & 0xffff;
+        Holder {
+            cs: (x & 0x3ff) as u16,
+            inc: (x >> 10) as u32,
+            lane: true,
+        }
+    }
+
+    /// Whether an incarnation `inc` read from the record is this holder's.
+    pub fn is(&self, inc: u64) -> bool {
+        if self.lane {
+            lane_inc(inc as u32) as u32 == self.inc
+        } else {
+            inc == self.inc as u64
+        }
+    }
+}
+
+/// An incarnation as a lane holds it: 1..=63 (0 for none).
+pub(super) fn lane_inc(inc: u32) -> u16 {
+    if inc == 0 {
+        0
+    } else {
+        ((inc - 1) % 63 + 1) as u16
+    }
+}

@@ -1,0 +1,180 @@
+//! Lock recovery (issue 33, `dm_runtime::lock::member`): a lock held by a
+//! member whose heartbeat stopped is taken over after the lease; one held
+//! by a live member for several leases is not; one left by an earlier
+//! incarnation of a restarted CS is. For every lock placement: the
+//! in-node word (FG+), a 64-bit GLT slot, a 16-bit GLT lane (masked CAS).
+//! Deterministic on `sim` (virtual time).
+
+mod common;
+
+use common::{rt, small_cfg};
+use dm_runtime::lock::{
+    LeaseConfig, LockCounters, LockTableConfig, LockTechniques, Member, NodeLocks,
+};
+use dm_runtime::{now_ns, spawn, yield_until, SimRuntime};
+use dm_verbs::GlobalAddr;
+use std::sync::Arc;
+
+const CHUNK: u64 = 1 << 20;
+const LEASE: LeaseConfig = LeaseConfig::SIM;
+
+fn placements() -> Vec<(&'static str, LockTechniques, LockTableConfig)> {
+    let onchip = LockTechniques {
+        combine: true,
+        onchip_lock: true,
+        ..LockTechniques::FG_PLUS
+    };
+    let table = |lanes16| LockTableConfig {
+        device: true,
+        lanes16,
+        slots: 64,
+    };
+    vec![
+        (
+            "in-node word",
+            LockTechniques::FG_PLUS,
+            LockTableConfig::default(),
+        ),
+        ("64-bit GLT slot", onchip, table(false)),
+        ("16-bit GLT lane", onchip, table(true)),
+    ]
+}
+
+/// A handle of `cs`, core 0, joined to `m`, counting into `c`.
+fn handle(
+    t: LockTechniques,
+    table: LockTableConfig,
+    m: &Arc<Member>,
+    c: &Arc<LockCounters>,
+) -> NodeLocks {
+    let mut h = NodeLocks::new(t, table, m.cs(), 0, 0, CHUNK)
+        .unwrap()
+        .with_counters(c.clone());
+    h.set_member(m.clone()).unwrap();
+    h
+}
+
+/// What a scenario saw: the waiter's lock counts and recovery times, and
+/// the virtual time it got the lock at.
+struct Seen {
+    recovered: u64,
+    recovery_ns: Vec<u64>,
+    got_at: u64,
+}
+
+/// CS 0 takes the lock of `x` and then: `dies` (stops its heartbeat,
+/// never releases), or holds it for `hold` leases and releases it.
+/// CS 1 (or, with `restart`, CS 0's next incarnation) asks for it.
+fn scenario(name: &str, dies: bool, hold: u64, restart: bool) {
+    let mut r: SimRuntime = rt(small_cfg());
+    let c0 = r.add_core(0, 0);
+    for (label, t, table) in placements() {
+        let out = r.block_on(c0, async move {
+            let x = GlobalAddr::new(1, 4096 + 64);
+            let (m0, m1) = (
+                Member::join(0, LEASE, CHUNK).await.unwrap(),
+                Member::join(1, LEASE, CHUNK).await.unwrap(),
+            );
+            let hb0 = spawn(m0.clone().heartbeat());
+            let hb1 = spawn(m1.clone().heartbeat());
+            let c = Arc::new(LockCounters::new());
+            let a = handle(t, table, &m0, &c);
+            let held = a.lock(x).await.unwrap();
+            let waiter_member = if restart {
+                Member::join(0, LEASE, CHUNK).await.unwrap()
+            } else {
+                m1.clone()
+            };
+            let wc = Arc::new(LockCounters::new());
+            let b = handle(t, table, &waiter_member, &wc);
+            if dies {
+                m0.stop();
+                std::mem::forget(held);
+            } else {
+                let start = now_ns();
+                let until = start + hold * LEASE.lease_ns;
+                let (got, ()) = futures::join!(b.lock(x), async {
+                    yield_until(until).await;
+                    a.release(held, Vec::new()).await.unwrap();
+                });
+                let at = now_ns() - start;
+                b.release(got.unwrap(), Vec::new()).await.unwrap();
+                m0.stop();
+                m1.stop();
+                let _ = (hb0.await, hb1.await);
+                return (wc.snapshot().recovered, wc.recovery_ns(), at);
+            }
+            let got = b.lock(x).await.unwrap();
+            let at = now_ns();
+            b.release(got, Vec::new()).await.unwrap();
+            m1.stop();
+            let _ = (hb0.await, hb1.await);
+            (wc.snapshot().recovered, wc.recovery_ns(), at)
+        });
+        let (recovered, recovery_ns, got_at) =
+            out.unwrap_or_else(|| panic!("{name}, {label}: never finished"));
+        let s = Seen {
+            recovered,
+            recovery_ns,
+            got_at,
+        };
+        eprintln!(
+            "{name}, {label}: recovered {} in {:?} ns, lock at {} ns",
+            s.recovered, s.recovery_ns, s.got_at
+        );
+        check(name, label, dies, hold, restart, &s);
+    }
+}
+
+fn check(name: &str, label: &str, dies: bool, hold: u64, restart: bool, s: &Seen) {
+    if dies {
+        assert_eq!(
+            s.recovered, 1,
+            "{name}, {label}: the dead holder's lock is taken over"
+        );
+        let ns = s.recovery_ns[0];
+        // One lease of watching the name; a second of a still heartbeat,
+        // unless the incarnation already moved on (a restart).
+        let least = if restart { 1 } else { 2 } * LEASE.lease_ns;
+        assert!(
+            ns >= least,
+            "{name}, {label}: recovered after {ns} ns, before {least}"
+        );
+        assert!(
+            ns <= least + 2 * LEASE.lease_ns,
+            "{name}, {label}: recovery took {ns} ns"
+        );
+    } else {
+        assert_eq!(
+            s.recovered, 0,
+            "{name}, {label}: a live holder's lock is never taken over"
+        );
+        assert!(
+            s.got_at >= hold * LEASE.lease_ns,
+            "{name}, {label}: lock taken at {} ns",
+            s.got_at
+        );
+    }
+}
+
+#[test]
+fn a_dead_members_lock_is_taken_over_after_two_leases() {
+    scenario("dead holder", true, 0, false);
+}
+
+#[test]
+fn a_live_member_holding_for_many_leases_keeps_its_lock() {
+    scenario("live holder", false, 5, false);
+}
+
+#[test]
+fn a_restarted_cs_takes_over_its_earlier_incarnations_lock() {
+    scenario("restart", true, 0, true);
+}
+
+#[test]
+fn lease_config_needs_three_heartbeats_per_lease() {
+    assert!(LeaseConfig::new(10, 29).is_err());
+    assert!(LeaseConfig::new(0, 100).is_err());
+    assert_eq!(LeaseConfig::new(10, 30).unwrap().lease_ns, 30);
+}

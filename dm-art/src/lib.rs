@@ -46,6 +46,13 @@
 //!   starts; a writer is acknowledged only if the leader's WRITE carried its
 //!   value or a later one), so delegation and combining stay linearizable.
 //! - Memory is never freed (a removed SMART key stays as a tombstone leaf).
+//! - **A dead CS's locks** (issue 33): the ART baseline's HOCL node and
+//!   leaf locks are `dm_runtime::lock::NodeLocks`, taken over after the
+//!   lease once the CS joined a membership ([`SmartTree::with_member`]).
+//!   ROWEX changes an internal node by 8-byte CASes and writes a leaf with
+//!   one WRITE before the unlock, so a cut leaves old or new words, each a
+//!   state readers already accept. SMART's rear-embedded leaf lock, the
+//!   lock-free ART's and Dolphin's Spear lock do not recover yet.
 //!
 //! ## Use
 //! Create the tree once with [`SmartTree::create`], then [`SmartTree::open`]

@@ -139,6 +139,18 @@ impl SmartTree {
         &self.lock_counters
     }
 
+    /// Joins the baseline's HOCL node and leaf locks (SMART §5.1.3) to its
+    /// CS's membership `m` (issue 33, [`dm_runtime::lock::member`]): they
+    /// name `m`'s incarnation and dead members' locks are taken over after
+    /// the lease. SMART's own rear-embedded leaf lock does not recover yet.
+    /// Errors: [`ArtError::BadConfig`] as `NodeLocks::set_member`.
+    pub fn with_member(mut self, m: Arc<dm_runtime::lock::Member>) -> Result<Self, ArtError> {
+        if let Some(l) = &mut self.locks {
+            l.set_member(m)?;
+        }
+        Ok(self)
+    }
+
     /// Counts the bytes this handle's chunk carver hands out (nodes,
     /// leaves; padding included) into `c`, one per index shared by its
     /// handles, besides the process total (`dm_runtime::alloc::bytes_carved`).

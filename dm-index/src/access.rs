@@ -42,7 +42,8 @@ impl Instance {
         self.site.local_cs.clone()
     }
 
-    fn cs_state(&self, cs: u16) -> Option<&crate::index::CsState> {
+    /// The shared state of local CS `cs`, if it is local.
+    pub(crate) fn cs_state(&self, cs: u16) -> Option<&crate::index::CsState> {
         cs.checked_sub(self.site.local_cs.start)
             .and_then(|i| self.cs.get(i as usize))
     }

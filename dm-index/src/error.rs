@@ -127,6 +127,12 @@ impl From<dm_art::ArtError> for Error {
     }
 }
 
+impl From<dm_runtime::lock::LockError> for Error {
+    fn from(e: dm_runtime::lock::LockError) -> Self {
+        dm_tree::TreeError::from(e).into()
+    }
+}
+
 impl From<dm_runtime::catalog::CatalogError> for Error {
     fn from(e: dm_runtime::catalog::CatalogError) -> Self {
         match e {

@@ -8,7 +8,7 @@ use crate::kind::{Family, KeyRule};
 use crate::stats::{delta, Counters, IndexStats, Op};
 use dm_art::dolphin::DolphinCounters;
 use dm_art::{ArtCache, DolphinCache, DolphinTree, Rdwc, SmartTree};
-use dm_runtime::lock::LockCounters;
+use dm_runtime::lock::{LeaseConfig, LockCounters, Member};
 use dm_runtime::sync::LocalLockTable;
 use dm_tree::{DexTree, FgTree, IndexCache};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +24,8 @@ pub(crate) struct CsState {
     pub(crate) dolphin_cache: Option<Arc<DolphinCache>>,
     pub(crate) rdwc: Option<Arc<Rdwc>>,
     pub(crate) llt: Option<Arc<LocalLockTable>>,
+    /// The CS's membership once [`Instance::join`] ran (issue 33).
+    pub(crate) member: std::sync::OnceLock<Arc<Member>>,
 }
 
 /// One index as this process sees it: the configuration resolved against
@@ -112,6 +114,44 @@ impl Instance {
         Ok(())
     }
 
+    /// Registers local compute server `cs` on the memory servers with a new
+    /// incarnation and lease `lease` (issue 33, `dm_runtime::lock::member`),
+    /// so that the handles [`Instance::open`] gives for `cs` from now on
+    /// name it in their lock words and take over dead members' locks (the
+    /// B+tree family, DEX's B-link tree and the ART baseline's locks;
+    /// SMART's rear lock, Dolphin's Spear lock and the 16-bit lanes of
+    /// `sherman-onchip` under HOCL are covered as `dm_runtime::lock` says).
+    /// Run inside a dm-runtime task, once per CS, before opening its
+    /// handles; then run [`Member::heartbeat`] as a task on one of the CS's
+    /// cores (every CS of an index joins, or none). Errors: a verb's,
+    /// `BadConfig` if `cs` is not local or already joined.
+    pub async fn join(&self, cs: u16, lease: LeaseConfig) -> Result<Arc<Member>, Error> {
+        let st = self.local_state(cs)?;
+        if st.member.get().is_some() {
+            return Err(Error::BadConfig(format!("CS {cs} already joined")));
+        }
+        let m = Member::join(cs, lease, self.site.chunk_bytes).await?;
+        st.member
+            .set(m.clone())
+            .map_err(|_| Error::BadConfig(format!("CS {cs} already joined")))?;
+        Ok(m)
+    }
+
+    /// CS `cs`'s membership, if it joined ([`Instance::join`]).
+    pub fn member(&self, cs: u16) -> Option<Arc<Member>> {
+        self.cs_state(cs)?.member.get().cloned()
+    }
+
+    /// The shared state of local CS `cs`, or why there is none.
+    fn local_state(&self, cs: u16) -> Result<&CsState, Error> {
+        self.cs_state(cs).ok_or_else(|| {
+            Error::BadConfig(format!(
+                "CS {cs} is not one of this process's compute servers {:?}",
+                self.site.local_cs
+            ))
+        })
+    }
+
     /// Core `core` of compute server `cs`'s handle, counting into shard
     /// `shard` (one per core of the process). No verbs. `(cs, core)` must
     /// be unique among the handles that operate at a time (it is the lock
@@ -121,15 +161,8 @@ impl Instance {
     /// [`DolphinCounters`]) and the bytes it carves into the index's count,
     /// so [`Instance::stats`] reports this index's locks and memory alone.
     pub fn open(self: &Arc<Self>, cs: u16, core: u16, shard: usize) -> Result<Index, Error> {
-        let st = cs
-            .checked_sub(self.site.local_cs.start)
-            .and_then(|i| self.cs.get(i as usize))
-            .ok_or_else(|| {
-                Error::BadConfig(format!(
-                    "CS {cs} is not one of this process's compute servers {:?}",
-                    self.site.local_cs
-                ))
-            })?;
+        let st = self.local_state(cs)?;
+        let member = st.member.get().cloned();
         let tree = match &self.plan {
             Plan::BTree(c) => {
                 let mut t = FgTree::open(*c, cs, core)?
@@ -141,13 +174,20 @@ impl Instance {
                 if let Some(c) = &st.tree_cache {
                     t = t.with_cache(c.clone());
                 }
+                if let Some(m) = member {
+                    t = t.with_member(m)?;
+                }
                 Handle::BTree(t)
             }
-            Plan::Dex(cl) => Handle::Dex(
-                DexTree::open(cl.clone(), cs, core)?
+            Plan::Dex(cl) => {
+                let mut t = DexTree::open(cl.clone(), cs, core)?
                     .with_lock_counters(self.locks.clone())
-                    .with_carved_counter(self.carved.clone()),
-            ),
+                    .with_carved_counter(self.carved.clone());
+                if let Some(m) = member {
+                    t = t.with_member(m)?;
+                }
+                Handle::Dex(t)
+            }
             Plan::Radix(c) => {
                 let mut t = SmartTree::open(*c, cs, core)?
                     .with_lock_counters(self.locks.clone())
@@ -160,6 +200,9 @@ impl Instance {
                 }
                 if let Some(c) = &st.art_cache {
                     t = t.with_cache(c.clone());
+                }
+                if let Some(m) = member {
+                    t = t.with_member(m)?;
                 }
                 Handle::Radix(t)
             }

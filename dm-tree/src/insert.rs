@@ -170,6 +170,8 @@ impl FgTree {
         right: GlobalAddr,
     ) -> Result<(), TreeError> {
         let mut round = 0u64;
+        // Since when the root has been another node below `level`.
+        let mut root_below_since: Option<u64> = None;
         loop {
             round += 1;
             if round.is_multiple_of(1 << 14) {
@@ -182,10 +184,17 @@ impl FgTree {
                 );
             }
             match self.find(&sep, level).await? {
-                Found::RootBelow(root) if root == left => {
+                Found::RootBelow(root)
+                    if root == left || self.root_grower_dead(&mut root_below_since) =>
+                {
+                    // `left` was the root: grow it (Lehman & Yao). Or the
+                    // root split and its splitter died before it grew the
+                    // root (issue 33): grow it in the dead CS's place, with
+                    // the nodes between the root and `left` reached by
+                    // moving right, as B-link readers do.
                     let mut r = Node::empty(level, Fence::NegInf, Fence::PosInf);
                     r.entries = vec![
-                        (vec![0; self.cfg.key_bytes], left.to_u64()),
+                        (vec![0; self.cfg.key_bytes], root.to_u64()),
                         (sep.clone(), right.to_u64()),
                     ];
                     let ra = self.alloc_node_near(level, left).await?;
@@ -196,6 +205,7 @@ impl FgTree {
                     // Lost a race to grow the root (cannot happen while only the root's
                     // splitter grows it, but stay safe): the node ra is leaked; retry.
                 }
+                // The root's splitter is growing it: wait for that.
                 Found::RootBelow(_) => yield_now().await,
                 Found::Node(pa, _) => {
                     let Some((pa, mut p, held)) = self.lock_covering(pa, &sep, level).await? else {
@@ -212,5 +222,18 @@ impl FgTree {
                 }
             }
         }
+    }
+
+    /// Whether the CS that split the root died before it grew the root: the
+    /// root has stayed below the level a separator waits for for a lease
+    /// (`since`: when this waiter first saw it so). Never without a
+    /// membership (no lease: wait as before, the grower is alive).
+    fn root_grower_dead(&self, since: &mut Option<u64>) -> bool {
+        let Some(m) = self.locks.member() else {
+            return false;
+        };
+        let now = dm_runtime::now_ns();
+        let t = *since.get_or_insert(now);
+        now.saturating_sub(t) >= m.lease().lease_ns
     }
 }

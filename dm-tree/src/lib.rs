@@ -40,8 +40,43 @@
 //!   checksum); DEX's leaves belong to one CS's partition instead, the NAM
 //!   MS-side trees to the MS's serialised handlers.
 //! - `(cs, core)` is unique per handle: it is the lock tag,
-//!   `(cs << 16 | core) + 1`, so at most one thread may run handles of a given
+//!   `(cs << 16 | core) + 1` (with the CS's incarnation above bit 32 once it
+//!   joined a membership), so at most one thread may run handles of a given
 //!   pair at a time (the own-tag ledger of [`dm_runtime::lock`] relies on it).
+//!
+//! ## A compute server that dies (issue 33)
+//! With every CS joined to the membership table ([`FgTree::with_member`],
+//! `dm_index::Instance::join`; `dm_runtime::lock::member` has the protocol
+//! and the clock assumptions), a lock whose holder died is taken over by
+//! the next CS that wants it, one lease after its heartbeat stopped (or at
+//! once after a lease if the holder's CS restarted with a new incarnation).
+//! What the dead holder may have left, and why a taker needs no repair:
+//! - **A posted WRITE lands whole.** The fabric executes a WR posted before
+//!   the death (the `sim` cut falls between verbs); a node image is
+//!   therefore the old one or the new one. On real NICs a WRITE the NIC had
+//!   only partly placed when the QP was torn down would leave a node whose
+//!   checksum (or, in Sherman's unsorted leaves, a slot whose check word)
+//!   does not validate: readers and the taker READ it again and never act
+//!   on it, and the taker then gets [`TreeError::Corrupt`] instead of a
+//!   wrong answer; rebuilding such a node is not implemented (no backend
+//!   here produces one).
+//! - **A split cut between its WRITEs** (the new right node written, the
+//!   left node not) leaves an unreachable node: leaked memory, no change
+//!   to the tree. Cut after the left node was written and before the
+//!   parent was updated, it leaves the state every B-link reader already
+//!   handles (Lehman & Yao): the separator is missing above, readers move
+//!   right along the sibling pointer. Nothing rolls the parent forward:
+//!   lookups of that range keep paying the move right.
+//! - **A write-back cut before its unlock** (command combination posts both
+//!   in one doorbell, §4.5; FG+ completes the write-back first) leaves the
+//!   new image under a taken lock: the taker READs it under the lock as the
+//!   current node. A two-level leaf entry (§4.4) is one WRITE with its own
+//!   versions: present whole or not at all.
+//! - **HOCL's local queue** dies with its CS: nothing of it is remote.
+//!
+//! `dm-bench check --faults crash` kills a CS at random verb boundaries
+//! and restarts it; the recovery times it measured are in
+//! `docs/experiments/recovery.md`.
 //!
 //! ## Using it
 //! Create the tree once ([`FgTree::create`] or [`FgTree::bulk_load`]) from one

@@ -4,7 +4,7 @@ use crate::nam::{Design, NamConfig};
 use crate::node::{Fence, Geometry, Node, View};
 use crate::techniques::Techniques;
 use dm_runtime::alloc::ChunkAlloc;
-use dm_runtime::lock::{Held, LockCounters, LockError, LockTableConfig, NodeLocks};
+use dm_runtime::lock::{Held, LockCounters, LockError, LockTableConfig, Member, NodeLocks};
 use dm_runtime::sync::LocalLockTable;
 use dm_runtime::{cas, read, write, yield_now};
 use dm_verbs::ms::superblock;
@@ -282,6 +282,16 @@ impl FgTree {
     /// The lock counters this handle counts into.
     pub fn lock_counters(&self) -> &Arc<LockCounters> {
         self.locks.counters()
+    }
+
+    /// Joins this handle's node locks to its CS's membership `m` (issue 33,
+    /// [`dm_runtime::lock::member`]): its lock words name `m`'s incarnation
+    /// and it takes over the locks of dead members after the lease. Every
+    /// CS of one tree joins, or none. Errors: [`TreeError::BadConfig`] as
+    /// [`NodeLocks::set_member`].
+    pub fn with_member(mut self, m: Arc<Member>) -> Result<Self, TreeError> {
+        self.locks.set_member(m)?;
+        Ok(self)
     }
 
     /// Counts the bytes this handle's chunk carvers hand out (nodes;

@@ -374,6 +374,13 @@ impl DexTree {
         self
     }
 
+    /// Joins this handle's B-link node locks to its CS's membership `m`
+    /// ([`FgTree::with_member`], issue 33).
+    pub fn with_member(mut self, m: Arc<dm_runtime::lock::Member>) -> Result<Self, TreeError> {
+        self.t = self.t.with_member(m)?;
+        Ok(self)
+    }
+
     /// Counts the bytes this handle's B-link tree carves into `c`
     /// ([`FgTree::with_carved_counter`]).
     pub fn with_carved_counter(mut self, c: Arc<AtomicU64>) -> Self {

@@ -86,6 +86,25 @@ pub fn write_json(path: Option<&std::path::Path>, v: &Value) -> anyhow::Result<(
     Ok(())
 }
 
+/// Locks taken over from dead holders and how long each took (ns; virtual
+/// on sim), for the `locks_recovered N; recovery_ns p50 X max Y` text and
+/// the `locks_recovered` / `recovery_ns` JSON fields (issue 33): the text
+/// and `{"p50", "max"}` (null when nothing was recovered).
+pub fn recoveries(ns: &[u64]) -> (String, Value, Value) {
+    let mut v = ns.to_vec();
+    v.sort_unstable();
+    let n = v.len();
+    let (p50, max) = match n {
+        0 => return ("locks_recovered 0".into(), json!(0), Value::Null),
+        _ => (v[(n - 1) / 2], v[n - 1]),
+    };
+    (
+        format!("locks_recovered {n}; recovery_ns p50 {p50} max {max}"),
+        json!(n),
+        json!({"p50": p50, "max": max}),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

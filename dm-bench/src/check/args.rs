@@ -46,7 +46,9 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub cache_nodes: u64,
     /// Comma-separated faults the simulator injects: torn (8-byte torn READs),
-    /// torn-line (64-byte), delay. Default on sim: torn,delay. Sim only.
+    /// torn-line (64-byte), delay, crash (one of the two CSs dies at a random
+    /// verb boundary and restarts with a new incarnation; its locks are
+    /// taken over after the lease). Default on sim: torn,delay. Sim only.
     #[arg(long)]
     pub faults: Option<String>,
     /// sim (deterministic, faults injected), loopback (threads, process
@@ -110,6 +112,13 @@ impl Args {
         }
     }
 
+    /// Whether `--faults` asks for a CS crash ([`super::crash`]).
+    pub(super) fn crash(&self) -> bool {
+        self.faults
+            .as_deref()
+            .is_some_and(|f| f.split(',').any(|x| x.trim() == "crash"))
+    }
+
     /// The checker's budget per key (`--check-budget`).
     pub(super) fn budget(&self) -> super::wgl::Budget {
         super::wgl::Budget {
@@ -151,6 +160,19 @@ impl Args {
         {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
         }
+        if a.crash() {
+            if !CRASH_RECOVERS.contains(&a.index.as_str()) {
+                bail!(
+                    "--faults crash: the locks of {} do not recover from a dead CS yet \
+                     (issue 33); indexes that do: {}",
+                    a.index,
+                    CRASH_RECOVERS.join(", ")
+                );
+            }
+            if a.cores < 2 {
+                bail!("--faults crash kills one of the two CSs: take --cores 2 or more");
+            }
+        }
         let n_ms = a.ms_spec.count();
         if n_ms == 0 || a.cores == 0 || a.clients == 0 {
             bail!("--ms, --cores and --clients must be at least 1");
@@ -170,6 +192,19 @@ impl Args {
         Ok((ci, cn))
     }
 }
+
+/// The indexes whose every lock recovers from a dead holder
+/// (`dm_runtime::lock::member`), so `--faults crash` can run them.
+pub(super) const CRASH_RECOVERS: [&str; 8] = [
+    "fg",
+    "sherman-combine",
+    "sherman-onchip",
+    "sherman-hier",
+    "sherman",
+    "nam-coarse",
+    "nam-hybrid",
+    "art",
+];
 
 /// Keys of a check's key space at most: 2^32 (a check wants conflicts, and
 /// the key space's splits are computed in 64 bits).
@@ -232,7 +267,9 @@ pub(super) fn parse_faults(a: &Args) -> Result<Faults> {
                 faults.delay_prob = 0.2;
                 faults.delay_max_ns = 4_000;
             }
-            other => bail!("unknown fault {other:?}: use torn, torn-line, delay"),
+            // Not the fabric's: `super::crash` kills a CS.
+            "crash" => {}
+            other => bail!("unknown fault {other:?}: use torn, torn-line, delay, crash"),
         }
     }
     Ok(faults)

@@ -18,7 +18,12 @@ pub(super) fn key(k: u64) -> Vec<u8> {
 }
 
 /// One client: `a.ops` random operations on keys drawn from `keys`, each
-/// logged with its call and return times on `clock`. Stops at the first error.
+/// logged with its call and return times on `clock`. Stops at the first
+/// error. With `cut_off` (`--faults crash`) each operation is logged at its
+/// call, as cut off (return time `u64::MAX`; [`Kind::UpdateMaybe`],
+/// [`Kind::RemoveMaybe`]), and completed in place when it returns, so the
+/// operation a crash cuts off stays in the history ([`drop_cut_reads`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn client<T: Kv>(
     t: Rc<T>,
     id: u32,
@@ -27,6 +32,7 @@ pub(super) async fn client<T: Kv>(
     keys: std::ops::Range<u64>,
     log: Rc<RefCell<Vec<Event>>>,
     clock: fn() -> u64,
+    cut_off: bool,
 ) -> Result<(), String> {
     if keys.is_empty() {
         return Err(format!("client {id}: no keys to draw from ({keys:?})"));
@@ -36,7 +42,27 @@ pub(super) async fn client<T: Kv>(
         let k = rng.gen_range(keys.clone());
         let value = ((id as u64 + 1) << 32) | (i as u64 + 1);
         let p = rng.gen_range(0..100);
+        let n = if p >= 90 { rng.gen_range(1..12u32) } else { 0 };
         let call = clock();
+        let at = cut_off.then(|| {
+            let kind = match p {
+                0..30 => Kind::Insert(value),
+                30..40 => Kind::UpdateMaybe(value),
+                40..55 => Kind::RemoveMaybe,
+                55..90 => Kind::Get(None),
+                _ => Kind::Scan(n, Vec::new()),
+            };
+            let mut l = log.borrow_mut();
+            l.push(Event {
+                client: id,
+                key: k,
+                hi: keys.end,
+                kind,
+                call,
+                ret: u64::MAX,
+            });
+            l.len() - 1
+        });
         let kind = if p < 30 {
             t.insert(&key(k), value).await?;
             Kind::Insert(value)
@@ -47,7 +73,6 @@ pub(super) async fn client<T: Kv>(
         } else if p < 90 {
             Kind::Get(t.get(&key(k)).await?)
         } else {
-            let n = rng.gen_range(1..12u32);
             let r = t.scan(&key(k), n as usize).await?;
             Kind::Scan(
                 n,
@@ -56,14 +81,24 @@ pub(super) async fn client<T: Kv>(
                     .collect(),
             )
         };
-        log.borrow_mut().push(Event {
+        let e = Event {
             client: id,
             key: k,
             hi: keys.end,
             kind,
             call,
             ret: clock(),
-        });
+        };
+        match at {
+            Some(i) => log.borrow_mut()[i] = e,
+            None => log.borrow_mut().push(e),
+        }
     }
     Ok(())
+}
+
+/// Drops the reads (gets, scans) a crash cut off from `h`: they had no
+/// effect and returned nothing. Cut-off writes stay, as maybes.
+pub(super) fn drop_cut_reads(h: &mut Vec<Event>) {
+    h.retain(|e| e.ret != u64::MAX || !matches!(e.kind, Kind::Get(_) | Kind::Scan(..)));
 }

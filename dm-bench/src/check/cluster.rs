@@ -23,7 +23,7 @@ use super::client::key;
 use super::history::Event;
 use super::real::{run_clients, Proc};
 use super::sim::{finish_seed, spawn_sim_clients};
-use super::{btree, dex, dolphin, smart};
+use super::{btree, crash, dex, dolphin, smart};
 use anyhow::{anyhow, Result};
 use dm_index::{Family, Index, IndexConfig, IndexKind, Instance, Root, Site};
 use dm_runtime::{Executor, SimRuntime};
@@ -77,6 +77,7 @@ fn index_config(
 pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     let chunk = 1 << 20;
     let faults = parse_faults(a)?;
+    let crash = a.crash();
     let num_ms = a.ms_spec.count();
     // Lock tables are tiny so that unrelated nodes share lock slots often:
     // even seeds put 16-bit lanes in device memory (masked CAS), odd seeds
@@ -87,7 +88,8 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         ms: MsConfig {
             // A chunk per core and MS it allocates on, as on loopback (at
             // least 8: what every check ran with before).
-            region_bytes: 4096 + (a.cores as u64 + 4).max(8) * chunk,
+            // One more for the membership table of a crash run.
+            region_bytes: 4096 + ((a.cores as u64 + 4).max(8) + crash as u64) * chunk,
             chunk_bytes: chunk,
             device_bytes: if lanes { 64 } else { 0 },
             cores: 1,
@@ -105,6 +107,9 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     dm_index::register_handlers(&fabric);
     let site = Site::of(&fabric, 0..2, 2);
     let icfg = index_config(a, seed, lock_table, num_ms, 2)?;
+    let fresh = crash
+        .then(|| instance(icfg.clone(), site.clone(), 1))
+        .transpose()?;
     let mut rt = SimRuntime::new(fabric);
     let cores: Vec<_> = (0..a.cores.max(1))
         .map(|i| rt.add_core(i % 2, i / 2))
@@ -114,11 +119,29 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     rt.block_on(cores[0], async move { i.create_root(0, 0).await })
         .unwrap()
         .map_err(|e| anyhow!("{e}"))?;
+    let members = crash
+        .then(|| crash::join(&mut rt, &cores, &inst))
+        .transpose()?;
     let handles = (0..cores.len())
         .map(|i| open(&inst, (i % 2) as u16, (i / 2) as u16).map(Rc::new))
         .collect::<Result<Vec<_>>>()?;
     let log = Rc::new(RefCell::new(Vec::new()));
-    let hs = spawn_sim_clients(&mut rt, &cores, &handles, a, seed, &log);
+    let hs = match (fresh, members) {
+        (Some(fresh), Some(members)) => {
+            let s = crash::Seed {
+                a,
+                seed,
+                cores: &cores,
+                handles: &handles,
+                inst: &inst,
+                fresh,
+                log: &log,
+                members,
+            };
+            crash::spawn_seed(&mut rt, s)
+        }
+        _ => spawn_sim_clients(&mut rt, &cores, &handles, a, seed, &log),
+    };
     let last = (cores[cores.len() - 1], handles[cores.len() - 1].clone());
     let maint = btree::spawn_head_maintainer(&mut rt, last.clone(), a, &log);
     let mover = dex::spawn_mover(&mut rt, last, a, seed);

@@ -24,6 +24,12 @@ pub(super) enum Kind {
     Update(u64, bool),
     Remove(bool),
     Scan(u32, Vec<(u64, u64)>),
+    /// An update cut off by its CS's crash (`--faults crash`): it may have
+    /// taken effect; what it would have returned is unknown. Return time
+    /// `u64::MAX`.
+    UpdateMaybe(u64),
+    /// A remove cut off likewise.
+    RemoveMaybe,
 }
 
 /// One operation of a history: its client, key and [`Kind`], and its call
@@ -53,6 +59,8 @@ pub(super) fn write_history(path: &PathBuf, hs: &[(u64, Vec<Event>)]) -> Result<
             Kind::Update(v, ok) => ("update", json!(v), json!(ok)),
             Kind::Remove(ok) => ("remove", json!(null), json!(ok)),
             Kind::Scan(n, r) => ("scan", json!(n), json!(r)),
+            Kind::UpdateMaybe(v) => ("update", json!(v), json!(null)),
+            Kind::RemoveMaybe => ("remove", json!(null), json!(null)),
         };
         writeln!(
             f,
@@ -77,7 +85,9 @@ fn parse_event(v: &Value, default_hi: u64) -> Option<(u64, Event)> {
             Some(result.as_u64()?)
         }),
         "insert" => Kind::Insert(value?.as_u64()?),
+        "update" if result.is_null() => Kind::UpdateMaybe(value?.as_u64()?),
         "update" => Kind::Update(value?.as_u64()?, result.as_bool()?),
+        "remove" if result.is_null() => Kind::RemoveMaybe,
         "remove" => Kind::Remove(result.as_bool()?),
         "scan" => Kind::Scan(
             u32::try_from(value?.as_u64()?).ok()?,

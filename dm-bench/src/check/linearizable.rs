@@ -54,7 +54,7 @@ pub(super) fn check_history(h: &[Event], budget: Budget) -> Result<(), Failure> 
         }
     }
     for (k, ops) in &by_key {
-        match check_key(ops, budget, &format!("key {k} ({} operations)", ops.len())) {
+        match check_key_maybe(ops, budget, *k) {
             Outcome::Linearizable => {}
             Outcome::NotLinearizable => {
                 return Err(Failure::Violation(format!(
@@ -78,13 +78,60 @@ pub(super) fn check_history(h: &[Event], budget: Budget) -> Result<(), Failure> 
     check_scans(h, &by_key).map_err(Failure::Violation)
 }
 
+/// Most operations of one key cut off by a crash (`UpdateMaybe`,
+/// `RemoveMaybe`) whose outcomes [`check_key_maybe`] enumerates.
+const MAX_MAYBE: usize = 10;
+
+/// [`check_key`] for a key whose history may hold operations cut off by a
+/// crash: each such update or remove returned true or false had it
+/// finished (one that never took effect fits the linearization's end as
+/// one of the two), so the key passes if one assignment of those outcomes
+/// does. With none, one search as before.
+fn check_key_maybe(ops: &[Op], budget: Budget, k: u64) -> Outcome {
+    let maybe: Vec<usize> = (0..ops.len())
+        .filter(|&i| matches!(ops[i].kind, Kind::UpdateMaybe(_) | Kind::RemoveMaybe))
+        .collect();
+    let name = format!("key {k} ({} operations)", ops.len());
+    if maybe.is_empty() {
+        return check_key(ops, budget, &name);
+    }
+    if maybe.len() > MAX_MAYBE {
+        return Outcome::GaveUp {
+            states: 0,
+            bytes: 0,
+        };
+    }
+    for mask in 0..1u32 << maybe.len() {
+        let kinds: Vec<Kind> = maybe
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| {
+                let ok = mask >> j & 1 == 1;
+                match ops[i].kind {
+                    Kind::UpdateMaybe(v) => Kind::Update(*v, ok),
+                    _ => Kind::Remove(ok),
+                }
+            })
+            .collect();
+        let mut alt = ops.to_vec();
+        for (j, &i) in maybe.iter().enumerate() {
+            alt[i].kind = &kinds[j];
+        }
+        match check_key(&alt, budget, &name) {
+            Outcome::NotLinearizable => continue,
+            o => return o,
+        }
+    }
+    Outcome::NotLinearizable
+}
+
 /// The scans' conditions (see the module docs); `by_key`: each key's
 /// other operations.
 fn check_scans(h: &[Event], by_key: &BTreeMap<u64, Vec<Op>>) -> Result<(), String> {
     // The earliest call of a write of each (key, value).
     let mut written: HashMap<(u64, u64), u64> = HashMap::new();
     for e in h {
-        if let Kind::Insert(v) | Kind::Update(v, true) = e.kind {
+        if let Kind::Insert(v) | Kind::Update(v, true) | Kind::UpdateMaybe(v) = e.kind {
             let c = written.entry((e.key, v)).or_insert(e.call);
             *c = (*c).min(e.call);
         }
@@ -119,7 +166,9 @@ fn check_scans(h: &[Event], by_key: &BTreeMap<u64, Vec<Op>>) -> Result<(), Strin
                 matches!(i.kind, Kind::Insert(_))
                     && i.ret < s.call
                     && !ops.iter().any(|x| {
-                        matches!(x.kind, Kind::Remove(_)) && x.ret >= i.call && x.call <= s.ret
+                        matches!(x.kind, Kind::Remove(_) | Kind::RemoveMaybe)
+                            && x.ret >= i.call
+                            && x.call <= s.ret
                     })
             });
             if present {
@@ -185,6 +234,45 @@ mod tests {
         // remove reporting success on an absent key.
         let bad_rm = vec![ev(0, 5, Kind::Remove(true), 0, 10)];
         assert!(check(&bad_rm).is_err());
+    }
+
+    #[test]
+    fn operations_cut_off_by_a_crash_may_or_may_not_have_taken_effect() {
+        const CUT: u64 = u64::MAX;
+        let base = || vec![ev(0, 5, Kind::Insert(1), 0, 10)];
+        // A cut-off update seen by a later get: it took effect.
+        let mut seen = base();
+        seen.push(ev(1, 5, Kind::UpdateMaybe(2), 20, CUT));
+        seen.push(ev(2, 5, Kind::Get(Some(2)), 40, 50));
+        assert!(check(&seen).is_ok());
+        // Not seen: it never did (or did after the get).
+        let mut unseen = base();
+        unseen.push(ev(1, 5, Kind::UpdateMaybe(2), 20, CUT));
+        unseen.push(ev(2, 5, Kind::Get(Some(1)), 40, 50));
+        assert!(check(&unseen).is_ok());
+        // A cut-off remove, then the key absent, then present again:
+        // nothing wrote 1 again, so the get of 1 after the None is stale.
+        let mut stale = base();
+        stale.push(ev(1, 5, Kind::RemoveMaybe, 20, CUT));
+        stale.push(ev(2, 5, Kind::Get(None), 40, 50));
+        stale.push(ev(2, 5, Kind::Get(Some(1)), 60, 70));
+        assert!(check(&stale).is_err());
+        // A cut-off update cannot explain a value nobody wrote.
+        let mut phantom = base();
+        phantom.push(ev(1, 5, Kind::UpdateMaybe(2), 20, CUT));
+        phantom.push(ev(2, 5, Kind::Get(Some(3)), 40, 50));
+        assert!(check(&phantom).is_err());
+        // A scan may return a cut-off update's value, and need not return
+        // a key a cut-off remove may have removed.
+        let mut scans = base();
+        scans.push(ev(1, 5, Kind::UpdateMaybe(2), 20, CUT));
+        scans.push(ev(2, 0, Kind::Scan(5, vec![(5, 2)]), 40, 50));
+        assert!(check(&scans).is_ok());
+        let mut gone = base();
+        gone.push(ev(1, 5, Kind::RemoveMaybe, 20, CUT));
+        gone.push(ev(2, 0, Kind::Scan(5, vec![]), 40, 50));
+        gone.push(ev(2, 5, Kind::Get(None), 60, 70));
+        assert!(check(&gone).is_ok());
     }
 
     #[test]

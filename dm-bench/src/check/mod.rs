@@ -1,5 +1,5 @@
 //! `dm-bench check`: concurrent random operations against an index on `sim`
-//! with faults (torn READs, delayed completions), or on a real fabric
+//! with faults (torn READs, delayed completions, a CS that dies), or on a real fabric
 //! (`loopback`, `rdma`), histories checked for linearizability.
 //!
 //! Each seed builds a fresh cluster of two CSs with small nodes, a tiny
@@ -31,6 +31,9 @@
 //!   two CSs that differ), [`dex`] (partitions, the mover), [`dolphin`];
 //! - [`client`]: the client workload; [`sim`] and [`real`] run the clients
 //!   on sim tasks or on OS threads (with the `--client I/N` barriers);
+//! - [`crash`]: `--faults crash`, a CS killed at a random verb boundary and
+//!   restarted with a new incarnation (issue 33), its cut-off operations
+//!   kept in the history as maybes, a final scan;
 //! - [`history`]: events and their JSON lines; [`linearizable`]: the checker,
 //!   per key with [`wgl`]'s search and for scans;
 //! - [`report`]: the verdict line and the `--json` report.
@@ -39,6 +42,7 @@ mod args;
 mod btree;
 mod client;
 mod cluster;
+mod crash;
 mod dex;
 mod dolphin;
 mod history;

@@ -127,6 +127,7 @@ impl CoreClients {
                     self.keys.clone(),
                     log.clone(),
                     monotonic_ns,
+                    false,
                 ))
             })
             .collect();

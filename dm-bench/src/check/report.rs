@@ -47,6 +47,13 @@ pub(super) fn report(
             String::new()
         }
     );
+    let (rtext, rn, rns) = crate::report::recoveries(&super::crash::take_recoveries());
+    let (crashes, restarts) = super::crash::crashes();
+    if a.crash() {
+        println!("  crashes {crashes} (CS killed mid-run), restarts {restarts}; {rtext}");
+    } else if a.histories.is_empty() {
+        println!("  {rtext}");
+    }
     // Undecided (the budget ran out): neither true nor false.
     let gave_up = matches!(failed, Some((_, Failure::GaveUp(_))));
     let linearizable = if gave_up {
@@ -56,7 +63,7 @@ pub(super) fn report(
     };
     write_json(
         a.json.as_deref(),
-        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": linearizable, "gave_up": gave_up, "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.to_string()), "lock_takeovers": dm_runtime::lock::lock_takeovers(), "head_node_changes": heads}),
+        &json!({"index": a.index, "source": source, "seeds": seeds, "operations": ops, "linearizable": linearizable, "gave_up": gave_up, "failed_seed": failed.as_ref().map(|f| f.0), "reason": failed.as_ref().map(|f| f.1.to_string()), "lock_takeovers": dm_runtime::lock::lock_takeovers(), "head_node_changes": heads, "locks_recovered": rn, "recovery_ns": rns, "crashes": crashes, "restarts": restarts}),
     )?;
     if let Some((seed, why)) = failed {
         bail!("seed {seed}: {why}");

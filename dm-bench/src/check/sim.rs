@@ -32,6 +32,7 @@ pub(super) fn spawn_sim_clients<T: Kv + 'static>(
                 0..a.keys,
                 log.clone(),
                 dm_runtime::now_ns,
+                false,
             );
             rt.spawn_on(cores[i], f)
         })
@@ -53,6 +54,7 @@ pub(super) fn finish_seed(
     }) {
         bail!("seed {seed}: a client failed: {e}");
     }
-    let v = log.borrow().clone();
+    let mut v = log.borrow().clone();
+    super::client::drop_cut_reads(&mut v);
     Ok(v)
 }

@@ -9,8 +9,19 @@ use dm_tree::TreeConfig;
 use dm_verbs::Caps;
 use serde_json::json;
 
-/// The report's lock line and JSON for the run's index.
+/// The report's lock line and JSON for the run's index, with the locks
+/// taken over from dead holders (`locks_recovered`, `recovery_ns`: 0 and
+/// null unless the CSs joined a membership, issue 33).
 pub(super) fn locks(b: &Bench) -> (String, serde_json::Value) {
+    let (line, mut v) = lock_kinds(b);
+    let (text, n, ns) = crate::report::recoveries(&b.cl.inst.lock_counters().recovery_ns());
+    v["locks_recovered"] = n;
+    v["recovery_ns"] = ns;
+    (format!("{line}; {text}"), v)
+}
+
+/// The lock line and JSON of the run's index kind.
+fn lock_kinds(b: &Bench) -> (String, serde_json::Value) {
     let (plan, tcfg, caps) = (&b.plan, b.cl.tcfg, b.cl.caps);
     if b.c.dolphin {
         let d = dm_art::dolphin::totals().since(plan.dolphin0);

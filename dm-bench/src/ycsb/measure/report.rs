@@ -271,6 +271,8 @@ impl Summary {
             "time": {"virtual": a.fabric == FabricArg::Sim, "load_ns": load_ns, "run_ns": run_ns, "seconds": wall_s},
             "fabric_detail": fabric_detail,
             "locks": locks.1,
+            "locks_recovered": locks.1["locks_recovered"],
+            "recovery_ns": locks.1["recovery_ns"],
             "verbs_per_s": eff["verbs_per_s"],
             "perftest_read_mops": eff["perftest_read_mops"],
             "rdma_efficiency": eff["rdma_efficiency"],

@@ -253,9 +253,22 @@ pub fn lock_free(seq: u64) -> u64 {
     (seq & SEQ_MASK) << 1
 }
 
-/// The taken lock word of a leaf at sequence number `seq`.
-pub fn lock_taken(seq: u64) -> u64 {
-    lock_free(seq) | 1
+/// The taken lock word of a leaf at sequence number `seq`, by a taker
+/// whose name (issue 33; 0 for a taker without a membership) is `holder`:
+/// bits 49..64, `short_inc(incarnation) << 9 | cs`
+/// (`dm_runtime::lock::member`). Layout: bit 0 taken, bits 1..49 `seq`.
+pub fn lock_taken(seq: u64, holder: u64) -> u64 {
+    lock_free(seq) | 1 | (holder & 0x7fff) << 49
+}
+
+/// The holder a taken rear lock word names ([`lock_taken`]).
+pub fn lock_holder(word: u64) -> dm_runtime::lock::Holder {
+    let x = word >> 49;
+    dm_runtime::lock::Holder {
+        cs: (x & 0x1ff) as u16,
+        inc: (x >> 9) as u32,
+        short: true,
+    }
 }
 
 impl LeafGeometry {

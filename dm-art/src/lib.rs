@@ -46,13 +46,21 @@
 //!   starts; a writer is acknowledged only if the leader's WRITE carried its
 //!   value or a later one), so delegation and combining stay linearizable.
 //! - Memory is never freed (a removed SMART key stays as a tombstone leaf).
-//! - **A dead CS's locks** (issue 33): the ART baseline's HOCL node and
-//!   leaf locks are `dm_runtime::lock::NodeLocks`, taken over after the
-//!   lease once the CS joined a membership ([`SmartTree::with_member`]).
-//!   ROWEX changes an internal node by 8-byte CASes and writes a leaf with
-//!   one WRITE before the unlock, so a cut leaves old or new words, each a
-//!   state readers already accept. SMART's rear-embedded leaf lock, the
-//!   lock-free ART's and Dolphin's Spear lock do not recover yet.
+//! - **A dead CS's locks** (issue 33): with the CS joined to a membership
+//!   ([`SmartTree::with_member`], `dm_runtime::lock::member`), SMART's
+//!   rear-embedded leaf lock names its holder in the lock word's top 15
+//!   bits ([`layout::lock_taken`]) and a waiter that finds the holder dead
+//!   after the lease CASes the stale word to its own; the baseline's HOCL
+//!   node and leaf locks are `dm_runtime::lock::NodeLocks`, taken over
+//!   likewise. What a dead holder leaves: a rear lock taken at the image's
+//!   `seq` means the leaf was never written (the one WRITE that stores the
+//!   item also frees the lock, at `seq + 1`), so the taker's image is
+//!   current; an internal node changes by 8-byte CASes, so a cut leaves old
+//!   or new words, and a header split cut between its two CASes leaves the
+//!   state every reader and writer already meets between them (invariant 3
+//!   of `insert`); a leaf or node written but never published is leaked.
+//!   The lock-free ART takes no locks. Dolphin's Spear lock does not
+//!   recover yet.
 //!
 //! ## Use
 //! Create the tree once with [`SmartTree::create`], then [`SmartTree::open`]

@@ -74,6 +74,9 @@ pub struct SmartTree {
     /// lock, §4.1.1, and `locks`): its own unless shared per index
     /// ([`SmartTree::with_lock_counters`]).
     lock_counters: Arc<LockCounters>,
+    /// The CS's membership (issue 33): names this handle in the rear lock
+    /// words it takes and lets it take over dead members' locks.
+    pub(crate) member: Option<Arc<dm_runtime::lock::Member>>,
 }
 
 impl SmartTree {
@@ -119,6 +122,7 @@ impl SmartTree {
             rdwc: None,
             locks,
             lock_counters: Arc::default(),
+            member: None,
         })
     }
 
@@ -139,15 +143,25 @@ impl SmartTree {
         &self.lock_counters
     }
 
-    /// Joins the baseline's HOCL node and leaf locks (SMART §5.1.3) to its
-    /// CS's membership `m` (issue 33, [`dm_runtime::lock::member`]): they
-    /// name `m`'s incarnation and dead members' locks are taken over after
-    /// the lease. SMART's own rear-embedded leaf lock does not recover yet.
-    /// Errors: [`ArtError::BadConfig`] as `NodeLocks::set_member`.
+    /// Joins this handle's locks to its CS's membership `m` (issue 33,
+    /// [`dm_runtime::lock::member`]): SMART's rear-embedded leaf lock
+    /// (§4.1.1; the holder's name in the lock word's top 15 bits,
+    /// [`crate::layout::lock_taken`]) and the baseline's HOCL node and leaf
+    /// locks (§5.1.3) name `m`'s incarnation, and dead members' locks are
+    /// taken over after the lease. Errors: [`ArtError::BadConfig`] as
+    /// `NodeLocks::set_member`, or a CS id of 512 or more (the rear lock
+    /// word has 9 bits for it).
     pub fn with_member(mut self, m: Arc<dm_runtime::lock::Member>) -> Result<Self, ArtError> {
-        if let Some(l) = &mut self.locks {
-            l.set_member(m)?;
+        if m.cs() >= 512 {
+            return Err(ArtError::BadConfig(format!(
+                "CS {}: the rear lock word names members below CS 512 only",
+                m.cs()
+            )));
         }
+        if let Some(l) = &mut self.locks {
+            l.set_member(m.clone())?;
+        }
+        self.member = Some(m);
         Ok(self)
     }
 

@@ -5,10 +5,11 @@
 //! released by the WRITE that stores the new item.
 
 use crate::error::ArtError;
-use crate::layout::{lock_free, lock_taken, Leaf, LEAF_OFF_META};
+use crate::layout::{lock_free, lock_holder, lock_taken, Leaf, LEAF_OFF_META, SEQ_MASK};
 use crate::rdwc::{Lead, WriteResult};
 use crate::tree::{SmartTree, MAX_RETRIES};
-use dm_runtime::lock::LockEvent;
+use dm_runtime::lock::member::short_inc;
+use dm_runtime::lock::{LeaseWatch, LockEvent};
 use dm_runtime::{cas, write, yield_now};
 use dm_verbs::GlobalAddr;
 
@@ -121,8 +122,12 @@ impl SmartTree {
     /// word. A failed CAS (someone wrote since the READ, or holds the lock)
     /// yields and READs the leaf again. A write-combining leader `wc` WRITEs
     /// the WCB's latest value, taken once the lock is held (§4.2.3).
+    /// A lock taken at the image's `seq` by a member found dead
+    /// ([`dm_runtime::lock::LeaseWatch`], issue 33) is CASed from its stale
+    /// word instead: the dead holder never WROTE (its WRITE would have
+    /// freed the lock at `seq + 1`), so the image is current.
     /// Counted ([`dm_runtime::lock::LockStats`]): the acquisition, a failed
-    /// CAS, an image whose lock word was not free (a wait, no CAS).
+    /// CAS, an image whose lock word was not free (a wait), a recovery.
     pub(super) async fn leaf_write(
         &self,
         a: GlobalAddr,
@@ -132,13 +137,22 @@ impl SmartTree {
         wc: Option<&Lead<'_>>,
     ) -> WriteResult {
         let lock_a = a.add(self.leaf.lock_off() as u64);
+        let mut watch = LeaseWatch::new();
         for _ in 0..MAX_RETRIES {
             let Some(decided) = mode.decide(&l) else {
                 return Ok(false);
             };
-            if lock == lock_free(l.seq) {
-                let got = cas(lock_a, lock, lock_taken(l.seq)).await?;
+            let mut recovery = None;
+            if lock != lock_free(l.seq) {
+                self.count_lock(LockEvent::Waited);
+                recovery = self.rear_holder_dead(&mut watch, lock, &l).await?;
+            }
+            if lock == lock_free(l.seq) || recovery.is_some() {
+                let got = cas(lock_a, lock, lock_taken(l.seq, self.rear_name())).await?;
                 if got == lock {
+                    if let Some(ns) = recovery {
+                        self.recovered(a, lock, ns);
+                    }
                     self.count_lock(LockEvent::Acquired);
                     let img = self.leaf.encode(&next_leaf(l, decided, wc));
                     let mut tail = dm_verbs::buf::take(img.len() - LEAF_OFF_META);
@@ -147,13 +161,50 @@ impl SmartTree {
                     write(a.add(LEAF_OFF_META as u64), tail).await?;
                     return Ok(true);
                 }
+                watch.reset();
                 self.count_lock(LockEvent::CasFailed);
-            } else {
-                self.count_lock(LockEvent::Waited);
             }
             yield_now().await;
             (l, lock) = self.read_leaf(a).await?;
         }
         Err(ArtError::LockStuck(a))
+    }
+
+    /// This handle's name in the rear lock words it takes (0 without a
+    /// membership: as before issue 33).
+    fn rear_name(&self) -> u64 {
+        self.member.as_ref().map_or(0, |m| {
+            (short_inc(m.incarnation()) as u64) << 9 | m.cs() as u64
+        })
+    }
+
+    /// `Some(recovery_ns)` once the member that holds the rear lock `lock`
+    /// of image `l` is dead (taken at the image's own `seq`; never without
+    /// a membership).
+    async fn rear_holder_dead(
+        &self,
+        watch: &mut LeaseWatch,
+        lock: u64,
+        l: &Leaf,
+    ) -> Result<Option<u64>, ArtError> {
+        let Some(me) = &self.member else {
+            return Ok(None);
+        };
+        if lock & 1 == 0 || (lock >> 1) & SEQ_MASK != l.seq & SEQ_MASK {
+            return Ok(None);
+        }
+        Ok(watch.dead(me, lock, lock_holder(lock)).await?)
+    }
+
+    /// Counts a rear lock taken over from a dead holder.
+    fn recovered(&self, a: GlobalAddr, lock: u64, ns: u64) {
+        self.lock_counters().recovered(ns);
+        self.count_lock(LockEvent::Recovered);
+        tracing::warn!(
+            leaf = ?a,
+            holder = format_args!("{lock:#x}"),
+            recovery_ns = ns,
+            "took over a rear leaf lock whose holder is dead (lease expired)"
+        );
     }
 }

@@ -195,7 +195,7 @@ impl Args {
 
 /// The indexes whose every lock recovers from a dead holder
 /// (`dm_runtime::lock::member`), so `--faults crash` can run them.
-pub(super) const CRASH_RECOVERS: [&str; 8] = [
+pub(super) const CRASH_RECOVERS: [&str; 11] = [
     "fg",
     "sherman-combine",
     "sherman-onchip",
@@ -204,6 +204,9 @@ pub(super) const CRASH_RECOVERS: [&str; 8] = [
     "nam-coarse",
     "nam-hybrid",
     "art",
+    "lockfree-art",
+    "smart-inplace",
+    "smart",
 ];
 
 /// Keys of a check's key space at most: 2^32 (a check wants conflicts, and

@@ -1,10 +1,14 @@
 //! Taking over a lock whose holder died (issue 33; the protocol is in
-//! [`super::member`]): a waiter watches the name its failed lock CASes
-//! return; once one member's name stayed for a lease it READs the holder's
-//! membership record, and once the holder's heartbeat stood still for
-//! another lease (or its incarnation moved on) it CASes the stale name to
-//! its own. No verb is added before a lease has passed, so live contention
-//! costs what it did.
+//! [`super::member`]): a waiter watches the name its failed lock attempts
+//! find ([`LeaseWatch`]); once one member's name stayed for a lease it READs
+//! the holder's membership record, and once the holder's heartbeat stood
+//! still for another lease (or its incarnation moved on) the holder is dead
+//! and the waiter CASes the stale name to its own. No verb is added before
+//! a lease has passed, so live contention costs what it did.
+//!
+//! [`NodeLocks`] uses it for every lock word it takes; an index with a lock
+//! of its own (SMART's rear-embedded leaf lock, `dm_art`) uses
+//! [`LeaseWatch`] directly with the holder its lock word names.
 
 use super::ledger::InFlight;
 use super::member::{Holder, Member};
@@ -13,28 +17,84 @@ use super::{LockError, LockEvent, NodeLocks};
 use crate::{cas, masked_cas, now_ns, read};
 use dm_verbs::GlobalAddr;
 
-/// What a waiter saw of one holder: its lock value, since when (own
+/// What a waiter saw of one lock's holder: the lock value, since when (own
 /// clock, ns), the last heartbeat it read with when it read it, and the
 /// last time it knew the holder alive (the READ before a heartbeat that
-/// moved; at first, when it first saw the name).
-#[derive(Default)]
-pub(super) struct Watch {
+/// moved; at first, when it first saw the name). One per lock attempt
+/// loop; [`LeaseWatch::dead`] after each attempt that found the lock held.
+#[derive(Default, Debug)]
+pub struct LeaseWatch {
     value: u64,
     since: u64,
     beat: Option<(u64, u64)>,
     alive: u64,
 }
 
+impl LeaseWatch {
+    /// A watch that has seen nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// After an attempt by member `me` that found the lock held with
+    /// lock-word value `value`, naming `holder`: `Some(recovery_ns)` once
+    /// the holder is dead (ns from the last time this waiter knew it alive,
+    /// or first saw its name; the caller then CASes `value` to its own name
+    /// and counts the recovery), else `None`. At most one READ of the
+    /// holder's record per lease, none in the first lease. Never dead: a
+    /// holder that is not a member (incarnation 0), or `me`'s own CS
+    /// incarnation. Errors: the READ's.
+    pub async fn dead(
+        &mut self,
+        me: &Member,
+        value: u64,
+        holder: Holder,
+    ) -> Result<Option<u64>, LockError> {
+        let h = holder;
+        if h.inc == 0 || (h.cs == me.cs() && h.is(me.incarnation() as u64)) {
+            return Ok(None);
+        }
+        let now = now_ns();
+        if self.value != value || self.since == 0 {
+            *self = LeaseWatch {
+                value,
+                since: now.max(1),
+                beat: None,
+                alive: now,
+            };
+            return Ok(None);
+        }
+        let last = self.beat.map_or(self.since, |(_, t)| t);
+        if now.saturating_sub(last) < me.lease().lease_ns {
+            return Ok(None);
+        }
+        let (inc, beat) = read_record(me, h.cs).await?;
+        let dead = !h.is(inc) || self.beat.is_some_and(|(b, _)| b == beat);
+        if !dead {
+            if self.beat.is_some() {
+                // The heartbeat moved: alive within the last lease.
+                self.alive = last;
+            }
+            self.beat = Some((beat, now));
+            return Ok(None);
+        }
+        Ok(Some(now_ns().saturating_sub(self.alive)))
+    }
+
+    /// Forget the holder (after a takeover CAS that lost).
+    pub fn reset(&mut self) {
+        *self = LeaseWatch::default();
+    }
+}
+
 impl NodeLocks {
     /// After a failed attempt on `word` that returned `value`: whether this
-    /// handle has now taken the lock over from a dead holder (counted as
-    /// [`LockEvent::Recovered`] with its recovery time: from the last time
-    /// this waiter knew the holder alive, or first saw its name, to the
-    /// takeover; a live holder may keep a lock for many leases first). Never for a handle without a member, a holder without one,
-    /// or a holder of this handle's own CS incarnation.
+    /// handle has now taken the lock over from a dead holder
+    /// ([`LeaseWatch::dead`], then one CAS), counted as
+    /// [`LockEvent::Recovered`] with its recovery time.
     pub(super) async fn take_over_if_dead(
         &self,
-        watch: &mut Watch,
+        watch: &mut LeaseWatch,
         a: GlobalAddr,
         word: LockWord,
         value: u64,
@@ -47,39 +107,13 @@ impl NodeLocks {
             LockWord::Word(_) => Holder::of_word(value),
             LockWord::Lane { .. } => Holder::of_lane(value),
         };
-        if h.inc == 0 || (h.cs == me.cs() && h.is(me.incarnation() as u64)) {
+        let Some(ns) = watch.dead(me, value, h).await? else {
             return Ok(false);
-        }
-        let now = now_ns();
-        if watch.value != value || watch.since == 0 {
-            *watch = Watch {
-                value,
-                since: now.max(1),
-                beat: None,
-                alive: now,
-            };
-            return Ok(false);
-        }
-        let lease = me.lease().lease_ns;
-        let last = watch.beat.map_or(watch.since, |(_, t)| t);
-        if now.saturating_sub(last) < lease {
-            return Ok(false);
-        }
-        let (inc, beat) = read_record(me, h.cs).await?;
-        let dead = !h.is(inc) || watch.beat.is_some_and(|(b, _)| b == beat);
-        if !dead {
-            if watch.beat.is_some() {
-                // The heartbeat moved: alive within the last lease.
-                watch.alive = last;
-            }
-            watch.beat = Some((beat, now));
-            return Ok(false);
-        }
+        };
         if !self.cas_stale(word, value).await? {
-            *watch = Watch::default();
+            watch.reset();
             return Ok(false);
         }
-        let ns = now_ns().saturating_sub(watch.alive);
         self.counters().recovered(ns);
         self.counters().count(LockEvent::Recovered);
         tracing::warn!(

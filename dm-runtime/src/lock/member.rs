@@ -209,13 +209,14 @@ impl Member {
 }
 
 /// A lock holder as its lock word names it (module docs): CS, incarnation
-/// (modulo 63 for a lane), and whether it is a member at all.
+/// (in full, or `short`: modulo 63 as [`short_inc`] gives it, for lock
+/// words with little room), 0 when the holder is not a member (never taken
+/// over).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Holder {
+pub struct Holder {
     pub cs: u16,
-    /// 0: not a member (never taken over).
     pub inc: u32,
-    pub lane: bool,
+    pub short: bool,
 }
 
 impl Holder {
@@ -224,7 +225,7 @@ impl Holder {
         Holder {
             cs: (((v as u32).wrapping_sub(1)) >> 16) as u16,
             inc: (v >> 32) as u32,
-            lane: false,
+            short: false,
         }
     }
 
@@ -234,22 +235,23 @@ impl Holder {
         Holder {
             cs: (x & 0x3ff) as u16,
             inc: (x >> 10) as u32,
-            lane: true,
+            short: true,
         }
     }
 
     /// Whether an incarnation `inc` read from the record is this holder's.
     pub fn is(&self, inc: u64) -> bool {
-        if self.lane {
-            lane_inc(inc as u32) as u32 == self.inc
+        if self.short {
+            short_inc(inc as u32) as u32 == self.inc
         } else {
             inc == self.inc as u64
         }
     }
 }
 
-/// An incarnation as a lane holds it: 1..=63 (0 for none).
-pub(super) fn lane_inc(inc: u32) -> u16 {
+/// An incarnation as a short holder name holds it (6 bits: a 16-bit GLT
+/// lane, SMART's rear lock): 1..=63, 0 for none.
+pub fn short_inc(inc: u32) -> u16 {
     if inc == 0 {
         0
     } else {

@@ -95,15 +95,16 @@
 //! `fetch_add` per event, on paths that post a lock verb anyway.
 
 mod config;
-mod lease;
+pub mod lease;
 mod ledger;
 pub mod member;
 mod node_locks;
 mod stats;
 
 pub use config::{LockTableConfig, LockTechniques};
+pub use lease::LeaseWatch;
 pub use ledger::lock_takeovers;
-pub use member::{LeaseConfig, Member};
+pub use member::{Holder, LeaseConfig, Member};
 pub use node_locks::{Held, NodeLocks};
 pub use stats::{LockCounters, LockEvent, LockStats};
 

@@ -3,9 +3,9 @@
 //! not, or handed over); see the [module docs](super) for the protocol.
 
 use super::config::{LockTableConfig, LockTechniques};
-use super::lease::Watch;
+use super::lease::LeaseWatch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
-use super::member::{lane_inc, Member};
+use super::member::{short_inc, Member};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, faa, masked_cas, read, rpc, write, yield_now, Verbed};
@@ -306,7 +306,7 @@ impl NodeLocks {
             self.counters.count(LockEvent::HandedOver);
         }
         let mut backoff = self.t.lock_backoff.min(1);
-        let mut watch = Watch::default();
+        let mut watch = LeaseWatch::new();
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
             let mut joined = None;
@@ -409,7 +409,7 @@ impl NodeLocks {
         let inc = self
             .member
             .as_ref()
-            .map_or(0, |m| lane_inc(m.incarnation()));
+            .map_or(0, |m| short_inc(m.incarnation()));
         ((inc as u64) << 10 | cs) + 1
     }
 

@@ -15,7 +15,9 @@ use crate::client::Client;
 use crate::config::{IndexConfig, Root, Site};
 use crate::error::Error;
 use crate::index::Instance;
+use crate::membership::Membership;
 use dm_runtime::catalog;
+use dm_runtime::lock::{LeaseConfig, Member};
 use dm_runtime::service::{Runtime, ServiceConfig, Spawner};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{SimConfig, SimFabric};
@@ -49,9 +51,24 @@ pub struct ClusterBuilder {
     cores_per_cs: u16,
     total_cs: Option<u16>,
     service: ServiceConfig,
+    lease: Option<LeaseConfig>,
 }
 
 impl ClusterBuilder {
+    /// Makes this process's compute servers members (issue 33,
+    /// `dm_runtime::lock::member`): each joins the membership table with a
+    /// new incarnation when the cluster starts, a heartbeat thread renews
+    /// it every `lease.heartbeat_ns` of wall time, and every index opened
+    /// takes over the locks of members dead for `lease.lease_ns` (the
+    /// module `membership` docs; [`LeaseConfig::REAL`] is 1 ms and 10 ms).
+    /// Every process of a deployment sets it, or none. Loopback and rdma
+    /// only: on sim, `build` fails with `BadConfig` (`dm-bench check
+    /// --faults crash` exercises it there, in virtual time).
+    pub fn lease(mut self, lease: LeaseConfig) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
     /// On `fabric`.
     pub fn fabric(mut self, fabric: FabricSpec) -> Self {
         self.fabric = fabric;
@@ -97,6 +114,13 @@ impl ClusterBuilder {
                 "{} compute servers from {} with {} cores each",
                 self.cs, self.first_cs, self.cores_per_cs
             )));
+        }
+        if self.lease.is_some() && matches!(self.fabric, FabricSpec::Sim(_)) {
+            return Err(Error::BadConfig(
+                "a lease needs wall-clock heartbeats: loopback or rdma (on sim, dm-bench check \
+                 --faults crash runs members in virtual time)"
+                    .into(),
+            ));
         }
         let total = self.total_cs.unwrap_or(end as u16);
         if (total as u32) < end {
@@ -156,12 +180,26 @@ impl ClusterBuilder {
             num_cs: total,
             local_cs: self.first_cs..end as u16,
         };
+        let spawners: Vec<Spawner> = (0..cores.len()).map(|i| rt.spawner(i)).collect();
+        let membership = match self.lease {
+            Some(lease) => {
+                let first = cores
+                    .iter()
+                    .zip(&spawners)
+                    .filter(|((_, core), _)| *core == 0)
+                    .map(|((cs, _), sp)| (*cs, sp.clone()))
+                    .collect();
+                Some(Membership::start(first, lease, site.chunk_bytes)?)
+            }
+            None => None,
+        };
         Ok(Cluster {
-            spawners: (0..cores.len()).map(|i| rt.spawner(i)).collect(),
+            spawners,
             rt: Mutex::new(rt),
             site,
             cores,
             open: Mutex::new(HashMap::new()),
+            membership,
         })
     }
 }
@@ -190,6 +228,8 @@ pub struct Cluster {
     /// Indexes opened in this process, by name (one [`Instance`] each, so
     /// every client of a name shares its caches).
     open: Mutex<HashMap<String, Arc<Instance>>>,
+    /// The CSs' membership and heartbeat thread, with a lease.
+    membership: Option<Membership>,
 }
 
 /// What a cluster did, returned by [`Cluster::shutdown`].
@@ -217,6 +257,7 @@ impl Cluster {
             cores_per_cs: 1,
             total_cs: None,
             service: ServiceConfig::default(),
+            lease: None,
         }
     }
 
@@ -287,6 +328,9 @@ impl Cluster {
         let (inst, created) = self.spawners[0].block_on(move || async move {
             open_on_core(&owned, cfg, create, site, ncores, (cs, core)).await
         })??;
+        for m in self.membership.iter().flat_map(|m| &m.members) {
+            inst.adopt_member(m.clone())?;
+        }
         let inst = self
             .open
             .lock()
@@ -306,6 +350,16 @@ impl Cluster {
         )
     }
 
+    /// CS `cs`'s membership, if the cluster was built with a lease.
+    pub fn member(&self, cs: u16) -> Option<Arc<Member>> {
+        self.membership
+            .as_ref()?
+            .members
+            .iter()
+            .find(|m| m.cs() == cs)
+            .cloned()
+    }
+
     /// The catalog's entries (every index of the deployment).
     pub fn catalog(&self) -> Result<Vec<catalog::Entry>, Error> {
         Ok(self.spawners[0].block_on(|| async { catalog::list().await })??)
@@ -316,8 +370,15 @@ impl Cluster {
     /// the cores and indexes did.
     pub fn shutdown(self) -> ClusterStats {
         let Cluster {
-            rt, cores, open, ..
+            rt,
+            cores,
+            open,
+            membership,
+            ..
         } = self;
+        if let Some(mut m) = membership {
+            m.stop();
+        }
         let rt = rt.into_inner().unwrap_or_else(|p| p.into_inner());
         let (parks, wakes) = (rt.parks(), rt.wakes());
         let stats = rt.shutdown();

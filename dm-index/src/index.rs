@@ -137,6 +137,17 @@ impl Instance {
         Ok(m)
     }
 
+    /// Gives this instance member `m` of one of its local CSs, registered
+    /// elsewhere (a cluster's members are shared by all its indexes).
+    /// Errors: `BadConfig` if the CS is not local or already has one.
+    pub(crate) fn adopt_member(&self, m: Arc<Member>) -> Result<(), Error> {
+        let cs = m.cs();
+        self.local_state(cs)?
+            .member
+            .set(m)
+            .map_err(|_| Error::BadConfig(format!("CS {cs} already joined")))
+    }
+
     /// CS `cs`'s membership, if it joined ([`Instance::join`]).
     pub fn member(&self, cs: u16) -> Option<Arc<Member>> {
         self.cs_state(cs)?.member.get().cloned()

@@ -14,7 +14,8 @@
 //! | [`error`] | [`Error`]: the one error type (key length, out of MS memory, verb/QP failure, corrupt node, lock stuck, not owner, bad config, catalog, queue full, shut down) |
 //! | [`index`] | [`Instance`] (one index in this process: its per-CS caches, lock tables and counters) and [`Index`] (a core's handle: `get`, `insert`, `update`, `remove`, `scan`, `range`) |
 //! | [`stats`] | [`IndexStats`]: operations, verbs and cache of one index (per instance, per-core shards) |
-//! | [`cluster`] | [`Cluster`] and its builder: fabric, compute servers, core threads; create and open indexes by name (the catalog on MS 0) |
+//! | [`cluster`] | [`Cluster`] and its builder: fabric, compute servers, core threads; create and open indexes by name (the catalog on MS 0); with [`ClusterBuilder::lease`] the CSs are members whose dead holders' locks are taken over (issue 33) |
+//! | `membership` | the members of a cluster's CSs and the heartbeat thread that renews them (`dm_runtime::lock::member`) |
 //! | [`access`] | a family's own parts for tools: resolved configurations, each CS's caches and tables, bulk loading |
 //! | [`client`] | [`Client`]: `Clone + Send + Sync`; routes each request to a core and returns a future any executor awaits, or waits (`*_blocking`) |
 //!
@@ -58,6 +59,7 @@ pub mod config;
 pub mod error;
 pub mod index;
 pub mod kind;
+mod membership;
 pub mod stats;
 
 pub use client::{Client, Entries};

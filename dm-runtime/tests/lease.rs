@@ -178,3 +178,38 @@ fn lease_config_needs_three_heartbeats_per_lease() {
     assert!(LeaseConfig::new(0, 100).is_err());
     assert_eq!(LeaseConfig::new(10, 30).unwrap().lease_ns, 30);
 }
+
+/// The same takeover on loopback, in wall time: a member that never beats
+/// after joining holds a lock; another member's lock call takes it over
+/// after two leases of 2 ms, for each lock placement.
+#[test]
+fn on_loopback_a_dead_members_lock_is_taken_over_in_wall_time() {
+    use dm_runtime::{ExecConfig, Executor};
+    use dm_verbs::Fabric;
+    let f = common::loopback_fabric();
+    let chunk = 1 << 16;
+    let lease = LeaseConfig::new(500_000, 2_000_000).unwrap();
+    for (label, t, table) in placements() {
+        let mut ex = Executor::new(f.open_queues(0, 0), f.num_ms(), ExecConfig::default());
+        let (n, ns) = ex.block_on(async move {
+            let x = GlobalAddr::new(1, 4096 + 64);
+            let m0 = Member::join(0, lease, chunk).await.unwrap();
+            let m1 = Member::join(1, lease, chunk).await.unwrap();
+            let c = Arc::new(LockCounters::new());
+            let mk = |m: &Arc<Member>| {
+                let mut h = NodeLocks::new(t, table, m.cs(), 0, 0, chunk)
+                    .unwrap()
+                    .with_counters(c.clone());
+                h.set_member(m.clone()).unwrap();
+                h
+            };
+            let (a, b) = (mk(&m0), mk(&m1));
+            std::mem::forget(a.lock(x).await.unwrap());
+            let got = b.lock(x).await.unwrap();
+            b.release(got, Vec::new()).await.unwrap();
+            (c.snapshot().recovered, c.recovery_ns())
+        });
+        assert_eq!(n, 1, "{label}");
+        assert!(ns[0] >= 2 * lease.lease_ns, "{label}: {ns:?}");
+    }
+}

@@ -187,18 +187,27 @@ impl Member {
         self.stopped.load(Relaxed)
     }
 
-    /// The heartbeat: WRITEs an increasing count to the record's heartbeat
-    /// word every `heartbeat_ns` until [`Member::stop`]. Waits by
-    /// yielding (the runtime has no timer): on a real fabric the core it
-    /// runs on stays busy. Errors: the WRITE's.
+    /// One heartbeat: WRITEs the next count to the record's heartbeat word
+    /// (one WRITE of 8 bytes). For a service whose core parks when idle, a
+    /// thread outside the runtime submits this every `heartbeat_ns`
+    /// (`dm_index::ClusterBuilder::lease`). Errors: the WRITE's.
+    pub async fn beat(&self) -> Result<(), LockError> {
+        let n = self.beats.load(Relaxed) + 1;
+        let mut b = dm_verbs::buf::take(8);
+        b.extend_from_slice(&n.to_le_bytes());
+        write(self.record(self.cs).add(8), b).await?;
+        self.beats.fetch_max(n, Relaxed);
+        Ok(())
+    }
+
+    /// The heartbeat as a task: [`Member::beat`] every `heartbeat_ns`
+    /// until [`Member::stop`]. Waits by yielding (the runtime has no
+    /// timer), so the core it runs on never idles: for `sim` and tests; a
+    /// service submits [`Member::beat`] from a thread instead. Errors: the
+    /// WRITE's.
     pub async fn heartbeat(self: Arc<Self>) -> Result<(), LockError> {
-        let at = self.record(self.cs).add(8);
         while !self.stopped() {
-            let n = self.beats.load(Relaxed) + 1;
-            let mut b = dm_verbs::buf::take(8);
-            b.extend_from_slice(&n.to_le_bytes());
-            write(at, b).await?;
-            self.beats.store(n, Relaxed);
+            self.beat().await?;
             let next = crate::now_ns().saturating_add(self.cfg.heartbeat_ns);
             while crate::now_ns() < next && !self.stopped() {
                 yield_now().await;

@@ -102,3 +102,51 @@ fn hocl_counts_queue_waits_and_hand_overs() {
         }
     );
 }
+
+/// HOCL hands a GLT slot from one core's handle to another's; the giver's
+/// own-tag ledger entry must then say it holds nothing. It used to stay
+/// "held" once the receiver released the slot, and a later CAS of the
+/// giver that took the slot unreported (soft-RoCE, docs/rdma.md) was never
+/// recognised: the slot stayed taken by the giver's tag for ever (the
+/// sherman-hier hang of 2026-11-24). Here the unreported CAS is played by
+/// WRITing the giver's tag into the slot.
+#[test]
+fn a_handed_over_lock_leaves_the_givers_ledger_clean() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let out = r.block_on(c, async move {
+        let t = LockTechniques {
+            combine: true,
+            onchip_lock: true,
+            hier_lock: true,
+            ..LockTechniques::FG_PLUS
+        };
+        // One 64-bit slot in device memory: every node's lock is at device(ms, 0).
+        let table = LockTableConfig {
+            device: true,
+            lanes16: false,
+            slots: 1,
+        };
+        let local = NodeLocks::new_local_table(&t);
+        let shared = Arc::new(LockCounters::new());
+        let mut a = handle(t, table, 0).with_counters(shared.clone());
+        let mut b = handle(t, table, 1).with_counters(shared.clone());
+        a.set_local(local.clone());
+        b.set_local(local);
+        let x = GlobalAddr::new(1, 4096);
+        // a takes the slot by CAS and hands it to b, which releases it.
+        contend(&a, &b, x).await;
+        // a's CAS takes the slot without reporting it.
+        dm_runtime::write(GlobalAddr::device(1, 0), 1u64.to_le_bytes().to_vec())
+            .await
+            .unwrap();
+        let h = a
+            .lock(x)
+            .await
+            .expect("a recognises its own unreported CAS");
+        a.release(h, Vec::new()).await.unwrap();
+        shared.snapshot()
+    });
+    let s = out.unwrap();
+    assert_eq!((s.handovers, s.takeovers), (1, 1), "{s:?}");
+}

@@ -402,6 +402,22 @@ impl NodeLocks {
         });
     }
 
+    /// Records in the own-tag ledger that this handle no longer holds the
+    /// 64-bit word of `w`: it handed the lock over (HOCL, possibly to
+    /// another core, whose thread has its own ledger). Without this the
+    /// giver's entry stayed held for ever once the receiver released the
+    /// word from another core, and the giver could never again recognise
+    /// a CAS of its own that took the word unreported (the sherman-hier
+    /// hang on soft-RoCE of 2026-11-24, docs/rdma.md).
+    fn note_given(&self, w: LockWord) {
+        if let LockWord::Word(a) = w {
+            ledger((self.tag, a.to_u64()), |e| {
+                e.held = e.held.saturating_sub(1);
+                e.epoch += 1;
+            });
+        }
+    }
+
     /// 16-bit lock value: the CS id + 1 (Sherman §4.3); with a member, its
     /// incarnation modulo 63 above bit 10 ([`super::member`]).
     pub(super) fn lane_id(&self) -> u64 {
@@ -438,7 +454,10 @@ impl NodeLocks {
             Some(g) if g.can_hand_over() => {
                 self.post_writes(near, combine).await?;
                 match g.try_hand_over() {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        self.note_given(word);
+                        return Ok(());
+                    }
                     Err(g) => {
                         self.unlock_word(word).await?;
                         drop(g);

@@ -69,6 +69,7 @@ const NET: [(&str, Ty); 5] = [
 const YCSB_FLAGS: &[(&str, Ty)] = &[
     ("--keys", Ty::U64),
     ("--ops", Ty::U64),
+    ("--warmup", Ty::U64),
     ("--ms", Ty::U16),
     ("--cs", Ty::U16),
     ("--threads", Ty::U16),

@@ -304,3 +304,40 @@ fn ycsb_cpu_per_op_and_baselines_on_loopback() {
         "--baseline",
     );
 }
+
+/// `--warmup N`: the stream's first N operations run after the load,
+/// checked, and counted in no figure; the measured run is `--ops` long.
+#[test]
+fn ycsb_warmup_runs_before_the_measured_phase_and_is_not_counted() {
+    for fabric in ["sim", "loopback"] {
+        let args = [
+            "ycsb",
+            "--index",
+            "sherman",
+            "--workload",
+            "a",
+            "--keys",
+            "2000",
+            "--ops",
+            "1500",
+            "--warmup",
+            "700",
+            "--fabric",
+            fabric,
+            "--threads",
+            "2",
+        ];
+        let (ok, text, v) = bench(&args);
+        assert!(ok, "{fabric}: {text}");
+        assert_eq!(v["warmup_ops"], 700, "{fabric}");
+        assert_eq!(v["ops"], 1500, "{fabric}");
+        let counted: u64 = v["ops_by_kind"]
+            .as_object()
+            .map(|m| m.values().filter_map(|x| x.as_u64()).sum())
+            .unwrap_or(1500);
+        assert_eq!(counted, 1500, "{fabric}: {text}");
+        assert_eq!(v["mismatches"], 0, "{fabric}: {text}");
+        assert!(text.contains("warm-up      700 operations"), "{text}");
+    }
+    rejects(&["ycsb", "--warmup", "18446744073709551615"], "--warmup");
+}

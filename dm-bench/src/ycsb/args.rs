@@ -34,6 +34,12 @@ pub struct Args {
     /// Run-phase operations (generator mode; a cap in trace mode).
     #[arg(long, default_value_t = 100_000)]
     pub ops: u64,
+    /// Operations run after the load and before the measured run phase,
+    /// from the same stream (the run's first N; in trace mode the trace's
+    /// first N), checked like the run's but counted in no figure (the
+    /// C++ benches warm their caches with 5,000). Default 0.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
     #[arg(long, value_enum, default_value = "sim")]
     pub fabric: FabricArg,
     /// Memory servers: a count (sim, loopback) or HOST:PORT[,HOST:PORT..]

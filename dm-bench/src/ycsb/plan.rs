@@ -19,7 +19,10 @@ use std::sync::Arc;
 /// Everything the coroutines share (read-only).
 pub(super) struct Plan {
     pub load: Vec<Vec<u8>>,
+    /// The warm-up's operations (`--warmup`), then the measured run's.
     pub run: Vec<Op>,
+    /// How many of `run`'s first operations are the warm-up's.
+    pub warm: usize,
     /// The keys something inserted (load or run), sorted, each once.
     pub written: Written,
     /// Where the keys come from, for the report.
@@ -167,6 +170,12 @@ fn pad(k: &[u8], n: usize) -> Result<Vec<u8>> {
 }
 
 /// Tree key size: `--key-bytes`, else 8 for integer keys and 32 for strings.
+/// The warm-up's and the run's operations together (`--warmup`, `--ops`;
+/// both at most `limits::MAX_COUNT`, checked before the plan is built).
+pub(super) fn total_ops(a: &Args) -> usize {
+    a.warmup.saturating_add(a.ops) as usize
+}
+
 pub(super) fn key_bytes(a: &Args) -> usize {
     let strings = a.key_file.is_some() || (a.trace_dir.is_some() && a.key_type != "randint");
     a.key_bytes.unwrap_or(if strings { 32 } else { 8 })
@@ -190,7 +199,7 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             let lp = trace::find(dir, "load", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let tp = trace::find(dir, "txn", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let load = trace::read_load(&lp, ints).map_err(|e| anyhow!(e))?;
-            let run = trace::read_ops(&tp, ints, a.ops as usize).map_err(|e| anyhow!(e))?;
+            let run = trace::read_ops(&tp, ints, total_ops(a)).map_err(|e| anyhow!(e))?;
             let n = key_bytes(a);
             let load = load.iter().map(|k| pad(k, n)).collect::<Result<_>>()?;
             let run = run
@@ -213,7 +222,8 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             if let Some(m) = &a.mix {
                 spec.mix = Mix::parse_percent(m)?;
             }
-            let mut s = Stream::new(spec, a.keys, a.ops, a.seed).map_err(|e| anyhow!(e))?;
+            let mut s =
+                Stream::new(spec, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
             match &a.key_file {
                 Some(path) => {
                     let kf = keys::load(path, key_bytes(a)).map_err(|e| anyhow!(e))?;
@@ -241,7 +251,7 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
                 bail!("--key-order takes hashed or ordered, for generated integer keys only");
             }
             let load = (0..a.keys).map(|n| s.key(n)).collect();
-            let run = (0..a.ops).map(|_| s.next_op()).collect();
+            let run = (0..total_ops(a)).map(|_| s.next_op()).collect();
             if let Some(usable) = keys_info["usable"].as_u64() {
                 if s.key_numbers_used() > usable {
                     bail!(
@@ -256,7 +266,9 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
         }
     };
     let written = Written::new(&load, &run);
+    let warm = (a.warmup as usize).min(run.len());
     Ok(Plan {
+        warm,
         carved0: dm_runtime::alloc::bytes_carved(),
         dolphin0: dm_art::dolphin::totals(),
         load,
@@ -293,7 +305,7 @@ pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
         bail!("key numbers name generated integer keys (no --key-file, --trace-dir)");
     }
     let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
-    let s = Stream::new(spec, a.keys, a.ops, a.seed).map_err(|e| anyhow!(e))?;
+    let s = Stream::new(spec, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
     Ok(match a.key_order.as_str() {
         "ordered" => s.with_ordered_keys().key(n),
         _ => s.key(n),

@@ -177,7 +177,11 @@ impl Bench {
             load_value,
             run_value,
             load_by_thread: (a.load != "bulk").then(|| by_thread(Phase::Load, plan.load.len())),
-            run_by_thread: by_thread(Phase::Run, plan.run.len()),
+            // The measured operations only (not `--warmup`'s).
+            run_by_thread: by_thread(Phase::Run, plan.run.len())
+                .into_iter()
+                .map(|v| v.into_iter().filter(|&j| j >= plan.warm).collect())
+                .collect(),
         };
         let maps = a
             .baseline

@@ -92,6 +92,12 @@ pub(crate) fn check_sizes(a: &Args) -> Result<()> {
     let cores = a.cs as u128 * a.threads as u128;
     limits::check_shape(ms, cores, cores * a.coros as u128, CORO_BYTES)?;
     at_most("--ops", a.ops, limits::MAX_COUNT, "operations of one run")?;
+    at_most(
+        "--warmup",
+        a.warmup,
+        limits::MAX_COUNT,
+        "warm-up operations of one run",
+    )?;
     limits::check_node_bytes(a.node_bytes as u64)?;
     at_most(
         "--rdwc-entries",
@@ -121,7 +127,8 @@ pub(crate) fn check_sizes(a: &Args) -> Result<()> {
                 "the load's keys and the run's operations (--keys {}, --ops {})",
                 a.keys, a.ops
             ),
-            a.keys as u128 * (per_key(&a.index) + 2 * kb) + a.ops as u128 * (OP_BYTES + 2 * kb),
+            a.keys as u128 * (per_key(&a.index) + 2 * kb)
+                + (a.ops as u128 + a.warmup as u128) * (OP_BYTES + 2 * kb),
             "take fewer --keys or --ops",
         )?;
     }

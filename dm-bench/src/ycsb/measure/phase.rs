@@ -39,6 +39,15 @@ impl Out {
         self.mismatches += 1;
         self.first_mismatch.get_or_insert(what);
     }
+    /// Keeps only `o`'s failed checks (the warm-up's: its counts and
+    /// latencies are in no figure).
+    pub(super) fn merge_checks(&mut self, o: Out) {
+        self.mismatches += o.mismatches;
+        if self.first_mismatch.is_none() {
+            self.first_mismatch = o.first_mismatch;
+        }
+    }
+
     pub(super) fn merge(&mut self, o: Out) {
         if let (Some(h), Some(oh)) = (self.hist.as_mut(), o.hist.as_ref()) {
             h.add(oh).unwrap();
@@ -59,7 +68,21 @@ impl Out {
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Phase {
     Load,
+    /// `--warmup`: the run's first `plan.warm` operations, not counted.
+    Warmup,
     Run,
+}
+
+impl Phase {
+    /// The operation indices of this phase (into `plan.load` for the load,
+    /// `plan.run` for the others).
+    fn range(self, plan: &Plan) -> std::ops::Range<usize> {
+        match self {
+            Phase::Load => 0..plan.load.len(),
+            Phase::Warmup => 0..plan.warm,
+            Phase::Run => plan.warm..plan.run.len(),
+        }
+    }
 }
 
 async fn coroutine(
@@ -72,15 +95,17 @@ async fn coroutine(
     ids: Option<Arc<Vec<usize>>>,
 ) -> Out {
     let mut out = Out::new();
-    let n = if phase == Phase::Load {
-        plan.load.len()
-    } else {
-        plan.run.len()
-    };
+    let r = phase.range(&plan);
     // All operations round-robin, or (DEX, partitioned) this CS's list.
     let mine: Box<dyn Iterator<Item = usize>> = match &ids {
-        None => Box::new((id..n).step_by(total)),
-        Some(v) => Box::new(v.iter().copied().skip(id).step_by(total)),
+        None => Box::new((r.start + id..r.end).step_by(total)),
+        Some(v) => Box::new(
+            v.iter()
+                .copied()
+                .filter(move |j| r.contains(j))
+                .skip(id)
+                .step_by(total),
+        ),
     };
     for j in mine {
         let t0 = dm_runtime::now_ns();
@@ -94,7 +119,7 @@ async fn coroutine(
                 }
                 1
             }
-            Phase::Run => run_op(&tree, &plan, j, &mut out).await,
+            Phase::Run | Phase::Warmup => run_op(&tree, &plan, j, &mut out).await,
         };
         out.stats[kind].add(&dm_runtime::task_stats().since(&s0));
         out.counts[kind] += 1;
@@ -328,13 +353,15 @@ impl Layout {
 /// The load and run phases' progress bars.
 pub(super) struct Bars {
     pub load: ProgressBar,
+    pub warm: ProgressBar,
     pub run: ProgressBar,
 }
 
 impl Bars {
     pub(super) fn new(plan: &Plan) -> Self {
         let load = bar(plan.load.len() as u64, "load");
-        let run = bar(plan.run.len() as u64, "run");
-        Bars { load, run }
+        let warm = bar(plan.warm as u64, "warm-up");
+        let run = bar((plan.run.len() - plan.warm) as u64, "run");
+        Bars { load, warm, run }
     }
 }

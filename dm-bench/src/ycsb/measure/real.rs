@@ -88,8 +88,19 @@ impl Bench {
             let t = self.open(0, 0);
             ex.block_on(async move { h.pass(&t).await });
         }
-        meet(&mut ex, 2)?;
-        let (ro, rns, rcpu) = phase(Phase::Run, run_pb);
+        // The barrier word counts every meeting: a warm-up adds one.
+        let w = (plan.warm > 0) as u64;
+        let wo = if w == 1 {
+            meet(&mut ex, 2)?;
+            Some(phase(Phase::Warmup, &bars.warm).0)
+        } else {
+            None
+        };
+        meet(&mut ex, 2 + w)?;
+        let (mut ro, rns, rcpu) = phase(Phase::Run, run_pb);
+        if let Some(wo) = wo {
+            ro.merge_checks(wo);
+        }
         if self.cl.dexcl().is_some() {
             // Every process writes its CSs' dirty pages back before any
             // verifies the pool.
@@ -102,7 +113,7 @@ impl Bench {
             })
             .map_err(|e| anyhow!("flushing DEX's caches: {e}"))?;
         }
-        meet(&mut ex, 3)?;
+        meet(&mut ex, 3 + w)?;
         let v = ex.block_on(verify_view(self.open(0, 0), plan.clone()));
         Ok(Ran {
             load: lo,

@@ -46,7 +46,8 @@ pub(super) fn report(b: &Bench, ran: Ran, parts: Parts) -> Result<serde_json::Va
     let nam_json = nam_json(b);
     let sections = sections(b, &ran.run);
     let s = Summary::new(b, ran, &parts.baselines);
-    let v = s.json(b, &locks, nam_json, &sections, &parts);
+    let mut v = s.json(b, &locks, nam_json, &sections, &parts);
+    v["warmup_ops"] = json!(b.plan.warm);
     if !a.quiet {
         s.print(b, &v, &locks, &sections, &parts);
     }
@@ -323,6 +324,12 @@ impl Summary {
             "  keys         {}",
             plan.keys_info["kind"].as_str().unwrap_or_default()
         );
+        if plan.warm > 0 {
+            println!(
+                "  warm-up      {} operations after the load, checked, in no figure below",
+                plan.warm
+            );
+        }
         println!("  locks        {}", locks.0);
         if let Some(f) = plan.keys_info["file"].as_str() {
             println!(

@@ -67,7 +67,11 @@ impl Bench {
             let t = self.open(0, 0);
             rt.block_on(sc[0], async move { h.pass(&t).await });
         }
-        let (ro, rns) = phase(&mut rt, Phase::Run, run_pb);
+        let wo = (plan.warm > 0).then(|| phase(&mut rt, Phase::Warmup, &bars.warm).0);
+        let (mut ro, rns) = phase(&mut rt, Phase::Run, run_pb);
+        if let Some(wo) = wo {
+            ro.merge_checks(wo);
+        }
         let v = rt
             .block_on(sc[0], verify_view(self.open(0, 0), plan.clone()))
             .unwrap();

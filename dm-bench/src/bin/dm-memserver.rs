@@ -106,7 +106,16 @@ fn run(a: Args) -> anyhow::Result<()> {
     tracing::info!(listen = %s.local_addr()?, "{}", s.describe());
     // A line scripts can wait for.
     println!("dm-memserver ready on {}", s.local_addr()?);
+    let t0 = std::time::Instant::now();
     s.run(&stop)?;
+    let (waits, idle_ns) = s.idle_waits();
+    let up = t0.elapsed().as_secs_f64();
+    // Scripts read this line (issue 32, item 5: wake-ups of an idle server).
+    println!(
+        "dm-memserver stopped: up {up:.1} s, blocked idle {:.1} s in {waits} waits ({:.1} wake-ups per idle second)",
+        idle_ns as f64 / 1e9,
+        waits as f64 / (idle_ns as f64 / 1e9).max(1e-9)
+    );
     tracing::info!(bytes_used = s.bytes_used(), "memory server stopped");
     Ok(())
 }

@@ -52,9 +52,10 @@ cell() {
     timeout 1800 "$BIN/dm-bench" ycsb --fabric rdma --ms $MS --rdma-staging-kib 1024 \
       --index $1 --workload $2 --theta 0 --load $3 --keys $KEYS --ops $OPS --warmup $WARMUP \
       --cs 1 --threads 1 --coros 1 --cache-mb 1 --seed $r --json $L/cell.json > $L/cell.out 2>&1 \
-      || { echo "  $1 $2 run $r failed:"; tail -n 20 $L/cell.out; }
+      || { echo "  $1 $2 run $r failed:"; tail -n 20 $L/cell.out; } >&2
     stop_ms 0; stop_ms 1
-    grep -o '"throughput_mops":[0-9.e+-]*' $L/cell.json | cut -d: -f2 | awk '{printf "%.0f\n", $1 * 1e6}'
+    sed -n 's/.*"throughput_mops": *\([0-9.eE+-]*\).*/\1/p' $L/cell.json | head -n 1 \
+      | awk '{printf "%.0f\n", $1 * 1e6}'
   done > $L/cell.rates
   m=$(median < $L/cell.rates)
   printf "  %-8s %-3s ops/s %-24s median %7s  ratio to READs %s\n" $1 $2 \

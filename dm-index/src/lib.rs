@@ -65,6 +65,7 @@ pub mod stats;
 pub use client::{Client, Entries};
 pub use cluster::{register_handlers, Cluster, ClusterBuilder, ClusterStats, FabricSpec};
 pub use config::{CsOverride, IndexConfig, Root, Site};
+pub use dm_runtime::lock::LeaseConfig;
 pub use dm_runtime::service::ServiceConfig;
 pub use error::Error;
 pub use index::{Handle, Index, Instance};

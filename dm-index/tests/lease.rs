@@ -3,8 +3,7 @@
 //! beats from its heartbeat thread, gives every index it opens the members,
 //! and stops the thread at shutdown; sim refuses a lease.
 
-use dm_index::{Cluster, Error, FabricSpec, IndexConfig, IndexKind};
-use dm_runtime::lock::LeaseConfig;
+use dm_index::{Cluster, Error, FabricSpec, IndexConfig, IndexKind, LeaseConfig};
 use dm_verbs::loopback::LoopbackConfig;
 use dm_verbs::sim::SimConfig;
 use std::time::{Duration, Instant};

@@ -12,8 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub(super) struct Entry {
     pub(super) held: u32,
-    /// Post numbers of the lock CASes in flight, in post order.
-    pub(super) in_flight: Vec<u64>,
+    /// Post numbers of the lock CASes in flight, in post order (inline for
+    /// the usual few: an entry comes and goes with each lock, and a heap
+    /// `Vec` here was an allocation per lock, issue 32 item 2).
+    pub(super) in_flight: smallvec::SmallVec<[u64; 4]>,
     next_post: u64,
     pub(super) epoch: u64,
 }

@@ -196,14 +196,7 @@ fn on_loopback_a_dead_members_lock_is_taken_over_in_wall_time() {
             let m0 = Member::join(0, lease, chunk).await.unwrap();
             let m1 = Member::join(1, lease, chunk).await.unwrap();
             let c = Arc::new(LockCounters::new());
-            let mk = |m: &Arc<Member>| {
-                let mut h = NodeLocks::new(t, table, m.cs(), 0, 0, chunk)
-                    .unwrap()
-                    .with_counters(c.clone());
-                h.set_member(m.clone()).unwrap();
-                h
-            };
-            let (a, b) = (mk(&m0), mk(&m1));
+            let (a, b) = (handle(t, table, &m0, &c), handle(t, table, &m1, &c));
             std::mem::forget(a.lock(x).await.unwrap());
             let got = b.lock(x).await.unwrap();
             b.release(got, Vec::new()).await.unwrap();

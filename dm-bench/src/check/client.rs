@@ -43,43 +43,46 @@ pub(super) async fn client<T: Kv>(
         let value = ((id as u64 + 1) << 32) | (i as u64 + 1);
         let p = rng.gen_range(0..100);
         let n = if p >= 90 { rng.gen_range(1..12u32) } else { 0 };
+        // The operation, as the history holds it while it runs (and for
+        // good if a crash cuts it off).
+        let pending = match p {
+            0..30 => Kind::Insert(value),
+            30..40 => Kind::UpdateMaybe(value),
+            40..55 => Kind::RemoveMaybe,
+            55..90 => Kind::Get(None),
+            _ => Kind::Scan(n, Vec::new()),
+        };
         let call = clock();
         let at = cut_off.then(|| {
-            let kind = match p {
-                0..30 => Kind::Insert(value),
-                30..40 => Kind::UpdateMaybe(value),
-                40..55 => Kind::RemoveMaybe,
-                55..90 => Kind::Get(None),
-                _ => Kind::Scan(n, Vec::new()),
-            };
             let mut l = log.borrow_mut();
             l.push(Event {
                 client: id,
                 key: k,
                 hi: keys.end,
-                kind,
+                kind: pending.clone(),
                 call,
                 ret: u64::MAX,
             });
             l.len() - 1
         });
-        let kind = if p < 30 {
-            t.insert(&key(k), value).await?;
-            Kind::Insert(value)
-        } else if p < 40 {
-            Kind::Update(value, t.update(&key(k), value).await?)
-        } else if p < 55 {
-            Kind::Remove(t.remove(&key(k)).await?)
-        } else if p < 90 {
-            Kind::Get(t.get(&key(k)).await?)
-        } else {
-            let r = t.scan(&key(k), n as usize).await?;
-            Kind::Scan(
-                n,
-                r.into_iter()
-                    .map(|(kk, v)| (u64::from_be_bytes(kk.try_into().unwrap()), v))
-                    .collect(),
-            )
+        let kind = match pending {
+            Kind::Insert(v) => {
+                t.insert(&key(k), v).await?;
+                Kind::Insert(v)
+            }
+            Kind::UpdateMaybe(v) => Kind::Update(v, t.update(&key(k), v).await?),
+            Kind::RemoveMaybe => Kind::Remove(t.remove(&key(k)).await?),
+            Kind::Get(_) => Kind::Get(t.get(&key(k)).await?),
+            Kind::Scan(n, _) => {
+                let r = t.scan(&key(k), n as usize).await?;
+                Kind::Scan(
+                    n,
+                    r.into_iter()
+                        .map(|(kk, v)| (u64::from_be_bytes(kk.try_into().unwrap()), v))
+                        .collect(),
+                )
+            }
+            Kind::Update(..) | Kind::Remove(_) => unreachable!("drawn as pending kinds above"),
         };
         let e = Event {
             client: id,

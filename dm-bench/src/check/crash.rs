@@ -65,6 +65,12 @@ pub(super) fn take_recoveries() -> Vec<u64> {
     RECOVERIES.with(|r| std::mem::take(&mut *r.borrow_mut()))
 }
 
+/// Adds the recovery times `inst`'s handles counted to the report's.
+fn record_recoveries(inst: &Instance) {
+    let r = inst.lock_counters().recovery_ns();
+    RECOVERIES.with(|x| x.borrow_mut().extend(r));
+}
+
 /// Seeds so far whose CS died mid-run, and those whose CS restarted (a
 /// seed whose victim finished its operations before its cut kills nobody).
 pub(super) fn crashes() -> (u64, u64) {
@@ -280,8 +286,7 @@ fn restarter(
             beat.await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
-            let r = inst.lock_counters().recovery_ns();
-            RECOVERIES.with(|x| x.borrow_mut().extend(r));
+            record_recoveries(&inst);
             Ok(())
         }
         .await;
@@ -329,7 +334,6 @@ async fn finisher(
     for m in members.borrow().iter() {
         m.stop();
     }
-    let r = inst.lock_counters().recovery_ns();
-    RECOVERIES.with(|x| x.borrow_mut().extend(r));
+    record_recoveries(&inst);
     Ok(())
 }

@@ -403,19 +403,18 @@ impl NodeLocks {
     }
 
     /// Records in the own-tag ledger that this handle no longer holds the
-    /// 64-bit word of `w`: it handed the lock over (HOCL, possibly to
-    /// another core, whose thread has its own ledger). Without this the
-    /// giver's entry stayed held for ever once the receiver released the
-    /// word from another core, and the giver could never again recognise
-    /// a CAS of its own that took the word unreported (the sherman-hier
-    /// hang on soft-RoCE of 2026-11-24, docs/rdma.md).
-    fn note_given(&self, w: LockWord) {
-        if let LockWord::Word(a) = w {
-            ledger((self.tag, a.to_u64()), |e| {
-                e.held = e.held.saturating_sub(1);
-                e.epoch += 1;
-            });
-        }
+    /// 64-bit word `w`: it released it, or handed the lock over (HOCL,
+    /// possibly to another core, whose thread has its own ledger). Without
+    /// the hand-over's record the giver's entry stayed held for ever once
+    /// the receiver released the word from another core, and the giver
+    /// could never again recognise a CAS of its own that took the word
+    /// unreported (the sherman-hier hang on soft-RoCE of 2026-11-24,
+    /// docs/rdma.md).
+    fn note_let_go(&self, w: GlobalAddr) {
+        ledger((self.tag, w.to_u64()), |e| {
+            e.held = e.held.saturating_sub(1);
+            e.epoch += 1;
+        });
     }
 
     /// 16-bit lock value: the CS id + 1 (Sherman §4.3); with a member, its
@@ -455,7 +454,9 @@ impl NodeLocks {
                 self.post_writes(near, combine).await?;
                 match g.try_hand_over() {
                     Ok(()) => {
-                        self.note_given(word);
+                        if let LockWord::Word(a) = word {
+                            self.note_let_go(a);
+                        }
                         return Ok(());
                     }
                     Err(g) => {
@@ -502,10 +503,7 @@ impl NodeLocks {
                     zero.extend_from_slice(&[0; 8]);
                     write(a, zero).await?;
                 }
-                ledger((self.tag, a.to_u64()), |e| {
-                    e.held = e.held.saturating_sub(1);
-                    e.epoch += 1;
-                });
+                self.note_let_go(a);
             }
             LockWord::Lane { word, shift } => {
                 let m = 0xffffu64 << shift;

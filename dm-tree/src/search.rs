@@ -179,8 +179,7 @@ impl FgTree {
     /// recorded); the caller traverses from the root, as `find_leaf` does.
     async fn get_cached(&self, key: &[u8]) -> Result<Option<Option<u64>>, TreeError> {
         if self.cfg.design == Design::Hybrid {
-            let (_, n) = self.nam_find_leaf(key).await?;
-            return Ok(Some(n.find(key).ok().map(|i| n.entries[i].1)));
+            return self.nam_get_hybrid(key).await.map(Some);
         }
         let Some(c) = &self.cache else {
             return Ok(None);

@@ -5,7 +5,7 @@
 
 use super::ms::{self, put_fence, RPC_NAM};
 use super::Design;
-use crate::node::{Fence, Node};
+use crate::node::{Fence, Node, View};
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::{rpc, write};
 use dm_verbs::{GlobalAddr, VerbError};
@@ -40,7 +40,9 @@ impl FgTree {
     /// A request for `op` on partition `p`: op code and the partition's
     /// header offset.
     fn nam_req(&self, op: u8, p: u16) -> Vec<u8> {
-        let mut r = vec![op];
+        // From the thread's buffer pool: the fabric gives it back once sent.
+        let mut r = dm_verbs::buf::take(64);
+        r.push(op);
         let off = self.cfg.nam.header(p, self.cfg.num_ms).1;
         r.extend_from_slice(&(off as u32).to_le_bytes());
         r
@@ -111,7 +113,9 @@ impl FgTree {
         let mut r = self.nam_req(ms::OP_GET, p);
         r.extend_from_slice(key);
         let b = self.nam_call(p, r, Some(9)).await?;
-        Ok((b[0] != 0).then(|| le64(&b[1..])))
+        let v = (b[0] != 0).then(|| le64(&b[1..]));
+        dm_verbs::buf::give(b);
+        Ok(v)
     }
 
     /// Coarse-grained upsert (`may_insert`) or update: one RPC.
@@ -126,7 +130,10 @@ impl FgTree {
         r.push(may_insert as u8);
         r.extend_from_slice(key);
         r.extend_from_slice(&value.to_le_bytes());
-        Ok(self.nam_call(p, r, Some(1)).await?[0] != 0)
+        let b = self.nam_call(p, r, Some(1)).await?;
+        let applied = b[0] != 0;
+        dm_verbs::buf::give(b);
+        Ok(applied)
     }
 
     /// Coarse-grained remove: one RPC.
@@ -188,7 +195,32 @@ impl FgTree {
         let mut r = self.nam_req(ms::OP_LEAF, p);
         r.extend_from_slice(key);
         let b = self.nam_call(p, r, Some(8)).await?;
-        Ok(GlobalAddr::from_u64(le64(&b)))
+        let a = GlobalAddr::from_u64(le64(&b));
+        dm_verbs::buf::give(b);
+        Ok(a)
+    }
+
+    /// Hybrid get: [`FgTree::nam_find_leaf`]'s walk (the same RPC, READs
+    /// and sibling hops) with each leaf image validated and searched in
+    /// place ([`View`]: no decoded node, issue 32).
+    pub(crate) async fn nam_get_hybrid(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
+        let mut a = GlobalAddr::NULL;
+        for _ in 0..MAX_REROUTES {
+            a = self.nam_leaf(key).await?;
+            loop {
+                let b = self.read_valid(a).await?;
+                let n = View::validated(&self.g, &b);
+                if n.level() != 0 || n.below_low(key) {
+                    break;
+                }
+                if n.beyond_high(key) && !n.sibling().is_null() {
+                    a = n.sibling();
+                    continue;
+                }
+                return Ok(n.get(key));
+            }
+        }
+        Err(TreeError::Corrupt(a))
     }
 
     /// Hybrid: the leaf covering `key` (unlocked, validated image): one RPC,

@@ -44,7 +44,7 @@ use dm_verbs::GlobalAddr;
 mod codec;
 mod view;
 
-pub(crate) use view::{set_sorted_value, Loc, View};
+pub(crate) use view::{set_sorted_value, set_sorted_value_same_version, Loc, View};
 
 pub const OFF_LOCK: usize = 0;
 pub const OFF_CSUM: usize = 8;

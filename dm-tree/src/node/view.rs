@@ -168,6 +168,32 @@ impl<'a> View<'a> {
         None
     }
 
+    /// As [`Node::child_for`]: an internal node's child covering `key`
+    /// (the last entry whose key is at most `key`; the first entry if
+    /// none), by binary search over the sorted entries in place.
+    /// `None` for a node without entries (no internal node is empty).
+    pub(crate) fn child_for(&self, key: &[u8]) -> Option<GlobalAddr> {
+        let g = self.g;
+        let count = u16::from_le_bytes([self.b[OFF_COUNT], self.b[OFF_COUNT + 1]]) as usize;
+        let entry = |i: usize| g.entries_off() + i * g.entry_bytes();
+        // `lo` ends as the number of entries whose key is <= `key`.
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key_at(entry(mid)) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if count == 0 {
+            return None;
+        }
+        let o = entry(lo.saturating_sub(1)) + g.kp;
+        let v = u64::from_le_bytes(self.b[o..o + 8].try_into().unwrap());
+        Some(GlobalAddr::from_u64(v))
+    }
+
     /// The value of `key` in this node's entries (a leaf's), if present.
     pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
         self.locate(key).map(|l| match l {
@@ -191,9 +217,17 @@ pub(crate) enum Loc {
 /// with that value and version + 1 (encode writes every byte the image
 /// holds from the node's fields), without decoding it.
 pub(crate) fn set_sorted_value(b: &mut [u8], value_off: usize, value: u64) {
-    b[value_off..value_off + 8].copy_from_slice(&value.to_le_bytes());
     let v = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
     b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+    set_sorted_value_same_version(b, value_off, value);
+}
+
+/// [`set_sorted_value`] without the version bump: the image
+/// [`Node::encode`] gives for the decoded node with that value (the NAM
+/// designs' MS-side nodes, which only their MS's serialised handlers
+/// touch, keep their version, [`crate::nam::ms`]).
+pub(crate) fn set_sorted_value_same_version(b: &mut [u8], value_off: usize, value: u64) {
+    b[value_off..value_off + 8].copy_from_slice(&value.to_le_bytes());
     let c = checksum(&b[16..]);
     b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
 }
@@ -271,6 +305,32 @@ mod tests {
             panic!("unsorted key");
         };
         assert_eq!((Some(s), v), (n.slots.get(4).copied(), 41));
+    }
+
+    /// An internal node's child for every key, below, on and between its
+    /// separators, is the one [`Node::child_for`] gives.
+    #[test]
+    fn an_internal_node_routes_as_the_decoded_node() {
+        let g = Geometry::new(1024, 8);
+        for n in [1, 2, 9, g.capacity()] {
+            let mut node = Node::empty(1, Fence::NegInf, Fence::PosInf);
+            for i in 0..n {
+                let k = (i as u16 * 2 + 2).to_be_bytes();
+                node.entries
+                    .push((vec![k[0], k[1], 0, 0, 0, 0, 0, 0], 4096 + i as u64 * 8));
+            }
+            let b = node.encode(&g);
+            let v = View::new(&g, &b).unwrap();
+            for x in 0..=(n as u16 * 2 + 3) {
+                for tail in [0u8, 1] {
+                    let k = x.to_be_bytes();
+                    let key = [k[0], k[1], tail, 0, 0, 0, 0, 0];
+                    assert_eq!(v.child_for(&key), Some(node.child_for(&key)), "{n} {x}");
+                }
+            }
+        }
+        let empty = Node::empty(1, Fence::NegInf, Fence::PosInf).encode(&g);
+        assert_eq!(View::new(&g, &empty).unwrap().child_for(&[0; 8]), None);
     }
 
     #[test]

@@ -219,11 +219,11 @@ impl SmartTree {
             return Ok(false);
         };
         let img = self.leaf.encode(&next_leaf(l, decided, wc));
+        let mut b = dm_verbs::buf::take(img.len() - LEAF_OFF_META);
+        b.extend_from_slice(&img[LEAF_OFF_META..]);
+        dm_verbs::buf::give(img);
         locks
-            .release(
-                held,
-                vec![(a.add(LEAF_OFF_META as u64), img[LEAF_OFF_META..].to_vec())],
-            )
+            .release(held, [(a.add(LEAF_OFF_META as u64), b)])
             .await?;
         Ok(true)
     }

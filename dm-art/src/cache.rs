@@ -117,7 +117,16 @@ struct Inner {
     bytes: usize,
     entries: usize,
     next_stamp: u64,
+    /// Slot arrays of dropped entries, for re-admissions of the same
+    /// length (an RCU leaf replacement drops an entry that the next READ
+    /// of the node admits again: no allocation, issue 32); at most
+    /// [`SPARE_WORDS`] words in all, outside the budget.
+    spare: Vec<Box<[u64]>>,
+    spare_words: usize,
 }
+
+/// Slot words [`Inner::spare`] keeps (32 KiB).
+const SPARE_WORDS: usize = 4096;
 
 impl Inner {
     fn child(&self, t: u32, b: u8) -> Option<u32> {
@@ -162,11 +171,33 @@ impl Inner {
         Some(t)
     }
 
+    /// Keeps `b` for a later entry of its length, if there is room.
+    fn keep_spare(&mut self, b: Box<[u64]>) {
+        if self.spare_words + b.len() <= SPARE_WORDS {
+            self.spare_words += b.len();
+            self.spare.push(b);
+        }
+    }
+
+    /// `slots` in a kept array of their length, else a new one.
+    fn slots_box(&mut self, slots: &[u64]) -> Box<[u64]> {
+        match self.spare.iter().position(|b| b.len() == slots.len()) {
+            Some(i) => {
+                let mut b = self.spare.swap_remove(i);
+                self.spare_words -= b.len();
+                b.copy_from_slice(slots);
+                b
+            }
+            None => slots.into(),
+        }
+    }
+
     /// Drops the entry of trie node `t` and frees the trie nodes left empty.
     fn remove_entry(&mut self, mut t: u32) {
         if let Some(e) = self.nodes[t as usize].entry.take() {
             self.bytes -= entry_bytes(e.slots.len());
             self.entries -= 1;
+            self.keep_spare(e.slots);
         }
         while t != 0 {
             let n = &self.nodes[t as usize];
@@ -224,6 +255,8 @@ impl ArtCache {
                 bytes: TNODE_BYTES,
                 entries: 0,
                 next_stamp: 0,
+                spare: Vec::new(),
+                spare_words: 0,
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -325,7 +358,15 @@ impl ArtCache {
                     cached: false,
                     ..via
                 };
-                e.slots = slots.into();
+                if old == filled {
+                    // A slot word changed (RCU: a leaf replaced): in place.
+                    e.slots.copy_from_slice(slots);
+                } else {
+                    let b = g.slots_box(slots);
+                    let e = g.nodes[t as usize].entry.as_mut().unwrap();
+                    let was = std::mem::replace(&mut e.slots, b);
+                    g.keep_spare(was);
+                }
                 g.bytes = g.bytes + 8 * filled - 8 * old;
                 return;
             }
@@ -336,13 +377,14 @@ impl ArtCache {
         }
         let stamp = g.next_stamp;
         g.next_stamp += 1;
+        let slots = g.slots_box(slots);
         g.nodes[t as usize].entry = Some(Entry {
             node,
             via: Cursor {
                 cached: false,
                 ..via
             },
-            slots: slots.into(),
+            slots,
             stamp,
         });
         g.bytes += entry_bytes(filled);

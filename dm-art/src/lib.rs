@@ -96,6 +96,7 @@ pub mod layout;
 pub mod rdwc;
 mod scan;
 mod search;
+mod slots;
 pub mod tree;
 
 pub use cache::{ArtCache, CacheStats};

@@ -34,7 +34,7 @@ pub(crate) struct NodeImage {
     pub header: Header,
     /// The header word as read (the CAS expectation of header updates).
     pub header_word: u64,
-    pub slots: Vec<u64>,
+    pub slots: crate::slots::Slots,
 }
 
 impl NodeImage {
@@ -310,7 +310,7 @@ impl SmartTree {
                 rev: GlobalAddr::from_u64(w(0)),
                 header,
                 header_word,
-                slots: (0..capacity(ty)).map(|i| w(2 + i)).collect(),
+                slots: crate::slots::Slots::collect(capacity(ty), |i| w(2 + i)),
             });
         }
     }

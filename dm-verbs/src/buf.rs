@@ -48,6 +48,15 @@ pub fn take(n: usize) -> Vec<u8> {
     got.unwrap_or_else(|| Vec::with_capacity(1 << (c as u32 + MIN_CLASS)))
 }
 
+/// An 8-byte WRITE payload holding `w` little-endian (a slot, a value, a
+/// lock or key word), from the pool: `w.to_le_bytes().to_vec()` without
+/// an allocation when the pool has one.
+pub fn le64(w: u64) -> Vec<u8> {
+    let mut v = take(8);
+    v.extend_from_slice(&w.to_le_bytes());
+    v
+}
+
 /// Gives `v` back to this thread's pool (cleared), or frees it if its
 /// capacity is not a class's or the class is full.
 pub fn give(mut v: Vec<u8>) {

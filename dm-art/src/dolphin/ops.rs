@@ -213,7 +213,7 @@ impl DolphinTree {
             let ka = t.leaf.add(LeafGeometry::item_off(i) as u64);
             let va = ka.add(8 + 8 * (seq & 1) as u64);
             let (w, got, f) = futures::join!(
-                write(va, value.to_le_bytes().to_vec()),
+                write(va, dm_verbs::buf::le64(value)),
                 cas(ka, kw.encode(), nk.encode()),
                 faa(self.lock_addr(t.leaf), (-1i64) as u64)
             );
@@ -298,7 +298,7 @@ impl DolphinTree {
                 return Ok(false);
             };
             let ka = t.leaf.add(LeafGeometry::item_off(i) as u64);
-            let empty = KeyWord::empty(img.version).encode().to_le_bytes().to_vec();
+            let empty = dm_verbs::buf::le64(KeyWord::empty(img.version).encode());
             let (w, f) = futures::join!(write(ka, empty), self.unlock_exclusive(t.leaf));
             w?;
             f?;

@@ -146,7 +146,7 @@ impl DolphinTree {
                 if got == c.word {
                     // The moved object's reverse pointer (a cache hint only:
                     // backtracking uses the leaf's special-node field).
-                    write(obj, slot_addr(na, 0).to_u64().to_le_bytes().to_vec()).await?;
+                    write(obj, dm_verbs::buf::le64(slot_addr(na, 0).to_u64())).await?;
                     true
                 } else {
                     false

@@ -92,7 +92,7 @@ impl SmartTree {
         // The old leaf's reverse pointer now names its slot in the last node
         // (signalled and awaited before returning, unlike the artifact: digest
         // §5.2 pitfall on unsignalled reverse-pointer CASes).
-        write(old, slot_addr(last, 0).to_u64().to_le_bytes().to_vec()).await?;
+        write(old, dm_verbs::buf::le64(slot_addr(last, 0).to_u64())).await?;
         spare.leaf = None;
         Ok(None)
     }
@@ -185,7 +185,7 @@ impl SmartTree {
                 hw = got;
             }
         };
-        let rev = write(node, slot_addr(na, 0).to_u64().to_le_bytes().to_vec());
+        let rev = write(node, dm_verbs::buf::le64(slot_addr(na, 0).to_u64()));
         let (t, r) = join(trim, rev).await;
         t?;
         r?;

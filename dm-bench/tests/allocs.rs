@@ -4,9 +4,8 @@
 //! paths of these indexes allocate nothing (READ buffers and WRITE
 //! payloads from `dm_verbs::buf`, leaves searched and updated in place,
 //! key paths inline, the own-tag ledger's in-flight list inline); what
-//! remains per op is occasional (cache admissions), measured in
-//! `docs/experiments/allocs.md`. Dolphin, DEX and the NAM designs still
-//! allocate per operation and are not held here yet.
+//! remains per op is occasional (cache admissions, the first operations
+//! after the load), measured in `docs/experiments/allocs.md`.
 
 mod common;
 
@@ -23,6 +22,13 @@ fn warm_gets_and_updates_barely_allocate() {
         ("smart", "c", 0.3),
         ("smart", "a", 0.3),
         ("art", "c", 0.3),
+        ("art", "a", 0.3),
+        ("smart-inplace", "a", 0.3),
+        ("dolphin", "a", 0.3),
+        ("nam-hybrid", "c", 0.1),
+        ("nam-hybrid", "a", 0.1),
+        ("nam-coarse", "a", 0.1),
+        ("dex", "c", 0.8),
     ];
     for (index, w, most) in cells {
         let args = [

@@ -21,6 +21,9 @@ pub(super) struct Out {
     pub hist: Option<Histogram<u64>>,
     pub stats: [VerbStats; 6],
     pub counts: [u64; 6],
+    /// Heap allocations of the core thread while each kind's operations
+    /// were polled (run and warm-up; [`counted`]).
+    pub allocs: [u64; 6],
     pub mismatches: u64,
     pub first_mismatch: Option<String>,
     /// Leaves scans READ ahead from head lists, and used (one per core:
@@ -55,6 +58,7 @@ impl Out {
         for i in 0..6 {
             self.stats[i].add(&o.stats[i]);
             self.counts[i] += o.counts[i];
+            self.allocs[i] += o.allocs[i];
         }
         self.mismatches += o.mismatches;
         self.head_prefetch.0 += o.head_prefetch.0;
@@ -119,7 +123,11 @@ async fn coroutine(
                 }
                 1
             }
-            Phase::Run | Phase::Warmup => run_op(&tree, &plan, j, &mut out).await,
+            Phase::Run | Phase::Warmup => {
+                let (kind, n) = counted(run_op(&tree, &plan, j, &mut out)).await;
+                out.allocs[kind] += n;
+                kind
+            }
         };
         out.stats[kind].add(&dm_runtime::task_stats().since(&s0));
         out.counts[kind] += 1;
@@ -137,6 +145,24 @@ async fn coroutine(
         }
     }
     out
+}
+
+/// `f`'s output and the heap allocations the calling thread made while
+/// polling it (`crate::alloc_count`): an operation's own allocations,
+/// wherever its polls interleave with other coroutines'. Allocations of
+/// other tasks it waits for (none in the indexes' warm paths) are not in
+/// it; the run's `allocs_per_op` counts everything.
+async fn counted<F: std::future::Future>(f: F) -> (F::Output, u64) {
+    let mut f = std::pin::pin!(f);
+    let mut n = 0;
+    let out = std::future::poll_fn(|cx| {
+        let a0 = crate::alloc_count::thread_allocs();
+        let r = f.as_mut().poll(cx);
+        n += crate::alloc_count::thread_allocs().saturating_sub(a0);
+        r
+    })
+    .await;
+    (out, n)
 }
 
 /// One run operation: its kind's index into `out`'s counters. A failed

@@ -23,6 +23,20 @@ use serde_json::json;
 /// Operation kinds in reports.
 const KINDS: [&str; 6] = ["get", "insert", "update", "remove", "scan", "rmw"];
 
+/// Heap allocations per operation of each kind that ran, counted while
+/// the operation was polled (`phase::counted`; run phase).
+fn allocs_by_kind(out: &Out) -> serde_json::Map<String, serde_json::Value> {
+    KINDS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| out.counts[*i] > 0)
+        .map(|(i, k)| {
+            let v = out.allocs[i] as f64 / out.counts[i] as f64;
+            (k.to_string(), json!(v))
+        })
+        .collect()
+}
+
 /// A report section: its name, line and JSON.
 type Section = (&'static str, String, serde_json::Value);
 
@@ -240,7 +254,7 @@ impl Summary {
             .enumerate()
             .map(|(i, k)| (k.to_string(), json!(out.counts[i])))
             .collect();
-        json!({
+        let mut v = json!({
             "index": a.index,
             "workload": a.workload,
             "mix": a.mix,
@@ -286,7 +300,9 @@ impl Summary {
             "per_core_mops": cost.map(|c| c.per_core_mops()),
             "cpu": cost.map(|c| c.json()),
             "baseline": baseline_json,
-        })
+        });
+        v["allocs_per_op_by_kind"] = json!(cost.map(|_| allocs_by_kind(out)));
+        v
     }
 
     /// The report's text.
@@ -370,6 +386,14 @@ impl Summary {
         );
         if let Some(c) = &cost {
             println!("  cpu          {} (run phase)", c.line());
+            let by: Vec<String> = allocs_by_kind(out)
+                .iter()
+                .map(|(k, v)| format!("{k} {:.3}", v.as_f64().unwrap_or(0.0)))
+                .collect();
+            println!(
+                "  allocs       {} heap allocations per op while the operation is polled",
+                by.join(", ")
+            );
             if let Some(h) = &parts.harness {
                 println!(
                     "  harness      {:.0} ns of thread CPU per op (the same stream against a no-op index, {:.2} allocations per op): the index {:.0} ns per op",

@@ -91,7 +91,8 @@ pub struct CacheStats {
 struct Entry {
     node: GlobalAddr,
     via: Cursor,
-    slots: Box<[u64]>,
+    /// The filled slots (`len`); capacity may be larger (a kept array).
+    slots: Vec<u64>,
     /// FIFO stamp of admission.
     stamp: u64,
 }
@@ -117,11 +118,11 @@ struct Inner {
     bytes: usize,
     entries: usize,
     next_stamp: u64,
-    /// Slot arrays of dropped entries, for re-admissions of the same
-    /// length (an RCU leaf replacement drops an entry that the next READ
-    /// of the node admits again: no allocation, issue 32); at most
-    /// [`SPARE_WORDS`] words in all, outside the budget.
-    spare: Vec<Box<[u64]>>,
+    /// Slot arrays of dropped entries, for later admissions (an RCU leaf
+    /// replacement drops an entry that the next READ of the node admits
+    /// again: no allocation, issue 32); at most [`SPARE_WORDS`] words of
+    /// capacity in all, outside the budget.
+    spare: Vec<Vec<u64>>,
     spare_words: usize,
 }
 
@@ -171,24 +172,29 @@ impl Inner {
         Some(t)
     }
 
-    /// Keeps `b` for a later entry of its length, if there is room.
-    fn keep_spare(&mut self, b: Box<[u64]>) {
-        if self.spare_words + b.len() <= SPARE_WORDS {
-            self.spare_words += b.len();
+    /// Keeps `b` for a later entry, if there is room.
+    fn keep_spare(&mut self, b: Vec<u64>) {
+        if self.spare_words + b.capacity() <= SPARE_WORDS {
+            self.spare_words += b.capacity();
             self.spare.push(b);
         }
     }
 
-    /// `slots` in a kept array of their length, else a new one.
-    fn slots_box(&mut self, slots: &[u64]) -> Box<[u64]> {
-        match self.spare.iter().position(|b| b.len() == slots.len()) {
+    /// `slots` in the smallest kept array that holds them, else a new one.
+    fn slots_vec(&mut self, slots: &[u64]) -> Vec<u64> {
+        let fit = (self.spare.iter().enumerate())
+            .filter(|(_, b)| b.capacity() >= slots.len())
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        match fit {
             Some(i) => {
                 let mut b = self.spare.swap_remove(i);
-                self.spare_words -= b.len();
-                b.copy_from_slice(slots);
+                self.spare_words -= b.capacity();
+                b.clear();
+                b.extend_from_slice(slots);
                 b
             }
-            None => slots.into(),
+            None => slots.to_vec(),
         }
     }
 
@@ -358,11 +364,12 @@ impl ArtCache {
                     cached: false,
                     ..via
                 };
-                if old == filled {
+                if e.slots.capacity() >= filled {
                     // A slot word changed (RCU: a leaf replaced): in place.
-                    e.slots.copy_from_slice(slots);
+                    e.slots.clear();
+                    e.slots.extend_from_slice(slots);
                 } else {
-                    let b = g.slots_box(slots);
+                    let b = g.slots_vec(slots);
                     let e = g.nodes[t as usize].entry.as_mut().unwrap();
                     let was = std::mem::replace(&mut e.slots, b);
                     g.keep_spare(was);
@@ -377,7 +384,7 @@ impl ArtCache {
         }
         let stamp = g.next_stamp;
         g.next_stamp += 1;
-        let slots = g.slots_box(slots);
+        let slots = g.slots_vec(slots);
         g.nodes[t as usize].entry = Some(Entry {
             node,
             via: Cursor {

@@ -101,6 +101,33 @@ struct LockEntry {
     write: Option<WriteGroup>,
 }
 
+/// What ended rounds leave for later ones, table-wide (issue 32: no
+/// allocation per delegated read or combined write once warm): followers'
+/// cells, reset, and the groups' emptied queues, at most [`SPARE`] of
+/// each. Only followers touch it (a lone operation's group never grows a
+/// queue): taken under an entry's mutex, never the other way round.
+#[derive(Default)]
+struct Spare {
+    read_cells: Vec<Cell<ReadResult>>,
+    write_cells: Vec<Cell<WriteResult>>,
+    read_queues: Vec<Vec<Cell<ReadResult>>>,
+    write_queues: Vec<Vec<(u64, Cell<WriteResult>)>>,
+}
+
+/// Cells and queues kept per kind.
+const SPARE: usize = 64;
+
+/// Keeps `q` (emptied) for a later group if it holds memory.
+fn keep_queue<Q>(kept: &mut Vec<Vec<Q>>, mut q: Vec<Q>) {
+    if q.capacity() > 0 && kept.len() < SPARE {
+        q.clear();
+        kept.push(q);
+    }
+}
+
+/// Where the table keeps the cells of one kind (a [`Waiter`]'s type).
+type CellsOf<T> = fn(&mut Spare) -> &mut Vec<Cell<T>>;
+
 /// Counters of one CS's table (since creation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RdwcStats {
@@ -119,6 +146,7 @@ pub struct RdwcStats {
 /// combining; see the module docs.
 pub struct Rdwc {
     entries: Box<[Mutex<LockEntry>]>,
+    spare: Mutex<Spare>,
     read_delegation: bool,
     write_combining: bool,
     write_queue: bool,
@@ -152,6 +180,8 @@ pub(crate) struct Waiter<'a, T: Clone> {
     idx: usize,
     write: bool,
     cell: Cell<T>,
+    /// Where its entry keeps reset cells of its kind.
+    cells: CellsOf<T>,
     settled: bool,
 }
 
@@ -170,6 +200,7 @@ impl Rdwc {
     /// switched off for the factor analysis (§5.3.1).
     pub fn new(entries: usize, read_delegation: bool, write_combining: bool) -> Self {
         Rdwc {
+            spare: Mutex::default(),
             entries: (0..entries.max(1))
                 .map(|_| Mutex::new(LockEntry::default()))
                 .collect(),
@@ -231,13 +262,21 @@ impl Rdwc {
                 })
             }
             Some(g) if g.key[..] == *key => {
-                let cell = Arc::new(SharedCell::new());
+                let cell = {
+                    let mut sp = self.spare.lock().unwrap();
+                    if g.next.capacity() == 0 {
+                        g.next = sp.read_queues.pop().unwrap_or_default();
+                    }
+                    sp.read_cells.pop()
+                };
+                let cell = cell.unwrap_or_else(|| Arc::new(SharedCell::new()));
                 g.next.push(cell.clone());
                 Join::Follow(Waiter {
                     t: self,
                     idx,
                     write: false,
                     cell,
+                    cells: |s| &mut s.read_cells,
                     settled: false,
                 })
             }
@@ -276,13 +315,21 @@ impl Rdwc {
                 if self.write_combining {
                     g.latest = (seq, value);
                 }
-                let cell = Arc::new(SharedCell::new());
+                let cell = {
+                    let mut sp = self.spare.lock().unwrap();
+                    if g.members.capacity() == 0 {
+                        g.members = sp.write_queues.pop().unwrap_or_default();
+                    }
+                    sp.write_cells.pop()
+                };
+                let cell = cell.unwrap_or_else(|| Arc::new(SharedCell::new()));
                 g.members.push((seq, cell.clone()));
                 Join::Follow(Waiter {
                     t: self,
                     idx,
                     write: true,
                     cell,
+                    cells: |s| &mut s.write_cells,
                     settled: false,
                 })
             }
@@ -295,8 +342,8 @@ impl Rdwc {
 
     /// Read groups: a queued client leads the next round (or the group
     /// ends). The new leader's batch is fixed when it starts.
-    fn promote_read(g: &mut Option<ReadGroup>) {
-        let Some(r) = g else { return };
+    fn promote_read(&self, e: &mut LockEntry) {
+        let Some(r) = &mut e.read else { return };
         if !r.batch.is_empty() {
             // The leader left without serving its batch: its first leads it.
             let l = r.batch.remove(0);
@@ -304,17 +351,26 @@ impl Rdwc {
         } else if !r.next.is_empty() {
             let l = r.next.remove(0);
             l.set(Msg::Lead);
-        } else {
-            *g = None;
+        } else if let Some(r) = e.read.take() {
+            // The group ends: queues it grew serve later groups.
+            if r.batch.capacity() + r.next.capacity() > 0 {
+                let mut sp = self.spare.lock().unwrap();
+                keep_queue(&mut sp.read_queues, r.batch);
+                keep_queue(&mut sp.read_queues, r.next);
+            }
         }
     }
 
     /// Write groups: the first uncovered follower leads (or the group ends).
-    fn promote_write(&self, g: &mut Option<WriteGroup>) {
-        let Some(w) = g else { return };
+    fn promote_write(&self, e: &mut LockEntry) {
+        let Some(w) = &mut e.write else { return };
         w.consumed = None;
         if w.members.is_empty() {
-            *g = None;
+            if let Some(w) = e.write.take() {
+                if w.members.capacity() > 0 {
+                    keep_queue(&mut self.spare.lock().unwrap().write_queues, w.members);
+                }
+            }
         } else {
             let (_, l) = w.members.remove(0);
             if !self.write_combining {
@@ -354,8 +410,12 @@ impl Lead<'_> {
     pub(crate) fn start_read(&self) {
         let mut e = self.t.entries[self.idx].lock().unwrap();
         if let Some(g) = &mut e.read {
-            let n = std::mem::take(&mut g.next);
-            g.batch.extend(n);
+            if g.batch.is_empty() {
+                // No copy, and the queue keeps the batch's memory.
+                std::mem::swap(&mut g.batch, &mut g.next);
+            } else {
+                g.batch.append(&mut g.next);
+            }
         }
     }
 
@@ -369,7 +429,7 @@ impl Lead<'_> {
                 c.set(Msg::Done(r.clone()));
             }
         }
-        Rdwc::promote_read(&mut e.read);
+        self.t.promote_read(&mut e);
     }
 
     /// A write leader's result: to the followers its WRITE covered, then the
@@ -379,16 +439,18 @@ impl Lead<'_> {
         let mut e = self.t.entries[self.idx].lock().unwrap();
         if let Some(g) = &mut e.write {
             if let Some(upto) = g.consumed {
-                let (covered, rest): (Vec<_>, Vec<_>) =
-                    g.members.drain(..).partition(|(s, _)| *s <= upto);
-                g.members = rest;
-                for (_, c) in covered {
+                // The covered followers, in arrival order, get the result.
+                g.members.retain(|(s, c)| {
+                    if *s > upto {
+                        return true;
+                    }
                     self.t.combined.fetch_add(1, Relaxed);
                     c.set(Msg::Done(r.clone()));
-                }
+                    false
+                });
             }
         }
-        self.t.promote_write(&mut e.write);
+        self.t.promote_write(&mut e);
     }
 }
 
@@ -405,9 +467,9 @@ impl Drop for Lead<'_> {
         }
         let mut e = self.t.entries[self.idx].lock().unwrap();
         if self.write {
-            self.t.promote_write(&mut e.write);
+            self.t.promote_write(&mut e);
         } else {
-            Rdwc::promote_read(&mut e.read);
+            self.t.promote_read(&mut e);
         }
     }
 }
@@ -432,13 +494,25 @@ impl<'a, T: Clone> Waiter<'a, T> {
 impl<T: Clone> Drop for Waiter<'_, T> {
     fn drop(&mut self) {
         if self.settled {
+            // The leader drops its clone under the entry's mutex after it
+            // sets the message: once that mutex is ours, a cell nobody else
+            // holds is kept (reset) for a later follower.
+            let _e = self.t.entries[self.idx].lock().unwrap();
+            if Arc::strong_count(&self.cell) == 1 {
+                let mut sp = self.t.spare.lock().unwrap();
+                let kept = (self.cells)(&mut sp);
+                if kept.len() < SPARE {
+                    self.cell.reset();
+                    kept.push(self.cell.clone());
+                }
+            }
             return;
         }
         // Every message is set under the entry's mutex: it cannot change now.
         let mut e = self.t.entries[self.idx].lock().unwrap();
         match self.cell.try_get() {
-            Some(Msg::Lead) if self.write => self.t.promote_write(&mut e.write),
-            Some(Msg::Lead) => Rdwc::promote_read(&mut e.read),
+            Some(Msg::Lead) if self.write => self.t.promote_write(&mut e),
+            Some(Msg::Lead) => self.t.promote_read(&mut e),
             Some(Msg::Done(_)) => {}
             None => {
                 let me = Arc::as_ptr(&self.cell) as *const ();
@@ -477,6 +551,36 @@ mod tests {
             Join::Lead(l) => l,
             _ => panic!("expected to lead"),
         }
+    }
+
+    /// A settled follower's cell and a group's queue are kept, and the
+    /// next round's follower gets that very cell (no allocation once warm).
+    #[test]
+    fn followers_cells_and_queues_are_used_again() {
+        let t = Rdwc::new(4, true, true);
+        let mut seen = None;
+        for round in 0..3 {
+            let l = lead(t.join_read(b"k"));
+            let f = follow(t.join_read(b"k"));
+            let cell = Arc::as_ptr(&f.cell);
+            if round > 0 {
+                assert_eq!(Some(cell), seen, "round {round} took a new cell");
+            }
+            seen = Some(cell);
+            l.start_read();
+            l.finish_read(&Ok(Some(7)));
+            assert!(matches!(f.wait().now_or_never(), Some(Ok(Ok(Some(7))))));
+            let sp = t.spare.lock().unwrap();
+            assert_eq!((sp.read_cells.len(), sp.read_queues.len()), (1, 1));
+        }
+        // Writes: the covered follower's cell comes back too.
+        let l = lead(t.join_write(b"w", 1));
+        let f = follow(t.join_write(b"w", 2));
+        assert_eq!(l.consume(), Some(2));
+        l.finish_write(&Ok(true));
+        assert!(matches!(f.wait().now_or_never(), Some(Ok(Ok(true)))));
+        let sp = t.spare.lock().unwrap();
+        assert_eq!((sp.write_cells.len(), sp.write_queues.len()), (1, 1));
     }
 
     #[test]

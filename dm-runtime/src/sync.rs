@@ -19,6 +19,7 @@
 //! core's inbox.
 
 use crate::core::{now_ns, with_current};
+use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
@@ -120,9 +121,23 @@ struct LockSlot {
 /// `shards` hash maps behind one mutex each; an entry exists only while its
 /// lock is held, so memory follows the locks in use, not the key space.
 pub struct LocalLockTable {
-    shards: Box<[Mutex<HashMap<u64, LockSlot>>]>,
+    shards: Box<[Mutex<Shard>]>,
     max_handover: u32,
 }
+
+/// One shard: the held keys' slots, and what released locks and finished
+/// waits leave for later ones (issue 32: a warm queue wait allocates
+/// nothing): reset wait cells and emptied wait queues, at most
+/// [`SPARE_PER_SHARD`] of each.
+#[derive(Default)]
+struct Shard {
+    map: HashMap<u64, LockSlot>,
+    cells: Vec<Arc<WaitCell>>,
+    queues: Vec<VecDeque<Arc<WaitCell>>>,
+}
+
+/// Wait cells and queues a shard keeps.
+const SPARE_PER_SHARD: usize = 16;
 
 impl LocalLockTable {
     /// `shards` mutex-protected maps (contention between cores, not
@@ -145,7 +160,8 @@ impl LocalLockTable {
         let shard = self.shard_of(key);
         let cell = {
             let mut m = self.shards[shard].lock().unwrap();
-            let s = m.entry(key).or_default();
+            let Shard { map, cells, queues } = &mut *m;
+            let s = map.entry(key).or_default();
             if !s.held {
                 s.held = true;
                 s.handovers = 0;
@@ -157,7 +173,12 @@ impl LocalLockTable {
                     released: false,
                 };
             }
-            let c = Arc::new(WaitCell::default());
+            let c = cells.pop().unwrap_or_default();
+            if s.waiters.capacity() == 0 {
+                if let Some(q) = queues.pop() {
+                    s.waiters = q;
+                }
+            }
             s.waiters.push_back(c.clone());
             c
         };
@@ -180,7 +201,7 @@ impl LocalLockTable {
 
     fn grant_next(&self, key: u64, hand_over: bool) -> bool {
         let mut m = self.shards[self.shard_of(key)].lock().unwrap();
-        let s = m.get_mut(&key).expect("granting a lock nobody holds");
+        let s = m.map.get_mut(&key).expect("granting a lock nobody holds");
         if hand_over && s.handovers >= self.max_handover {
             return false;
         }
@@ -200,7 +221,11 @@ impl LocalLockTable {
             }
             None if hand_over => false,
             None => {
-                m.remove(&key);
+                if let Some(s) = m.map.remove(&key) {
+                    if s.waiters.capacity() > 0 && m.queues.len() < SPARE_PER_SHARD {
+                        m.queues.push(s.waiters);
+                    }
+                }
                 true
             }
         }
@@ -210,7 +235,7 @@ impl LocalLockTable {
     /// waiter (even past the bound: it is one step), else park it in the slot.
     fn pass_orphan(&self, key: u64) {
         let mut m = self.shards[self.shard_of(key)].lock().unwrap();
-        let s = m.get_mut(&key).expect("orphaned lock has a slot");
+        let s = m.map.get_mut(&key).expect("orphaned lock has a slot");
         match s.waiters.pop_front() {
             Some(c) => {
                 s.handovers += 1;
@@ -231,15 +256,33 @@ impl LocalLockTable {
         }
     }
 
+    /// Keeps a granted waiter's cell for a later wait, reset, if its
+    /// granter has let go of it (the granter drops its clone after the
+    /// wake, outside the shard's mutex: else the cell is simply freed).
+    fn keep_cell(&self, key: u64, cell: Arc<WaitCell>) {
+        if Arc::strong_count(&cell) != 1 {
+            return;
+        }
+        *cell.state.lock().unwrap() = (None, None);
+        let mut m = self.shards[self.shard_of(key)].lock().unwrap();
+        if m.cells.len() < SPARE_PER_SHARD {
+            m.cells.push(cell);
+        }
+    }
+
     fn has_waiters(&self, key: u64) -> bool {
         let m = self.shards[self.shard_of(key)].lock().unwrap();
-        m.get(&key)
+        m.map
+            .get(&key)
             .is_some_and(|s| !s.waiters.is_empty() && s.handovers < self.max_handover)
     }
 
     /// Keys with an entry (held locks); for tests and leak checks.
     pub fn held_keys(&self) -> usize {
-        self.shards.iter().map(|m| m.lock().unwrap().len()).sum()
+        self.shards
+            .iter()
+            .map(|m| m.lock().unwrap().map.len())
+            .sum()
     }
 }
 
@@ -256,7 +299,8 @@ impl Future for LockWait<'_> {
         let mut st = cell.state.lock().unwrap();
         if let Some(h) = st.0 {
             drop(st);
-            self.cell = None;
+            let cell = self.cell.take().expect("checked above");
+            self.table.keep_cell(self.key, cell);
             return Poll::Ready(h);
         }
         st.1 = Some(cx.waker().clone());
@@ -270,7 +314,7 @@ impl Drop for LockWait<'_> {
         let mut m = self.table.shards[self.table.shard_of(self.key)]
             .lock()
             .unwrap();
-        if let Some(s) = m.get_mut(&self.key) {
+        if let Some(s) = m.map.get_mut(&self.key) {
             if let Some(i) = s.waiters.iter().position(|c| Arc::ptr_eq(c, &cell)) {
                 s.waiters.remove(i);
                 return;
@@ -345,14 +389,18 @@ impl Drop for LocalLockGuard<'_> {
 
 /// A CS-wide once-cell: [`SharedCell::set`] once, [`SharedCell::get`] from any
 /// core waits for the value. Share it with `Arc`.
+///
+/// The waiters' wakers are held inline up to two (a follower and a spare:
+/// no allocation per wait), and a cell can be [`SharedCell::reset`] and
+/// used again (SMART's read delegation recycles its followers' cells).
 pub struct SharedCell<T> {
-    inner: Mutex<(Option<T>, Vec<Waker>)>,
+    inner: Mutex<(Option<T>, SmallVec<[Waker; 2]>)>,
 }
 
 impl<T: Clone> Default for SharedCell<T> {
     fn default() -> Self {
         SharedCell {
-            inner: Mutex::new((None, Vec::new())),
+            inner: Mutex::new((None, SmallVec::new())),
         }
     }
 }
@@ -360,6 +408,15 @@ impl<T: Clone> Default for SharedCell<T> {
 impl<T: Clone> SharedCell<T> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Empties the cell (no value, no waiters) for another round. Call it
+    /// only on a cell nobody else holds (`Arc::strong_count == 1`): a
+    /// waiter of the old round would never be woken.
+    pub fn reset(&self) {
+        let mut g = self.inner.lock().unwrap();
+        g.0 = None;
+        g.1.clear();
     }
 
     /// Sets the value (if unset) and wakes every waiter; returns false if it was set.
@@ -401,9 +458,43 @@ impl<T: Clone> Future for SharedGet<'_, T> {
         match &g.0 {
             Some(v) => Poll::Ready(v.clone()),
             None => {
-                g.1.push(cx.waker().clone());
+                if !g.1.iter().any(|w| w.will_wake(cx.waker())) {
+                    g.1.push(cx.waker().clone());
+                }
                 Poll::Pending
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::task::noop_waker;
+
+    /// A queue wait's cell and the key's wait queue are kept when the wait
+    /// ends and the lock is let go, and the next contended round uses them
+    /// (no allocation once warm): the shard holds one of each after every
+    /// round, and no key.
+    #[test]
+    fn a_finished_wait_leaves_its_cell_and_queue_for_the_next() {
+        let t = LocalLockTable::new(1, 4);
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        for round in 0..3 {
+            let Poll::Ready(first) = Box::pin(t.lock(9)).as_mut().poll(&mut cx) else {
+                panic!("round {round}: a free lock waits");
+            };
+            let mut second = Box::pin(t.lock(9));
+            assert!(second.as_mut().poll(&mut cx).is_pending());
+            drop(first);
+            let Poll::Ready(g) = second.as_mut().poll(&mut cx) else {
+                panic!("round {round}: the waiter was not granted");
+            };
+            assert!(g.waited() && !g.handed_over());
+            drop(g);
+            let m = t.shards[0].lock().unwrap();
+            assert_eq!((m.cells.len(), m.queues.len(), m.map.len()), (1, 1, 0));
         }
     }
 }

@@ -91,10 +91,22 @@ pub struct CacheStats {
 struct Entry {
     node: GlobalAddr,
     via: Cursor,
-    /// The filled slots (`len`); capacity may be larger (a kept array).
-    slots: Vec<u64>,
-    /// FIFO stamp of admission.
-    stamp: u64,
+    /// The slot array: its first `filled` words are the node's filled
+    /// slots. A kept array may be a few words longer (the smallest kept
+    /// one that fits); the budget counts the filled words, as before
+    /// arrays were kept, so the cache's size and evictions are unchanged.
+    slots: Box<[u64]>,
+    filled: u32,
+    /// FIFO stamp of admission (wraps; only compared with the FIFO's
+    /// records, which compaction keeps recent).
+    stamp: u32,
+}
+
+impl Entry {
+    /// The node's filled slots as cached.
+    fn slots(&self) -> &[u64] {
+        &self.slots[..self.filled as usize]
+    }
 }
 
 struct TNode {
@@ -114,15 +126,15 @@ fn entry_bytes(slots: usize) -> usize {
 struct Inner {
     nodes: Vec<TNode>,
     free: Vec<u32>,
-    fifo: VecDeque<(u32, u64)>,
+    fifo: VecDeque<(u32, u32)>,
     bytes: usize,
     entries: usize,
-    next_stamp: u64,
+    next_stamp: u32,
     /// Slot arrays of dropped entries, for later admissions (an RCU leaf
     /// replacement drops an entry that the next READ of the node admits
     /// again: no allocation, issue 32); at most [`SPARE_WORDS`] words of
     /// capacity in all, outside the budget.
-    spare: Vec<Vec<u64>>,
+    spare: Vec<Box<[u64]>>,
     spare_words: usize,
 }
 
@@ -173,35 +185,35 @@ impl Inner {
     }
 
     /// Keeps `b` for a later entry, if there is room.
-    fn keep_spare(&mut self, b: Vec<u64>) {
-        if self.spare_words + b.capacity() <= SPARE_WORDS {
-            self.spare_words += b.capacity();
+    fn keep_spare(&mut self, b: Box<[u64]>) {
+        if self.spare_words + b.len() <= SPARE_WORDS {
+            self.spare_words += b.len();
             self.spare.push(b);
         }
     }
 
-    /// `slots` in the smallest kept array that holds them, else a new one.
-    fn slots_vec(&mut self, slots: &[u64]) -> Vec<u64> {
+    /// An array starting with `slots`: the smallest kept one that holds
+    /// them, else a new one of their length.
+    fn slots_box(&mut self, slots: &[u64]) -> Box<[u64]> {
         let fit = (self.spare.iter().enumerate())
-            .filter(|(_, b)| b.capacity() >= slots.len())
-            .min_by_key(|(_, b)| b.capacity())
+            .filter(|(_, b)| b.len() >= slots.len())
+            .min_by_key(|(_, b)| b.len())
             .map(|(i, _)| i);
         match fit {
             Some(i) => {
                 let mut b = self.spare.swap_remove(i);
-                self.spare_words -= b.capacity();
-                b.clear();
-                b.extend_from_slice(slots);
+                self.spare_words -= b.len();
+                b[..slots.len()].copy_from_slice(slots);
                 b
             }
-            None => slots.to_vec(),
+            None => slots.into(),
         }
     }
 
     /// Drops the entry of trie node `t` and frees the trie nodes left empty.
     fn remove_entry(&mut self, mut t: u32) {
         if let Some(e) = self.nodes[t as usize].entry.take() {
-            self.bytes -= entry_bytes(e.slots.len());
+            self.bytes -= entry_bytes(e.filled as usize);
             self.entries -= 1;
             self.keep_spare(e.slots);
         }
@@ -325,7 +337,7 @@ impl ArtCache {
             node: e.node,
         };
         let slot = path.get(l).and_then(|&b| {
-            e.slots
+            e.slots()
                 .iter()
                 .position(|&w| w as u8 == b)
                 .map(|i| (i, e.slots[i]))
@@ -355,22 +367,23 @@ impl ArtCache {
         let mut g = self.inner.lock().unwrap();
         if let Some(t) = g.find(prefix) {
             if let Some(e) = &mut g.nodes[t as usize].entry {
-                if e.node == node && *e.slots == *slots {
+                if e.node == node && e.slots() == slots {
                     return;
                 }
-                let old = e.slots.len();
+                let old = e.filled as usize;
                 e.node = node;
                 e.via = Cursor {
                     cached: false,
                     ..via
                 };
-                if e.slots.capacity() >= filled {
+                if e.slots.len() >= filled {
                     // A slot word changed (RCU: a leaf replaced): in place.
-                    e.slots.clear();
-                    e.slots.extend_from_slice(slots);
+                    e.slots[..filled].copy_from_slice(slots);
+                    e.filled = filled as u32;
                 } else {
-                    let b = g.slots_vec(slots);
+                    let b = g.slots_box(slots);
                     let e = g.nodes[t as usize].entry.as_mut().unwrap();
+                    e.filled = filled as u32;
                     let was = std::mem::replace(&mut e.slots, b);
                     g.keep_spare(was);
                 }
@@ -383,8 +396,8 @@ impl ArtCache {
             t = g.child_or_new(t, b);
         }
         let stamp = g.next_stamp;
-        g.next_stamp += 1;
-        let slots = g.slots_vec(slots);
+        g.next_stamp = g.next_stamp.wrapping_add(1);
+        let slots = g.slots_box(slots);
         g.nodes[t as usize].entry = Some(Entry {
             node,
             via: Cursor {
@@ -392,6 +405,7 @@ impl ArtCache {
                 ..via
             },
             slots,
+            filled: filled as u32,
             stamp,
         });
         g.bytes += entry_bytes(filled);
@@ -443,7 +457,7 @@ impl ArtCache {
         if e.node != hit.node || slot_a.ms() != e.node.ms() || !off.is_multiple_of(8) {
             return;
         }
-        if let Some(w) = e.slots.get_mut((off / 8) as usize) {
+        if let Some(w) = e.slots[..e.filled as usize].get_mut((off / 8) as usize) {
             if *w == old && new != 0 {
                 *w = new;
             }

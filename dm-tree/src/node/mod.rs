@@ -46,6 +46,18 @@ mod view;
 
 pub(crate) use view::{set_sorted_value, set_sorted_value_same_version, Loc, View};
 
+/// Byte-string order of two keys of one tree (equal lengths), 8-byte keys
+/// compared as one big-endian word: the same order without a `memcmp`
+/// call per comparison (issue 32: keys as fixed-width words where the
+/// layout allows; YCSB's keys are 8 bytes).
+#[inline(always)]
+pub(crate) fn cmp_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    match (<[u8; 8]>::try_from(a), <[u8; 8]>::try_from(b)) {
+        (Ok(a), Ok(b)) => u64::from_be_bytes(a).cmp(&u64::from_be_bytes(b)),
+        _ => a.cmp(b),
+    }
+}
+
 pub const OFF_LOCK: usize = 0;
 pub const OFF_CSUM: usize = 8;
 const OFF_LEVEL: usize = 16;
@@ -195,8 +207,7 @@ impl Node {
 
     /// Index of the entry whose key equals `key`.
     pub fn find(&self, key: &[u8]) -> Result<usize, usize> {
-        self.entries
-            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+        self.entries.binary_search_by(|(k, _)| cmp_keys(k, key))
     }
 
     /// The B-link split: moves the upper half of the entries into a new right

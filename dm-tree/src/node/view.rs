@@ -155,7 +155,7 @@ impl<'a> View<'a> {
         let (mut lo, mut hi) = (0, count);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match self.key_at(entry(mid)).cmp(key) {
+            match cmp_keys(self.key_at(entry(mid)), key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => {
@@ -180,7 +180,7 @@ impl<'a> View<'a> {
         let (mut lo, mut hi) = (0, count);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.key_at(entry(mid)) <= key {
+            if cmp_keys(self.key_at(entry(mid)), key).is_le() {
                 lo = mid + 1;
             } else {
                 hi = mid;

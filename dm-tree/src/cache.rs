@@ -30,27 +30,77 @@
 //! Eviction of leaf parents: first in, first out once the byte budget is
 //! exceeded (each cached node counts `node_bytes`).
 
-use crate::node::{Fence, Node};
+use crate::node::{cmp_keys, Fence, Node};
 use dm_verbs::GlobalAddr;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// A cache entry's id: its low fence key (at most 32 bytes, so held inline:
 /// a warm lookup allocates nothing, issue 32).
 pub(crate) type CacheId = smallvec::SmallVec<[u8; 32]>;
 
+/// A cached leaf parent, flattened for the warm lookup (issue 32): its
+/// high fence, its separator keys back to back (`kb` bytes each, sorted)
+/// and its children in the same order. A binary search touches one
+/// contiguous array instead of a heap `Vec` per key.
+struct Flat {
+    high: Fence,
+    kb: usize,
+    keys: Vec<u8>,
+    kids: Vec<u64>,
+}
+
+impl Flat {
+    fn new(n: &Node, kb: usize) -> Flat {
+        let mut keys = Vec::with_capacity(n.entries.len() * kb);
+        for (k, _) in &n.entries {
+            keys.extend_from_slice(k);
+        }
+        Flat {
+            high: n.high.clone(),
+            kb,
+            keys,
+            kids: n.entries.iter().map(|e| e.1).collect(),
+        }
+    }
+
+    /// As [`Node::beyond_high`].
+    fn beyond_high(&self, key: &[u8]) -> bool {
+        match &self.high {
+            Fence::PosInf => false,
+            Fence::Key(h) => cmp_keys(key, h).is_ge(),
+            Fence::NegInf => true,
+        }
+    }
+
+    /// The index of the child covering `key`, as [`Node::child_for`]
+    /// chooses it (the last separator <= `key`, else the first).
+    fn child_index(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.kids.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let k = &self.keys[mid * self.kb..(mid + 1) * self.kb];
+            if cmp_keys(k, key).is_le() {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.saturating_sub(1)
+    }
+}
+
 struct Inner {
     /// Cached level-1 nodes by low fence (empty vector = -inf).
-    nodes: BTreeMap<Vec<u8>, Node>,
+    nodes: BTreeMap<Vec<u8>, Flat>,
     /// Type 2: the highest two levels, by (level, low fence); `top_level` is
     /// the root level they were taken under (0: none cached).
     top: BTreeMap<(u8, Vec<u8>), Node>,
     top_level: u8,
     fifo: VecDeque<Vec<u8>>,
     bytes: u64,
-    hits: u64,
-    misses: u64,
 }
 
 /// A CS-wide cache of leaf-parent nodes. Share it between the cores of one CS
@@ -59,6 +109,8 @@ pub struct IndexCache {
     budget: u64,
     node_bytes: u64,
     inner: Mutex<Inner>,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 /// Cache counters.
@@ -100,9 +152,9 @@ impl IndexCache {
                 top_level: 0,
                 fifo: VecDeque::new(),
                 bytes: 0,
-                hits: 0,
-                misses: 0,
             }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
@@ -113,10 +165,11 @@ impl IndexCache {
             .nodes
             .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()?;
-        if n.beyond_high(key) {
+        if n.beyond_high(key) || n.kids.is_empty() {
             return None;
         }
-        Some((n.child_for(key), CacheId::from_slice(low)))
+        let c = GlobalAddr::from_u64(n.kids[n.child_index(key)]);
+        Some((c, CacheId::from_slice(low)))
     }
 
     /// Up to `max` leaf pointers from the cached leaf parent covering `key`:
@@ -127,19 +180,15 @@ impl IndexCache {
             .nodes
             .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()?;
-        if n.beyond_high(key) {
+        if n.beyond_high(key) || n.kids.is_empty() {
             return None;
         }
-        let i = match n.find(key) {
-            Ok(i) => i,
-            Err(0) => 0,
-            Err(i) => i - 1,
-        };
+        let i = n.child_index(key);
         Some(
-            n.entries[i..]
+            n.kids[i..]
                 .iter()
                 .take(max)
-                .map(|e| GlobalAddr::from_u64(e.1))
+                .map(|&c| GlobalAddr::from_u64(c))
                 .collect(),
         )
     }
@@ -193,11 +242,10 @@ impl IndexCache {
     }
 
     pub(crate) fn record(&self, hit: bool) {
-        let mut g = self.inner.lock().unwrap();
         if hit {
-            g.hits += 1;
+            self.hits.fetch_add(1, Relaxed);
         } else {
-            g.misses += 1;
+            self.misses.fetch_add(1, Relaxed);
         }
     }
 
@@ -207,8 +255,10 @@ impl IndexCache {
             return;
         }
         let k = low_key(&n.low);
+        let kb = n.entries.first().map_or(0, |e| e.0.len());
+        let f = Flat::new(n, kb);
         let mut g = self.inner.lock().unwrap();
-        if g.nodes.insert(k.clone(), n.clone()).is_none() {
+        if g.nodes.insert(k.clone(), f).is_none() {
             g.bytes += self.node_bytes;
             g.fifo.push_back(k);
         }
@@ -232,8 +282,8 @@ impl IndexCache {
     pub fn stats(&self) -> CacheStats {
         let g = self.inner.lock().unwrap();
         CacheStats {
-            hits: g.hits,
-            misses: g.misses,
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
             bytes: g.bytes + g.top.len() as u64 * self.node_bytes,
             nodes: g.nodes.len() as u64,
             top_nodes: g.top.len() as u64,

@@ -94,12 +94,13 @@ impl Flat {
 
 struct Inner {
     /// Cached level-1 nodes by low fence (empty vector = -inf).
-    nodes: BTreeMap<Vec<u8>, Flat>,
+    /// (Keys inline: a lookup compares them without chasing a pointer.)
+    nodes: BTreeMap<CacheId, Flat>,
     /// Type 2: the highest two levels, by (level, low fence); `top_level` is
     /// the root level they were taken under (0: none cached).
     top: BTreeMap<(u8, Vec<u8>), Node>,
     top_level: u8,
-    fifo: VecDeque<Vec<u8>>,
+    fifo: VecDeque<CacheId>,
     bytes: u64,
 }
 
@@ -254,7 +255,7 @@ impl IndexCache {
         if n.level != 1 || self.budget < self.node_bytes {
             return;
         }
-        let k = low_key(&n.low);
+        let k = CacheId::from_vec(low_key(&n.low));
         let kb = n.entries.first().map_or(0, |e| e.0.len());
         let f = Flat::new(n, kb);
         let mut g = self.inner.lock().unwrap();

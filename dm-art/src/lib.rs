@@ -15,6 +15,7 @@
 //! | `error`, `config`, `cursor` | [`ArtError`]; [`SmartConfig`], [`Techniques`], [`baseline::HOCL`]; a walk's `Cursor` |
 //! | [`cache`] | [`ArtCache`], the per-CS cache of internal nodes and its sound reverse check (§4.3) |
 //! | [`rdwc`] | [`Rdwc`], read delegation and write combining, sound versions (§4.2) |
+//! | `slots` | the slot words of a node image, in per-thread recycled buffers (issue 32: no allocation per warm operation) |
 //! | [`tree`] | [`SmartTree`]: open/create, attachments, allocation, validated READs |
 //! | `search` | `get` (§4.5, Algorithm 1) and the walk helpers around the cache |
 //! | `insert` | `insert`, `update`, `remove` (§4.1.2, Algorithm 2, Fig. 8): `descent`, `leaf` writes, `grow` (normal insert, type switch), `split` (leaf, header) |
@@ -22,7 +23,7 @@
 //! | [`baseline`] | the ladder's rungs: ROWEX node locks, RCU leaves, lock-table leaf locks |
 //! | [`dolphin`] | [`DolphinTree`]: leaves of one 7-byte prefix, special nodes, Spear lock (Dolphin §III) |
 //!
-//! Modules depend one way, bottom to top: `keys`, `layout` → `error`,
+//! Modules depend one way, bottom to top: `keys`, `layout`, `slots` → `error`,
 //! `config`, `cursor` → `cache`, `rdwc` → `tree` → `search`, `insert`,
 //! `scan` → `baseline`, `dolphin` (inside it: `layout` → `mod` → `walk` →
 //! `ops`, `smo`, `scan`); each operation file adds methods to [`SmartTree`].

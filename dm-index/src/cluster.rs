@@ -325,8 +325,9 @@ impl Cluster {
         }
         let (site, ncores, (cs, core)) = (self.site.clone(), self.cores.len(), self.cores[0]);
         let owned = name.to_string();
+        let me = self.member(cs);
         let (inst, created) = self.spawners[0].block_on(move || async move {
-            open_on_core(&owned, cfg, create, site, ncores, (cs, core)).await
+            open_on_core(&owned, cfg, create, site, ncores, (cs, core), me).await
         })??;
         for m in self.membership.iter().flat_map(|m| &m.members) {
             inst.adopt_member(m.clone())?;
@@ -399,7 +400,9 @@ impl Cluster {
 }
 
 /// On a core: looks `name` up in the catalog; if absent and `create`,
-/// claims it, creates the index's root there and publishes it.
+/// claims it, creates the index's root there and publishes it. With the
+/// CS's membership `me` (a cluster with a lease), a claim of the name left
+/// by a creator that died is taken over (`catalog::claim_as`).
 async fn open_on_core(
     name: &str,
     cfg: Option<IndexConfig>,
@@ -407,6 +410,7 @@ async fn open_on_core(
     site: Site,
     ncores: usize,
     (cs, core): (u16, u16),
+    me: Option<Arc<Member>>,
 ) -> Result<(Arc<Instance>, bool), Error> {
     let instance = |cfg: IndexConfig, e: &catalog::Entry| {
         Instance::new(name, cfg, site.clone(), Root::Area(e.root_off), ncores).map(Arc::new)
@@ -424,18 +428,18 @@ async fn open_on_core(
     };
     let tag = ((cs as u64) << 16 | core as u64) + 1;
     let made: std::cell::RefCell<Option<Arc<Instance>>> = Default::default();
-    let (entry, created) =
-        catalog::open_or_create(name, cfg.descriptor(), cfg.root_bytes(&site), tag, |e| {
-            let r = instance(cfg.clone(), &e);
-            let made = &made;
-            async move {
-                let inst = r?;
-                inst.create_root(cs, core).await?;
-                *made.borrow_mut() = Some(inst);
-                Ok::<(), Error>(())
-            }
-        })
-        .await?;
+    let (kind, bytes) = (cfg.descriptor(), cfg.root_bytes(&site));
+    let (entry, created) = catalog::open_or_create_as(name, kind, bytes, tag, me.as_deref(), |e| {
+        let r = instance(cfg.clone(), &e);
+        let made = &made;
+        async move {
+            let inst = r?;
+            inst.create_root(cs, core).await?;
+            *made.borrow_mut() = Some(inst);
+            Ok::<(), Error>(())
+        }
+    })
+    .await?;
     let inst = match made.into_inner() {
         Some(i) => i,
         None => instance(cfg, &entry)?,

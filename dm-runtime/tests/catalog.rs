@@ -296,3 +296,71 @@ fn an_unpublished_claim_leaves_its_name_busy() {
     assert!(out.1 >= BUSY_RETRIES as u64, "{} READs", out.1);
     assert!(out.2.is_ok(), "{:?}", out.2);
 }
+
+/// A claim by a member that dies before publishing is taken over by
+/// another member after the lease (issue 33): the second creator creates
+/// and publishes the name, and the dead creator's late publish (a zombie,
+/// stalled past the lease) publishes nothing. A live member's claim is
+/// waited for, never taken over, however long its create takes.
+#[test]
+fn a_dead_creators_claim_is_taken_over_and_a_live_ones_is_not() {
+    use dm_runtime::lock::{LeaseConfig, Member};
+    use dm_runtime::{now_ns, spawn, yield_until};
+    const LEASE: LeaseConfig = LeaseConfig::SIM;
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let out = r.block_on(c, async move {
+        let (m0, m1) = (
+            Member::join(0, LEASE, 1 << 20).await.unwrap(),
+            Member::join(1, LEASE, 1 << 20).await.unwrap(),
+        );
+        let hb0 = spawn(m0.clone().heartbeat());
+        let hb1 = spawn(m1.clone().heartbeat());
+        // Live: CS 0 claims "slow", creates for three leases, publishes;
+        // CS 1 asks meanwhile and gets CS 0's entry.
+        let cl = catalog::claim_as("slow", 5, 8, 10, Some(&m0))
+            .await
+            .unwrap();
+        let until = now_ns() + 3 * LEASE.lease_ns;
+        let (theirs, mine) = futures::join!(
+            catalog::open_or_create_as("slow", 5, 8, 11, Some(&m1), |_| async {
+                Ok::<(), CatalogError>(())
+            }),
+            async {
+                yield_until(until).await;
+                catalog::publish(cl).await.unwrap()
+            }
+        );
+        let (entry, created) = theirs.unwrap();
+        assert!(!created, "a live creator's claim was taken over");
+        assert_eq!(entry, mine);
+        assert_eq!(entry.tag, 10);
+        // Dead: CS 0 claims "orders" and stops beating before it publishes.
+        let zombie = catalog::claim_as("orders", 5, 8, 20, Some(&m0))
+            .await
+            .unwrap();
+        m0.stop();
+        let t0 = now_ns();
+        let (entry, created) =
+            catalog::open_or_create_as("orders", 5, 8, 21, Some(&m1), |_| async {
+                Ok::<(), CatalogError>(())
+            })
+            .await
+            .unwrap();
+        let took = now_ns() - t0;
+        assert!(created, "the dead creator's claim was not taken over");
+        assert_eq!((entry.tag, entry.slot), (21, zombie.entry.slot));
+        assert!(took >= LEASE.lease_ns, "taken over after {took} ns");
+        // The zombie's publish finds its claim gone.
+        assert_eq!(
+            catalog::publish(zombie).await.unwrap_err(),
+            CatalogError::ClaimLost("orders".into())
+        );
+        assert_eq!(catalog::lookup("orders").await.unwrap(), Some(entry));
+        m1.stop();
+        let _ = (hb0.await, hb1.await);
+        took
+    });
+    let took = out.expect("never finished");
+    assert!(took <= 5 * LeaseConfig::SIM.lease_ns, "took {took} ns");
+}

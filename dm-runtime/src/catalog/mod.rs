@@ -29,9 +29,9 @@
 //!
 //! ## Protocol
 //!
-//! A state word only moves forward, empty -> claimed -> ready; nothing
-//! clears it (removing a name, and recovering one whose creator died, are
-//! future work: issue 33). Creating `name` with hash `h`:
+//! A state word only moves forward, empty -> claimed -> ready (a claim
+//! may pass to another claimer: `takeover`); nothing clears it (removing
+//! a name is future work). Creating `name` with hash `h`:
 //!
 //! 1. **Root area**: one FAA of the wanted bytes (rounded up to 8) on the
 //!    bump word. If that overruns the range the bytes are given back (FAA
@@ -40,7 +40,8 @@
 //! 2. **Slot**: slots are probed linearly from `h % 14`, so two creators of
 //!    one name walk the same sequence. At each slot, CAS `0 -> h << 32 |
 //!    CLAIMED`. On failure the old word says who holds it: another hash ->
-//!    next slot; the same hash -> re-READ the word (yielding between tries,
+//!    next slot (a member's claim word also names it in bits 8..24:
+//!    `takeover`); the same hash -> re-READ the word (yielding between tries,
 //!    at most [`BUSY_RETRIES`] times, else [`CatalogError::Busy`]) until it
 //!    is READY, then READ the entry and compare names: the same ->
 //!    [`CatalogError::AlreadyExists`], else next slot. 14 slots held by
@@ -72,15 +73,24 @@
 //!
 //! **A creator that dies** (or drops its [`Claim`], or whose create fails)
 //! between claim and publish leaves the slot claimed: its name, and any
-//! name whose hash collides with it, is [`CatalogError::Busy`] from then
-//! on. Recovery is future work (issue 33).
+//! name whose hash collides with it, is [`CatalogError::Busy`] for
+//! creators that are not members. A creator that is a member of the
+//! membership table (issue 33, [`crate::lock::member`]; the `_as`
+//! functions) names itself in its claim, and takes over a claim whose
+//! named creator is dead ([`takeover`]): the slot passes from one claim
+//! to another, never back to empty, so the argument above holds.
 
+mod open;
+mod takeover;
+
+pub use open::{open_or_create, open_or_create_as};
+
+use crate::lock::Member;
 use crate::sync::yield_now;
 use crate::verbs::{cas, faa, read, write};
 use dm_verbs::ms::superblock;
 use dm_verbs::{GlobalAddr, VerbError};
 use std::fmt;
-use std::future::Future;
 
 /// Number of catalog entries.
 pub const SLOTS: u8 = superblock::CATALOG_SLOTS as u8;
@@ -127,6 +137,10 @@ pub enum CatalogError {
     KindMismatch { name: String, want: u64, found: u64 },
     /// The name exists (the claim lost to, or came after, its creator).
     AlreadyExists(Entry),
+    /// Another member took this creator's claim over before it published
+    /// (it presumed the creator dead: stalled past the lease,
+    /// [`crate::lock::member`]); nothing was published by this creator.
+    ClaimLost(String),
     /// A verb failed.
     Verb(VerbError),
 }
@@ -154,6 +168,11 @@ impl fmt::Display for CatalogError {
             CatalogError::AlreadyExists(e) => {
                 write!(f, "catalog name {:?} exists (slot {})", e.name, e.slot)
             }
+            CatalogError::ClaimLost(n) => write!(
+                f,
+                "the claim of catalog name {n:?} was taken over by another member (this creator \
+                 stalled past the lease and was presumed dead); nothing was published"
+            ),
             CatalogError::Verb(e) => write!(f, "{e}"),
         }
     }
@@ -169,11 +188,14 @@ impl From<VerbError> for CatalogError {
 
 /// A claimed, not yet published entry: run the index's create in its root
 /// area, then [`publish`] it. Dropping it leaves the name
-/// [`CatalogError::Busy`] for good (module docs; issue 33).
+/// [`CatalogError::Busy`] for creators that are not members, and to
+/// members until the lease shows this claimer dead (module docs).
 #[must_use = "an unpublished claim leaves its name busy for good"]
 #[derive(Debug)]
 pub struct Claim {
     pub entry: Entry,
+    /// The state word this claim CASed into its slot.
+    word: u64,
 }
 
 /// Every superblock address the catalog touches (the one place that
@@ -364,11 +386,21 @@ enum Held {
     /// The word read empty (not a state the protocol produces; taken as a
     /// slot to CAS again).
     Empty,
+    /// Its claimer was dead and this creator took the claim over
+    /// ([`takeover`]).
+    Taken,
 }
 
 /// Who holds slot `slot`, whose state word read `w` (non-zero), for a
 /// claim of `name` (hash `h`): waits while a same-hash claim is unpublished.
-async fn holder(slot: u8, name: &str, h: u32, mut w: u64) -> Result<Held, CatalogError> {
+async fn holder(
+    slot: u8,
+    name: &str,
+    h: u32,
+    mut w: u64,
+    me: Option<(&Member, u64)>,
+) -> Result<Held, CatalogError> {
+    let mut watch = takeover::Watch::new();
     for _ in 0..BUSY_RETRIES {
         if w == 0 {
             return Ok(Held::Empty);
@@ -384,25 +416,36 @@ async fn holder(slot: u8, name: &str, h: u32, mut w: u64) -> Result<Held, Catalo
                 Held::Other
             });
         }
+        if let Some((m, mine)) = me {
+            match watch.take_if_dead(m, slot, w, mine).await? {
+                Ok(()) => return Ok(Held::Taken),
+                Err(now) if now != w => {
+                    w = now;
+                    continue;
+                }
+                Err(_) => {}
+            }
+        }
         yield_now().await;
         w = read_word(place::entry(slot)).await?;
     }
     Err(CatalogError::Busy(name.to_string()))
 }
 
-/// Claims the first slot of `h`'s probe sequence `name` can have.
-async fn take_slot(name: &str, h: u32) -> Result<u8, CatalogError> {
-    let mine = state_word(h, CLAIMED);
+/// Claims the first slot of `h`'s probe sequence `name` can have, with
+/// the state word `mine` (a claim of hash `h`, naming `me` if a member).
+async fn take_slot(name: &str, h: u32, mine: u64, me: Option<&Member>) -> Result<u8, CatalogError> {
     for slot in probe(h) {
         loop {
             let w = cas(place::entry(slot), 0, mine).await?;
             if w == 0 {
                 return Ok(slot);
             }
-            match holder(slot, name, h, w).await? {
+            match holder(slot, name, h, w, me.map(|m| (m, mine))).await? {
                 Held::Other => break,
                 Held::Mine(e) => return Err(CatalogError::AlreadyExists(e)),
                 Held::Empty => continue,
+                Held::Taken => return Ok(slot),
             }
         }
     }
@@ -420,9 +463,27 @@ pub async fn claim(
     root_bytes: u32,
     tag: u64,
 ) -> Result<Claim, CatalogError> {
+    claim_as(name, kind, root_bytes, tag, None).await
+}
+
+/// [`claim`] by member `me` (`None`: as [`claim`]): the claim's state
+/// word names `me` (16 bits, as a GLT lane names its holder), a claim of
+/// the same hash whose named creator is dead past the lease is taken over
+/// with one CAS instead of waited for (`takeover`), and [`publish`] CASes
+/// from the claim word (a creator presumed dead publishes nothing:
+/// [`CatalogError::ClaimLost`]). Errors: as [`claim`], and the READs of
+/// membership records.
+pub async fn claim_as(
+    name: &str,
+    kind: u64,
+    root_bytes: u32,
+    tag: u64,
+    me: Option<&Member>,
+) -> Result<Claim, CatalogError> {
     let h = check_name(name)?;
+    let word = takeover::claim_word(h, me);
     let (root_off, want) = alloc_area(root_bytes).await?;
-    let slot = match take_slot(name, h).await {
+    let slot = match take_slot(name, h, word, me).await {
         Ok(s) => s,
         Err(e) => {
             give_back(root_off, want).await;
@@ -443,59 +504,25 @@ pub async fn claim(
             .map(|ms| write(GlobalAddr::new(ms, root_off), vec![0; want as usize]));
         futures::future::try_join_all(zeros).await?;
     }
-    Ok(Claim { entry })
+    Ok(Claim { entry, word })
 }
 
 /// Publishes a claimed entry (its index is created): from now on
 /// [`lookup`] finds it and other creators of the name get it.
+/// A member's claim is published by a CAS from its own claim word, so a
+/// creator whose claim was taken over (presumed dead) publishes nothing:
+/// [`CatalogError::ClaimLost`].
 pub async fn publish(claim: Claim) -> Result<Entry, CatalogError> {
     let e = claim.entry;
     let w = state_word(hash(&e.name), READY);
+    if takeover::names_a_member(claim.word) {
+        if cas(place::entry(e.slot), claim.word, w).await? != claim.word {
+            return Err(CatalogError::ClaimLost(e.name));
+        }
+        return Ok(e);
+    }
     write(place::entry(e.slot), w.to_le_bytes().to_vec()).await?;
     Ok(e)
-}
-
-fn check_kind(e: Entry, kind: u64) -> Result<Entry, CatalogError> {
-    if e.kind != kind {
-        return Err(CatalogError::KindMismatch {
-            name: e.name,
-            want: kind,
-            found: e.kind,
-        });
-    }
-    Ok(e)
-}
-
-/// Opens `name`, or creates it: [`lookup`]; if absent, [`claim`] it, run
-/// `create(entry)` (the index's create, writing its root words into the
-/// entry's root area) and [`publish`] it. A creator that lost the race
-/// gets the winner's entry. The bool is true when this call created it.
-/// Errors: the name exists with another kind ([`CatalogError::KindMismatch`]),
-/// the errors of [`claim`], and `create`'s (the name then stays busy:
-/// module docs).
-pub async fn open_or_create<F, Fut, E>(
-    name: &str,
-    kind: u64,
-    root_bytes: u32,
-    tag: u64,
-    create: F,
-) -> Result<(Entry, bool), E>
-where
-    F: FnOnce(Entry) -> Fut,
-    Fut: Future<Output = Result<(), E>>,
-    E: From<CatalogError>,
-{
-    if let Some(e) = lookup(name).await? {
-        return Ok((check_kind(e, kind)?, false));
-    }
-    match claim(name, kind, root_bytes, tag).await {
-        Ok(c) => {
-            create(c.entry.clone()).await?;
-            Ok((publish(c).await?, true))
-        }
-        Err(CatalogError::AlreadyExists(e)) => Ok((check_kind(e, kind)?, false)),
-        Err(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]

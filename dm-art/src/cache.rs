@@ -138,8 +138,8 @@ struct Inner {
     spare_words: usize,
 }
 
-/// Slot words [`Inner::spare`] keeps (32 KiB).
-const SPARE_WORDS: usize = 4096;
+/// Slot words [`Inner::spare`] keeps (128 KiB).
+const SPARE_WORDS: usize = 16384;
 
 impl Inner {
     fn child(&self, t: u32, b: u8) -> Option<u32> {
@@ -184,12 +184,24 @@ impl Inner {
         Some(t)
     }
 
-    /// Keeps `b` for a later entry, if there is room.
+    /// Keeps `b` for a later entry, making room by freeing the longest
+    /// kept arrays (rejecting the newest instead let the spare fill with
+    /// long arrays no short entry takes: a slow leak of allocations).
     fn keep_spare(&mut self, b: Box<[u64]>) {
-        if self.spare_words + b.len() <= SPARE_WORDS {
-            self.spare_words += b.len();
-            self.spare.push(b);
+        if b.len() > SPARE_WORDS {
+            return;
         }
+        while self.spare_words + b.len() > SPARE_WORDS {
+            let Some(i) = (self.spare.iter().enumerate())
+                .max_by_key(|(_, x)| x.len())
+                .map(|(i, _)| i)
+            else {
+                break;
+            };
+            self.spare_words -= self.spare.swap_remove(i).len();
+        }
+        self.spare_words += b.len();
+        self.spare.push(b);
     }
 
     /// An array starting with `slots`: the smallest kept one that holds

@@ -121,30 +121,38 @@ struct LockSlot {
 /// `shards` hash maps behind one mutex each; an entry exists only while its
 /// lock is held, so memory follows the locks in use, not the key space.
 pub struct LocalLockTable {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Mutex<HashMap<u64, LockSlot>>]>,
+    /// What released locks and finished waits leave for later ones, for
+    /// the whole table (issue 32: a warm queue wait allocates nothing):
+    /// reset wait cells and emptied wait queues, at most [`SPARE`] of
+    /// each. Taken only on the contended path, inside a shard's mutex
+    /// (never the other way round).
+    spare: Mutex<Spare>,
     max_handover: u32,
 }
 
-/// One shard: the held keys' slots, and what released locks and finished
-/// waits leave for later ones (issue 32: a warm queue wait allocates
-/// nothing): reset wait cells and emptied wait queues, at most
-/// [`SPARE_PER_SHARD`] of each.
 #[derive(Default)]
-struct Shard {
-    map: HashMap<u64, LockSlot>,
+struct Spare {
     cells: Vec<Arc<WaitCell>>,
     queues: Vec<VecDeque<Arc<WaitCell>>>,
 }
 
-/// Wait cells and queues a shard keeps.
-const SPARE_PER_SHARD: usize = 16;
+/// Wait cells and queues the table keeps.
+const SPARE: usize = 64;
+
+/// Held keys a shard's map has room for from the start (its capacity
+/// only grows: a new high-water mark of held keys allocates).
+const SHARD_KEYS: usize = 8;
 
 impl LocalLockTable {
     /// `shards` mutex-protected maps (contention between cores, not
     /// correctness), at most `max_handover` consecutive hand-overs per key.
     pub fn new(shards: usize, max_handover: u32) -> Self {
         LocalLockTable {
-            shards: (0..shards.max(1)).map(|_| Mutex::default()).collect(),
+            shards: (0..shards.max(1))
+                .map(|_| Mutex::new(HashMap::with_capacity(SHARD_KEYS)))
+                .collect(),
+            spare: Mutex::default(),
             max_handover,
         }
     }
@@ -160,8 +168,7 @@ impl LocalLockTable {
         let shard = self.shard_of(key);
         let cell = {
             let mut m = self.shards[shard].lock().unwrap();
-            let Shard { map, cells, queues } = &mut *m;
-            let s = map.entry(key).or_default();
+            let s = m.entry(key).or_default();
             if !s.held {
                 s.held = true;
                 s.handovers = 0;
@@ -173,12 +180,15 @@ impl LocalLockTable {
                     released: false,
                 };
             }
-            let c = cells.pop().unwrap_or_default();
-            if s.waiters.capacity() == 0 {
-                if let Some(q) = queues.pop() {
-                    s.waiters = q;
+            let c = {
+                let mut sp = self.spare.lock().unwrap();
+                if s.waiters.capacity() == 0 {
+                    if let Some(q) = sp.queues.pop() {
+                        s.waiters = q;
+                    }
                 }
-            }
+                sp.cells.pop().unwrap_or_default()
+            };
             s.waiters.push_back(c.clone());
             c
         };
@@ -201,7 +211,7 @@ impl LocalLockTable {
 
     fn grant_next(&self, key: u64, hand_over: bool) -> bool {
         let mut m = self.shards[self.shard_of(key)].lock().unwrap();
-        let s = m.map.get_mut(&key).expect("granting a lock nobody holds");
+        let s = m.get_mut(&key).expect("granting a lock nobody holds");
         if hand_over && s.handovers >= self.max_handover {
             return false;
         }
@@ -221,9 +231,12 @@ impl LocalLockTable {
             }
             None if hand_over => false,
             None => {
-                if let Some(s) = m.map.remove(&key) {
-                    if s.waiters.capacity() > 0 && m.queues.len() < SPARE_PER_SHARD {
-                        m.queues.push(s.waiters);
+                if let Some(s) = m.remove(&key) {
+                    if s.waiters.capacity() > 0 {
+                        let mut sp = self.spare.lock().unwrap();
+                        if sp.queues.len() < SPARE {
+                            sp.queues.push(s.waiters);
+                        }
                     }
                 }
                 true
@@ -235,7 +248,7 @@ impl LocalLockTable {
     /// waiter (even past the bound: it is one step), else park it in the slot.
     fn pass_orphan(&self, key: u64) {
         let mut m = self.shards[self.shard_of(key)].lock().unwrap();
-        let s = m.map.get_mut(&key).expect("orphaned lock has a slot");
+        let s = m.get_mut(&key).expect("orphaned lock has a slot");
         match s.waiters.pop_front() {
             Some(c) => {
                 s.handovers += 1;
@@ -259,30 +272,26 @@ impl LocalLockTable {
     /// Keeps a granted waiter's cell for a later wait, reset, if its
     /// granter has let go of it (the granter drops its clone after the
     /// wake, outside the shard's mutex: else the cell is simply freed).
-    fn keep_cell(&self, key: u64, cell: Arc<WaitCell>) {
+    fn keep_cell(&self, cell: Arc<WaitCell>) {
         if Arc::strong_count(&cell) != 1 {
             return;
         }
         *cell.state.lock().unwrap() = (None, None);
-        let mut m = self.shards[self.shard_of(key)].lock().unwrap();
-        if m.cells.len() < SPARE_PER_SHARD {
-            m.cells.push(cell);
+        let mut sp = self.spare.lock().unwrap();
+        if sp.cells.len() < SPARE {
+            sp.cells.push(cell);
         }
     }
 
     fn has_waiters(&self, key: u64) -> bool {
         let m = self.shards[self.shard_of(key)].lock().unwrap();
-        m.map
-            .get(&key)
+        m.get(&key)
             .is_some_and(|s| !s.waiters.is_empty() && s.handovers < self.max_handover)
     }
 
     /// Keys with an entry (held locks); for tests and leak checks.
     pub fn held_keys(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|m| m.lock().unwrap().map.len())
-            .sum()
+        self.shards.iter().map(|m| m.lock().unwrap().len()).sum()
     }
 }
 
@@ -300,7 +309,7 @@ impl Future for LockWait<'_> {
         if let Some(h) = st.0 {
             drop(st);
             let cell = self.cell.take().expect("checked above");
-            self.table.keep_cell(self.key, cell);
+            self.table.keep_cell(cell);
             return Poll::Ready(h);
         }
         st.1 = Some(cx.waker().clone());
@@ -314,7 +323,7 @@ impl Drop for LockWait<'_> {
         let mut m = self.table.shards[self.table.shard_of(self.key)]
             .lock()
             .unwrap();
-        if let Some(s) = m.map.get_mut(&self.key) {
+        if let Some(s) = m.get_mut(&self.key) {
             if let Some(i) = s.waiters.iter().position(|c| Arc::ptr_eq(c, &cell)) {
                 s.waiters.remove(i);
                 return;
@@ -474,7 +483,7 @@ mod tests {
 
     /// A queue wait's cell and the key's wait queue are kept when the wait
     /// ends and the lock is let go, and the next contended round uses them
-    /// (no allocation once warm): the shard holds one of each after every
+    /// (no allocation once warm): the table keeps one of each after every
     /// round, and no key.
     #[test]
     fn a_finished_wait_leaves_its_cell_and_queue_for_the_next() {
@@ -493,8 +502,10 @@ mod tests {
             };
             assert!(g.waited() && !g.handed_over());
             drop(g);
-            let m = t.shards[0].lock().unwrap();
-            assert_eq!((m.cells.len(), m.queues.len(), m.map.len()), (1, 1, 0));
+            let sp = t.spare.lock().unwrap();
+            assert_eq!((sp.cells.len(), sp.queues.len()), (1, 1));
+            drop(sp);
+            assert_eq!(t.held_keys(), 0);
         }
     }
 }

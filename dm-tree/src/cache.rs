@@ -30,7 +30,7 @@
 //! Eviction of leaf parents: first in, first out once the byte budget is
 //! exceeded (each cached node counts `node_bytes`).
 
-use crate::node::{cmp_keys, Fence, Node};
+use crate::node::{child_index, Fence, Node};
 use dm_verbs::GlobalAddr;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -68,27 +68,14 @@ impl Flat {
 
     /// As [`Node::beyond_high`].
     fn beyond_high(&self, key: &[u8]) -> bool {
-        match &self.high {
-            Fence::PosInf => false,
-            Fence::Key(h) => cmp_keys(key, h).is_ge(),
-            Fence::NegInf => true,
-        }
+        self.high.high_excludes(key)
     }
 
     /// The index of the child covering `key`, as [`Node::child_for`]
-    /// chooses it (the last separator <= `key`, else the first).
+    /// chooses it.
     fn child_index(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.kids.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let k = &self.keys[mid * self.kb..(mid + 1) * self.kb];
-            if cmp_keys(k, key).is_le() {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo.saturating_sub(1)
+        let kb = self.kb;
+        child_index(self.kids.len(), |i| &self.keys[i * kb..(i + 1) * kb], key)
     }
 }
 

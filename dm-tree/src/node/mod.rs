@@ -58,6 +58,25 @@ pub(crate) fn cmp_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     }
 }
 
+/// The index of the child covering `key` among `n` sorted separators
+/// (`sep(i)`): the last separator <= `key`, else the first (0 when `n` is
+/// 0). One binary search for every form of an internal node:
+/// [`Node::child_for`], a node image in place, the index cache's flat
+/// copies.
+pub(crate) fn child_index<'a>(n: usize, sep: impl Fn(usize) -> &'a [u8], key: &[u8]) -> usize {
+    // `lo` ends as the number of separators that are <= `key`.
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if cmp_keys(sep(mid), key).is_le() {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo.saturating_sub(1)
+}
+
 pub const OFF_LOCK: usize = 0;
 pub const OFF_CSUM: usize = 8;
 const OFF_LEVEL: usize = 16;
@@ -134,6 +153,15 @@ impl Fence {
             _ => vec![0; key_bytes],
         }
     }
+
+    /// As a high fence: `key` is at or above it (belongs further right).
+    pub(crate) fn high_excludes(&self, key: &[u8]) -> bool {
+        match self {
+            Fence::PosInf => false,
+            Fence::Key(h) => cmp_keys(key, h).is_ge(),
+            Fence::NegInf => true,
+        }
+    }
 }
 
 /// A decoded, validated node. Only [`Node::decode`] (checksum verified) makes one.
@@ -189,11 +217,7 @@ impl Node {
 
     /// Key is at or above the high fence: it belongs to a node further right.
     pub fn beyond_high(&self, key: &[u8]) -> bool {
-        match &self.high {
-            Fence::PosInf => false,
-            Fence::Key(h) => key >= h.as_slice(),
-            Fence::NegInf => true,
-        }
+        self.high.high_excludes(key)
     }
 
     /// Key is below the low fence (the node was reached through a stale pointer).
@@ -248,12 +272,8 @@ impl Node {
 
     /// Internal node: the child covering `key` (last entry with key <= `key`).
     pub fn child_for(&self, key: &[u8]) -> GlobalAddr {
-        let i = match self.find(key) {
-            Ok(i) => i,
-            Err(0) => 0,
-            Err(i) => i - 1,
-        };
-        GlobalAddr::from_u64(self.entries[i].1)
+        let e = &self.entries;
+        GlobalAddr::from_u64(e[child_index(e.len(), |i| &e[i].0, key)].1)
     }
 
     /// Bytes of MS memory holding live entries (for memory accounting).

@@ -175,21 +175,11 @@ impl<'a> View<'a> {
     pub(crate) fn child_for(&self, key: &[u8]) -> Option<GlobalAddr> {
         let g = self.g;
         let count = u16::from_le_bytes([self.b[OFF_COUNT], self.b[OFF_COUNT + 1]]) as usize;
-        let entry = |i: usize| g.entries_off() + i * g.entry_bytes();
-        // `lo` ends as the number of entries whose key is <= `key`.
-        let (mut lo, mut hi) = (0, count);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if cmp_keys(self.key_at(entry(mid)), key).is_le() {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
         if count == 0 {
             return None;
         }
-        let o = entry(lo.saturating_sub(1)) + g.kp;
+        let entry = |i: usize| g.entries_off() + i * g.entry_bytes();
+        let o = entry(child_index(count, |i| self.key_at(entry(i)), key)) + g.kp;
         let v = u64::from_le_bytes(self.b[o..o + 8].try_into().unwrap());
         Some(GlobalAddr::from_u64(v))
     }

@@ -77,7 +77,7 @@
 //! creators that are not members. A creator that is a member of the
 //! membership table (issue 33, [`crate::lock::member`]; the `_as`
 //! functions) names itself in its claim, and takes over a claim whose
-//! named creator is dead ([`takeover`]): the slot passes from one claim
+//! named creator is dead (`takeover`): the slot passes from one claim
 //! to another, never back to empty, so the argument above holds.
 
 mod open;

@@ -44,12 +44,12 @@ fn check_kind(e: Entry, kind: u64) -> Result<Entry, CatalogError> {
     Ok(e)
 }
 
-/// Opens `name`, or creates it: [`lookup`]; if absent, [`claim`] it, run
+/// Opens `name`, or creates it: [`lookup`]; if absent, [`claim`](super::claim) it, run
 /// `create(entry)` (the index's create, writing its root words into the
 /// entry's root area) and [`publish`] it. A creator that lost the race
 /// gets the winner's entry. The bool is true when this call created it.
 /// Errors: the name exists with another kind ([`CatalogError::KindMismatch`]),
-/// the errors of [`claim`], and `create`'s (the name then stays busy:
+/// the errors of [`claim`](super::claim), and `create`'s (the name then stays busy:
 /// module docs).
 pub async fn open_or_create<F, Fut, E>(
     name: &str,

@@ -17,7 +17,6 @@
 //! publishes nothing and gets [`CatalogError::ClaimLost`].
 
 use super::{place, state_word, word_state, CatalogError, CLAIMED};
-use crate::lock::member::short_inc;
 use crate::lock::{Holder, LeaseWatch, LockError, Member};
 use crate::verbs::cas;
 
@@ -26,9 +25,7 @@ const HOLDER_SHIFT: u32 = 8;
 
 /// The claim word of hash `h` by `me` (anonymous without one).
 pub(super) fn claim_word(h: u32, me: Option<&Member>) -> u64 {
-    let id = me.filter(|m| m.cs() < 1024).map_or(0, |m| {
-        ((short_inc(m.incarnation()) as u64) << 10 | m.cs() as u64) + 1
-    });
+    let id = me.filter(|m| m.cs() < 1024).map_or(0, |m| m.lane_name());
     state_word(h, CLAIMED) | id << HOLDER_SHIFT
 }
 

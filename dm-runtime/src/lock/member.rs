@@ -161,6 +161,14 @@ impl Member {
         self.incarnation
     }
 
+    /// Its 16-bit name, `(incarnation mod 63) << 10 | cs) + 1` (module
+    /// docs; [`Holder::of_lane`] reads it back): 16-bit GLT lanes and
+    /// catalog claims name their holder so. Only CSs below 1024 have one
+    /// that reads back.
+    pub fn lane_name(&self) -> u64 {
+        ((short_inc(self.incarnation) as u64) << 10 | self.cs as u64) + 1
+    }
+
     /// Its lease configuration.
     pub fn lease(&self) -> LeaseConfig {
         self.cfg

@@ -5,7 +5,7 @@
 use super::config::{LockTableConfig, LockTechniques};
 use super::lease::LeaseWatch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
-use super::member::{short_inc, Member};
+use super::member::Member;
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, faa, masked_cas, read, rpc, write, yield_now, Verbed};
@@ -421,11 +421,8 @@ impl NodeLocks {
     /// incarnation modulo 63 above bit 10 ([`super::member`]).
     pub(super) fn lane_id(&self) -> u64 {
         let cs = ((self.tag & 0xffff_ffff) - 1) >> 16;
-        let inc = self
-            .member
-            .as_ref()
-            .map_or(0, |m| short_inc(m.incarnation()));
-        ((inc as u64) << 10 | cs) + 1
+        // A member is of this handle's CS (`set_member` checks it).
+        self.member.as_ref().map_or(cs + 1, |m| m.lane_name())
     }
 
     /// Releases `held` after `writes` (node images, in order). Writes on

@@ -118,3 +118,63 @@ fn crash_is_refused_where_it_cannot_recover() {
         "injected by the simulator",
     );
 }
+
+/// `ycsb --lease-ms` on loopback: the CSs join and heartbeat, every index
+/// that recovers runs and verifies with leases on (a lock line that names
+/// `locks_recovered`), and the flags that cannot work are refused. The
+/// kill of a client process is in the soft-RoCE suite (two processes).
+#[test]
+fn ycsb_with_leases_runs_every_recovering_index() {
+    for index in RECOVERING {
+        let args = [
+            "ycsb",
+            "--fabric",
+            "loopback",
+            "--index",
+            index,
+            "--workload",
+            "a",
+            "--keys",
+            "500",
+            "--ops",
+            "2000",
+            "--threads",
+            "2",
+            "--coros",
+            "2",
+            "--lease-ms",
+            "100",
+        ];
+        let (ok, text, v) = bench(&args);
+        assert!(ok, "{index}: {text}");
+        assert_eq!(v["mismatches"], 0, "{index}: {text}");
+        assert!(text.contains("locks_recovered 0"), "{index}: {text}");
+    }
+}
+
+#[test]
+fn ycsb_leases_are_refused_where_they_cannot_work() {
+    for index in ["dolphin", "dex"] {
+        rejects(
+            &[
+                "ycsb",
+                "--fabric",
+                "loopback",
+                "--index",
+                index,
+                "--lease-ms",
+                "10",
+            ],
+            "do not recover from a dead CS yet",
+        );
+    }
+    rejects(&["ycsb", "--lease-ms", "10"], "check --faults crash");
+    rejects(
+        &["ycsb", "--fabric", "loopback", "--rejoin"],
+        "--rejoin replaces a dead client",
+    );
+    rejects(
+        &["ycsb", "--fabric", "loopback", "--lease-ms", "0"],
+        "--lease-ms",
+    );
+}

@@ -4,7 +4,7 @@
 //! completions).
 
 use crate::fabric_arg::{check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::kv::radix;
+use crate::kv::{radix, CRASH_RECOVERS};
 use crate::limits::{self, at_most};
 use crate::verbs_bench::FabricArg;
 use anyhow::{bail, Result};
@@ -192,22 +192,6 @@ impl Args {
         Ok((ci, cn))
     }
 }
-
-/// The indexes whose every lock recovers from a dead holder
-/// (`dm_runtime::lock::member`), so `--faults crash` can run them.
-pub(super) const CRASH_RECOVERS: [&str; 11] = [
-    "fg",
-    "sherman-combine",
-    "sherman-onchip",
-    "sherman-hier",
-    "sherman",
-    "nam-coarse",
-    "nam-hybrid",
-    "art",
-    "lockfree-art",
-    "smart-inplace",
-    "smart",
-];
 
 /// Keys of a check's key space at most: 2^32 (a check wants conflicts, and
 /// the key space's splits are computed in 64 bits).

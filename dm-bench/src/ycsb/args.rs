@@ -60,6 +60,21 @@ pub struct Args {
     /// every key. Needs fresh memory servers per run.
     #[arg(long, default_value = "0/1")]
     pub client: String,
+    /// Compute servers join the membership table and heartbeat (issue 33,
+    /// `dm_runtime::lock::member`): their lock words name them, and a CS
+    /// that waits on a lock whose holder's heartbeat stood still for this
+    /// lease (ms, wall clock; a heartbeat every lease / 10) takes it over.
+    /// With --client I/N the barriers stop waiting for a client process
+    /// whose CSs died, so the others finish and verify. Wall-clock
+    /// fabrics; the indexes `check --faults crash` runs.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub lease_ms: Option<u64>,
+    /// With --lease-ms and --client I/N: this process replaces client I,
+    /// which died. Its CSs join with new incarnations (so the dead one's
+    /// locks are taken over after one lease), it skips creation, load and
+    /// the barriers, runs client I's share of the run and verifies every key.
+    #[arg(long)]
+    pub rejoin: bool,
     #[arg(long, default_value_t = 2)]
     pub cs: u16,
     /// Cores (threads) per compute server.

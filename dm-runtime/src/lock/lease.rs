@@ -14,7 +14,7 @@ use super::ledger::InFlight;
 use super::member::{Holder, Member};
 use super::node_locks::LockWord;
 use super::{LockError, LockEvent, NodeLocks};
-use crate::{cas, masked_cas, now_ns, read};
+use crate::{cas, masked_cas, now_ns};
 use dm_verbs::GlobalAddr;
 
 /// What a waiter saw of one lock's holder: the lock value, since when (own
@@ -68,7 +68,7 @@ impl LeaseWatch {
         if now.saturating_sub(last) < me.lease().lease_ns {
             return Ok(None);
         }
-        let (inc, beat) = read_record(me, h.cs).await?;
+        let (inc, beat) = me.read_record(h.cs).await?;
         let dead = !h.is(inc) || self.beat.is_some_and(|(b, _)| b == beat);
         if !dead {
             if self.beat.is_some() {
@@ -150,13 +150,4 @@ impl NodeLocks {
             }
         })
     }
-}
-
-/// CS `cs`'s membership record: (incarnation, heartbeat). One READ of 16
-/// bytes; the two words are each written whole, so a torn READ only mixes
-/// two values each of which was there.
-async fn read_record(me: &Member, cs: u16) -> Result<(u64, u64), LockError> {
-    let r = read(me.record(cs), 16).await?;
-    let w = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().unwrap());
-    Ok((w(0), w(8)))
 }

@@ -184,6 +184,16 @@ impl Member {
         self.table.add(cs as u64 * RECORD_BYTES)
     }
 
+    /// CS `cs`'s membership record as (incarnation, heartbeat count): one
+    /// READ of 16 bytes. Each word is written whole, so a torn READ only
+    /// mixes two values each of which was there. Incarnation 0: `cs` never
+    /// joined. Errors: the READ's.
+    pub async fn read_record(&self, cs: u16) -> Result<(u64, u64), LockError> {
+        let r = read(self.record(cs), 16).await?;
+        let w = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().unwrap());
+        Ok((w(0), w(8)))
+    }
+
     /// Ends [`Member::heartbeat`] at its next wake-up (a CS leaving, or a
     /// test's crash: the heartbeat stops, so others take its locks over).
     pub fn stop(&self) {

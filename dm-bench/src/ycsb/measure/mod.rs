@@ -8,6 +8,8 @@
 //! - [`phase`]: a core's coroutines over its share of the load and run;
 //! - [`sim`] and [`real`]: load, run and verification on `sim`, or on one
 //!   OS thread per core on `loopback` and `rdma`;
+//! - [`peers`]: `--lease-ms`: membership, heartbeat, and barriers that
+//!   stop waiting for a dead client process;
 //! - [`verify`]: the final check of every key touched;
 //! - [`report`] (with [`cache`] and [`locks`]): the text and the JSON.
 
@@ -16,6 +18,7 @@ mod cluster;
 mod index;
 mod locks;
 mod options;
+pub(crate) mod peers;
 mod phase;
 mod real;
 mod report;

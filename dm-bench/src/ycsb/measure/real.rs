@@ -5,6 +5,7 @@
 //! load and run, between barriers (an FAA word on MS 0) after creation,
 //! load and run.
 
+use super::peers::{self, Peers};
 use super::phase::{bulk_load, bulk_out, core_phase, Bars, Out, Phase};
 use super::verify::verify_view;
 use super::{Bench, Ran};
@@ -42,61 +43,113 @@ impl Bench {
         let q = fabric.try_open_queues((ci * a.cs as usize) as u16, 0)?;
         let mut r = self.real_run(fabric, q, bars)?;
         // Chunks this client's cores took (the MSs' own totals stay on the MSs).
-        r.fabric_detail = json!({"device": fabric.device_name(), "chunk_bytes": chunk, "client": ci, "clients": cn});
+        let gone = r.fabric_detail["clients_gone"].take();
+        r.fabric_detail = json!({"device": fabric.device_name(), "chunk_bytes": chunk, "client": ci, "clients": cn, "clients_gone": gone});
         r.ms_used = 0;
         Ok(r)
     }
 
     /// The run on a real fabric (loopback, rdma): one OS thread per core; with
-    /// --client I/N, this process's share of the load and run, between barriers.
+    /// --client I/N, this process's share of the load and run, between
+    /// barriers; with --lease-ms, its CSs joined and beating (`peers`).
     fn real_run<F: Fabric + Send + Sync>(
         &self,
         fabric: &F,
         q: F::Queues,
         bars: &Bars,
     ) -> Result<Ran> {
+        let mut ex = Executor::new(q, self.a.ms, ExecConfig::default());
+        let Some(ms) = self.a.lease_ms else {
+            return self.phases(fabric, &mut ex, bars, None);
+        };
+        let cfg = peers::lease(ms)?;
+        let members = peers::join(&mut ex, &self.cl.inst, cfg)?;
+        let (c, a) = (&self.c, &self.a);
+        let p = Peers::new(c.ci, c.cn, a.cs, members[0].clone());
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let hb = std::thread::Builder::new()
+                .name("dm-heartbeat".into())
+                .spawn_scoped(s, || peers::beat(fabric, &members, cfg, rx))?;
+            let r = self.phases(fabric, &mut ex, bars, Some(p));
+            drop(tx);
+            let beat = hb
+                .join()
+                .map_err(|_| anyhow!("the heartbeat thread panicked"))?;
+            let r = r?;
+            beat.map_err(|e| {
+                anyhow!("{e}: other clients may have taken this process's locks over")
+            })?;
+            Ok(r)
+        })
+    }
+
+    /// Creation, load, warm-up, run and verification on `ex` and the core
+    /// threads, meeting the other client processes between them (with
+    /// `peers`, lease barriers; `--rejoin` meets nobody and loads nothing).
+    fn phases<F: Fabric + Send + Sync>(
+        &self,
+        fabric: &F,
+        ex: &mut Executor<F::Queues>,
+        bars: &Bars,
+        mut peers: Option<Peers>,
+    ) -> Result<Ran> {
         let (a, plan, ci, cn) = (&self.a, &self.plan, self.c.ci, self.c.cn);
         let (load_pb, run_pb) = (&bars.load, &bars.run);
-        let mut ex = Executor::new(q, a.ms, ExecConfig::default());
-        let meet = |ex: &mut Executor<_>, k: u64| -> Result<()> {
-            if cn > 1 {
-                ex.block_on(barrier(cn as u64, k))?;
+        let first = ci == 0 && !a.rejoin;
+        let mut meet = |ex: &mut Executor<_>, k: u64| -> Result<()> {
+            match peers.take() {
+                _ if a.rejoin => {}
+                Some(p) => {
+                    peers = Some(
+                        ex.block_on(p.meet(k))
+                            .map_err(|e| anyhow!("barrier {k}: {e}"))?,
+                    )
+                }
+                None if cn > 1 => ex.block_on(barrier(cn as u64, k))?,
+                None => {}
             }
             Ok(())
         };
-        if ci == 0 && a.load != "bulk" {
+        if first && a.load != "bulk" {
             ex.block_on(self.create()).map_err(|e| anyhow!("{e}"))?;
         }
         let phase = |ph: Phase, pb: &ProgressBar| self.threads_phase(fabric, ph, pb);
-        let (lo, lns) = if a.load == "bulk" {
+        let (lo, lns) = if a.rejoin {
+            load_pb.finish_and_clear();
+            (Out::new(), 0)
+        } else if a.load == "bulk" {
             let t0 = std::time::Instant::now();
-            if ci == 0 {
+            if first {
                 let fill = a.fill;
                 ex.block_on(bulk_load(self.cl.inst.clone(), plan.clone(), fill))
                     .map_err(|e| anyhow!("{e}"))?;
             }
-            meet(&mut ex, 1)?;
+            meet(ex, 1)?;
             load_pb.finish_and_clear();
-            let lo = if ci == 0 { bulk_out(plan) } else { Out::new() };
+            let lo = if first { bulk_out(plan) } else { Out::new() };
             (lo, t0.elapsed().as_nanos() as u64)
         } else {
-            meet(&mut ex, 1)?;
+            meet(ex, 1)?;
             let (lo, lns, _) = phase(Phase::Load, load_pb);
             (lo, lns)
         };
-        if let (0, Some(h)) = (ci, plan.heads.clone()) {
+        if let (true, Some(h)) = (first, plan.heads.clone()) {
             let t = self.open(0, 0);
             ex.block_on(async move { h.pass(&t).await });
         }
         // The barrier word counts every meeting: a warm-up adds one.
         let w = (plan.warm > 0) as u64;
         let wo = if w == 1 {
-            meet(&mut ex, 2)?;
+            meet(ex, 2)?;
             Some(phase(Phase::Warmup, &bars.warm).0)
         } else {
             None
         };
-        meet(&mut ex, 2 + w)?;
+        meet(ex, 2 + w)?;
+        if a.lease_ms.is_some() && cn > 1 {
+            eprintln!("client {ci}: run phase started");
+        }
         let (mut ro, rns, rcpu) = phase(Phase::Run, run_pb);
         if let Some(wo) = wo {
             ro.merge_checks(wo);
@@ -113,8 +166,9 @@ impl Bench {
             })
             .map_err(|e| anyhow!("flushing DEX's caches: {e}"))?;
         }
-        meet(&mut ex, 3 + w)?;
+        meet(ex, 3 + w)?;
         let v = ex.block_on(verify_view(self.open(0, 0), plan.clone()));
+        let gone = peers.as_ref().map(Peers::gone).unwrap_or_default();
         Ok(Ran {
             load: lo,
             run: ro,
@@ -122,7 +176,7 @@ impl Bench {
             run_ns: rns,
             verified: v,
             run_cpu: Some(rcpu),
-            fabric_detail: json!({}),
+            fabric_detail: json!({ "clients_gone": gone }),
             ms_used: 0,
         })
     }

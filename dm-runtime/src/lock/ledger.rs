@@ -15,7 +15,7 @@ pub(super) struct Entry {
     /// Post numbers of the lock CASes in flight, in post order (inline for
     /// the usual few: an entry comes and goes with each lock, and a heap
     /// `Vec` here was an allocation per lock, issue 32 item 2).
-    pub(super) in_flight: smallvec::SmallVec<[u64; 4]>,
+    pub(super) in_flight: smallvec::SmallVec<[u64; 8]>,
     next_post: u64,
     pub(super) epoch: u64,
 }

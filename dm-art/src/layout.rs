@@ -187,6 +187,9 @@ impl Slot {
     }
 }
 
+/// A header's compressed prefix: at most [`MAX_PREFIX`] bytes, inline.
+pub type Prefix = smallvec::SmallVec<[u8; MAX_PREFIX]>;
+
 /// An internal node's header (one CAS-able word at offset 8).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -194,8 +197,9 @@ pub struct Header {
     pub depth: u8,
     /// 0 = deleted, else 1..=7.
     pub ty: u8,
-    /// Compressed prefix (at most [`MAX_PREFIX`] bytes).
-    pub prefix: Vec<u8>,
+    /// Compressed prefix (at most [`MAX_PREFIX`] bytes), inline: a
+    /// decoded header allocates nothing (issue 32 item 2).
+    pub prefix: Prefix,
 }
 
 impl Header {
@@ -408,7 +412,7 @@ mod tests {
         let h = Header {
             depth: 9,
             ty: 3,
-            prefix: vec![1, 2, 3, 4, 5, 6],
+            prefix: smallvec::smallvec![1, 2, 3, 4, 5, 6],
         };
         assert_eq!(Header::decode(h.encode()), Some(h));
         assert_eq!(Header::decode(7 << 13), None);

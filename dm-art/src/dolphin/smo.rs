@@ -97,7 +97,7 @@ impl DolphinTree {
                 let h = Header {
                     depth: d as u8,
                     ty: 1,
-                    prefix: pre[..j].to_vec(),
+                    prefix: crate::layout::Prefix::from_slice(&pre[..j]),
                 };
                 let slots = [
                     internal_word(pre[j], n.header.ty, node)?,
@@ -129,7 +129,7 @@ impl DolphinTree {
                 let h = Header {
                     depth: d as u8,
                     ty: 1,
-                    prefix: path[d..end].to_vec(),
+                    prefix: crate::layout::Prefix::from_slice(&path[d..end]),
                 };
                 let slots = [
                     object_word(other[end], kind, obj)?,

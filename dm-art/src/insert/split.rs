@@ -71,7 +71,7 @@ impl SmartTree {
             let h = Header {
                 depth: pos as u8,
                 ty: 1,
-                prefix: path[pos..pos + plen].to_vec(),
+                prefix: crate::layout::Prefix::from_slice(&path[pos..pos + plen]),
             };
             images.push((na, node_image(rev, &h, &slots)));
         }
@@ -122,7 +122,7 @@ impl SmartTree {
         let h = Header {
             depth: d as u8,
             ty: 1,
-            prefix: pre[..j].to_vec(),
+            prefix: crate::layout::Prefix::from_slice(&pre[..j]),
         };
         let slots = [
             internal_word(pre[j], n.header.ty, node)?,
@@ -176,7 +176,7 @@ impl SmartTree {
                 let nh = Header {
                     depth: target,
                     ty: h.ty,
-                    prefix: h.prefix[k.min(h.prefix.len())..].to_vec(),
+                    prefix: crate::layout::Prefix::from_slice(&h.prefix[k.min(h.prefix.len())..]),
                 };
                 let got = cas(node.add(8), hw, nh.encode()).await?;
                 if got == hw {

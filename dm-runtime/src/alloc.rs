@@ -126,7 +126,10 @@ impl ChunkAlloc {
             let ms = self.base_ms + next;
             match crate::verbs::rpc(ms, RPC_ALLOC_CHUNK, Vec::new()).await {
                 Ok(r) if r.len() == 8 => {
-                    let a = GlobalAddr::from_u64(u64::from_le_bytes(r.try_into().unwrap()));
+                    let a = GlobalAddr::from_u64(u64::from_le_bytes(r[..].try_into().unwrap()));
+                    // The reply's buffer back to this thread's pool: the
+                    // handler takes its reply from it (issue 32 item 2).
+                    dm_verbs::buf::give(r);
                     self.cur.set(a);
                     self.left.set(self.chunk_bytes);
                     return Ok(());

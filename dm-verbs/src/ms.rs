@@ -108,7 +108,7 @@ pub type RpcHandler =
 pub fn alloc_chunk_handler() -> RpcHandler {
     Arc::new(|mem: &mut dyn MsMemory, _req: &[u8]| {
         let a = mem.alloc_chunk()?;
-        Ok(a.to_u64().to_le_bytes().to_vec())
+        Ok(crate::buf::le64(a.to_u64()))
     })
 }
 

@@ -3,7 +3,9 @@
 //! of a run without warm-up, a loose guard that includes the first
 //! operations' cache admissions, and `allocs_per_op_by_kind` after a
 //! warm-up, which must not grow with the run's length. Measured in
-//! `docs/experiments/allocs.md`.
+//! `docs/experiments/allocs.md`. The strict test (0 allocations in warm
+//! gets and updates, one thread from warm-up to measurement) is
+//! `dm-index/tests/warm_allocs.rs`.
 
 mod common;
 

@@ -67,13 +67,13 @@ fn auto_level(keys: u64, tcfg: &TreeConfig, fill: f64) -> u8 {
 pub(crate) fn config(
     d: &DexArgs,
     cfg: &dm_index::IndexConfig,
-    load: &[Vec<u8>],
+    load: &crate::ycsb::flat::Keys,
     (num_cs, num_ms): (u16, u16),
     cache_mb: u64,
     fill: f64,
     seed: u64,
 ) -> DexConfig {
-    let mut sorted: Vec<&[u8]> = load.iter().map(|k| k.as_slice()).collect();
+    let mut sorted: Vec<&[u8]> = load.iter().collect();
     sorted.sort_unstable();
     // What the default offload level depends on: the nodes' geometry and
     // the MS count.
@@ -122,7 +122,7 @@ struct Outcome {
 pub(crate) fn repartition_plan(
     d: &DexArgs,
     cl: &DexCluster,
-    load: &[Vec<u8>],
+    load: &crate::ycsb::flat::Keys,
     run_ops: usize,
 ) -> Result<Option<Arc<Repartition>>> {
     let f = d.dex_repartition_at;
@@ -136,7 +136,7 @@ pub(crate) fn repartition_plan(
         return Err(anyhow!("--dex-repartition-at needs --cs 2 or more"));
     }
     let b0 = &cl.bounds()[0];
-    let mut own: Vec<&Vec<u8>> = load.iter().filter(|k| *k < b0).collect();
+    let mut own: Vec<&[u8]> = load.iter().filter(|k| *k < &b0[..]).collect();
     own.sort_unstable();
     own.dedup();
     if own.len() < 2 {
@@ -146,7 +146,7 @@ pub(crate) fn repartition_plan(
     }
     Ok(Some(Arc::new(Repartition {
         at: ((run_ops as f64 * f) as usize).max(1),
-        key: own[own.len() / 2].clone(),
+        key: own[own.len() / 2].to_vec(),
         done: AtomicUsize::new(0),
         outcome: Mutex::new(None),
     })))
@@ -208,7 +208,7 @@ fn op_key(o: &Op) -> &[u8] {
 /// Per CS, the indices of the load and run operations whose keys it owns.
 pub(crate) type Routes = (Vec<Arc<Vec<usize>>>, Vec<Arc<Vec<usize>>>);
 
-pub(crate) fn routes(cl: &DexCluster, load: &[Vec<u8>], run: &[Op]) -> Routes {
+pub(crate) fn routes(cl: &DexCluster, load: &crate::ycsb::flat::Keys, run: &[Op]) -> Routes {
     let n = cl.num_cs() as usize;
     let split = |keys: &mut dyn Iterator<Item = &[u8]>| {
         let mut v = vec![Vec::new(); n];
@@ -217,10 +217,7 @@ pub(crate) fn routes(cl: &DexCluster, load: &[Vec<u8>], run: &[Op]) -> Routes {
         }
         v.into_iter().map(Arc::new).collect()
     };
-    (
-        split(&mut load.iter().map(|k| k.as_slice())),
-        split(&mut run.iter().map(op_key)),
-    )
+    (split(&mut load.iter()), split(&mut run.iter().map(op_key)))
 }
 
 /// The report's `dex` line and JSON: totals over the CSs.

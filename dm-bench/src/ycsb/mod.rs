@@ -13,6 +13,7 @@
 //! The `ycsb` subcommand: load, then run a workload against an index on
 //! `sim`, `loopback` or `rdma`, then verify every key touched.
 //! - [`args`]: its flags ([`Args`]).
+//! - [`flat`]: the load's keys in one flat array.
 //! - [`plan`]: the load's keys, the run's operations, and every value each
 //!   key is ever written (a hash of the operation's index), so verification
 //!   is exact under concurrency: each read returns a value written to that
@@ -40,6 +41,7 @@ pub mod workload;
 mod args;
 pub(crate) mod baseline;
 pub(crate) mod dex;
+pub(crate) mod flat;
 mod head;
 mod measure;
 mod plan;

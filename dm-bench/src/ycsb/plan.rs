@@ -9,6 +9,7 @@
 //! 100 bytes per loaded key and a hash lookup per checked read).
 
 use super::dex::Repartition;
+use super::flat::{same, Keys};
 use super::head::HeadMaint;
 use super::workload::{Mix, Spec, Stream};
 use super::{keys, trace, Args, Op};
@@ -18,7 +19,8 @@ use std::sync::Arc;
 
 /// Everything the coroutines share (read-only).
 pub(super) struct Plan {
-    pub load: Vec<Vec<u8>>,
+    /// The load's keys, one width, flat ([`Keys`]).
+    pub load: Keys,
     /// The warm-up's operations (`--warmup`), then the measured run's.
     pub run: Vec<Op>,
     /// How many of `run`'s first operations are the warm-up's.
@@ -92,16 +94,16 @@ fn unmix(z: u64) -> u64 {
 /// that writes: insert, update, read-modify-write). An update of a key
 /// that nothing inserted writes nothing; the final scan's comparison with
 /// [`Written`] catches an index that wrote it anyway.
-pub(crate) fn allows(load: &[Vec<u8>], run: &[Op], key: &[u8], v: u64) -> bool {
+pub(crate) fn allows(load: &Keys, run: &[Op], key: &[u8], v: u64) -> bool {
     let x = unmix(v);
     let i = x ^ LOAD_SEED;
-    if i < load.len() as u64 && load[i as usize] == key {
+    if i < load.len() as u64 && load.is(i as usize, key) {
         return true;
     }
     let j = x ^ RUN_SEED;
     j < run.len() as u64
         && matches!(&run[j as usize],
-            Op::Insert(k) | Op::Update(k) | Op::ReadModifyWrite(k) if k == key)
+            Op::Insert(k) | Op::Update(k) | Op::ReadModifyWrite(k) if same(k, key))
 }
 
 pub(super) fn allowed(plan: &Plan, key: &[u8], v: u64) -> bool {
@@ -118,7 +120,7 @@ pub(crate) struct Written {
 const RUN_BIT: u64 = 1 << 63;
 
 impl Written {
-    pub(crate) fn new(load: &[Vec<u8>], run: &[Op]) -> Written {
+    pub(crate) fn new(load: &Keys, run: &[Op]) -> Written {
         let mut refs: Vec<u64> = (0..load.len() as u64).collect();
         refs.extend(
             run.iter()
@@ -131,7 +133,7 @@ impl Written {
         Written { refs }
     }
 
-    fn key_of<'a>(load: &'a [Vec<u8>], run: &'a [Op], r: u64) -> &'a [u8] {
+    fn key_of<'a>(load: &'a Keys, run: &'a [Op], r: u64) -> &'a [u8] {
         if r & RUN_BIT == 0 {
             &load[r as usize]
         } else {
@@ -150,7 +152,7 @@ impl Written {
     /// The keys in order.
     pub(crate) fn keys<'a>(
         &'a self,
-        load: &'a [Vec<u8>],
+        load: &'a Keys,
         run: &'a [Op],
     ) -> impl Iterator<Item = &'a [u8]> + 'a {
         self.refs.iter().map(move |&r| Self::key_of(load, run, r))
@@ -184,7 +186,8 @@ pub(super) fn key_bytes(a: &Args) -> usize {
 pub(super) fn build_plan(a: &Args) -> Result<Plan> {
     let mut keys_info =
         json!({"kind": "integer (YCSB FNV-hashed key numbers)", "key_bytes": key_bytes(a)});
-    let (load, run): (Vec<Vec<u8>>, Vec<Op>) = match &a.trace_dir {
+    let width = key_bytes(a);
+    let (load, run): (Keys, Vec<Op>) = match &a.trace_dir {
         Some(_) if a.key_file.is_some() => {
             bail!("--key-file applies to generated workloads; a trace brings its own keys")
         }
@@ -201,7 +204,11 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             let load = trace::read_load(&lp, ints).map_err(|e| anyhow!(e))?;
             let run = trace::read_ops(&tp, ints, total_ops(a)).map_err(|e| anyhow!(e))?;
             let n = key_bytes(a);
-            let load = load.iter().map(|k| pad(k, n)).collect::<Result<_>>()?;
+            let mut keys = Keys::with_capacity(n, load.len());
+            for k in &load {
+                keys.push(&pad(k, n)?);
+            }
+            let load = keys;
             let run = run
                 .into_iter()
                 .map(|o| {
@@ -250,7 +257,10 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             if a.key_order != "hashed" && (a.key_order != "ordered" || a.key_file.is_some()) {
                 bail!("--key-order takes hashed or ordered, for generated integer keys only");
             }
-            let load = (0..a.keys).map(|n| s.key(n)).collect();
+            let mut load = Keys::with_capacity(width, a.keys as usize);
+            for n in 0..a.keys {
+                load.push(&s.key(n));
+            }
             let run = (0..total_ops(a)).map(|_| s.next_op()).collect();
             if let Some(usable) = keys_info["usable"].as_u64() {
                 if s.key_numbers_used() > usable {
@@ -325,7 +335,7 @@ mod tests {
             assert_eq!(unmix(mix(x)), x);
         }
         let k = |n: u64| n.to_be_bytes().to_vec();
-        let load = vec![k(1), k(2), k(1)];
+        let load = Keys::from_vecs(8, &[k(1), k(2), k(1)]);
         let run = vec![
             Op::Read(k(2)),
             Op::Update(k(2)),

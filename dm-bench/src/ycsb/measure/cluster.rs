@@ -187,7 +187,7 @@ fn region_bytes(a: &Args, c: &Choice, plan: &Plan, chunk: u64) -> u64 {
 /// space, else one partition per MS with equal shares of the loaded keys.
 fn nam_config(a: &Args, plan: &Plan) -> NamConfig {
     let mut c = if a.nam_skew.is_empty() {
-        let mut keys: Vec<&[u8]> = plan.load.iter().map(|k| k.as_slice()).collect();
+        let mut keys: Vec<&[u8]> = plan.load.iter().collect();
         keys.sort_unstable();
         NamConfig::from_sample(&keys, a.ms)
     } else {

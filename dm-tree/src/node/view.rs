@@ -139,14 +139,30 @@ impl<'a> View<'a> {
         u32::from_le_bytes(self.b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap())
     }
 
+    /// Slot `s` of an unsorted leaf whose slots [`View::new`] checked:
+    /// its entry if occupied (the check word's bit 0), read without
+    /// computing the check again.
+    fn checked_slot(&self, s: u16) -> Option<(&'a [u8], u64)> {
+        let g = self.g;
+        let o = crate::two_level::slot_offset(g, s);
+        let check = u64::from_le_bytes(self.b[o + g.kp + 8..o + g.kp + 16].try_into().unwrap());
+        (check & 1 == 1).then(|| {
+            let v = u64::from_le_bytes(self.b[o + g.kp..o + g.kp + 8].try_into().unwrap());
+            (&self.b[o..o + g.key_bytes], v)
+        })
+    }
+
     /// Where `key`'s entry is in this node (a leaf's), if present: a
     /// binary search of sorted entries, or the lowest slot of an unsorted
-    /// leaf that holds the key (the copy [`Node::decode`] keeps).
+    /// leaf that holds the key (the copy [`Node::decode`] keeps). Every
+    /// `View` this is called on passed [`View::new`], which checked each
+    /// slot of an unsorted leaf, so the slots are not checked again (only
+    /// `Node::decode` holds a header-only view, and decodes slots itself).
     pub(crate) fn locate(&self, key: &[u8]) -> Option<Loc> {
         let g = self.g;
         if self.flags() & FLAG_UNSORTED != 0 {
-            return (0..g.unsorted_capacity() as u16).find_map(|s| match self.slot(s) {
-                Some(Some((k, v))) if k == key => Some(Loc::Slot(s, v)),
+            return (0..g.unsorted_capacity() as u16).find_map(|s| match self.checked_slot(s) {
+                Some((k, v)) if cmp_keys(k, key).is_eq() => Some(Loc::Slot(s, v)),
                 _ => None,
             });
         }

@@ -6,6 +6,7 @@
 //! then the bytes) and about 40 bytes of heap per key, this one miss and
 //! `width` bytes.
 
+use super::Op;
 use std::ops::Index;
 
 /// Keys of one width, back to back (module docs).
@@ -70,6 +71,45 @@ impl Index<usize> for Keys {
     }
 }
 
+/// The key each run operation writes (insert, update, read-modify-write),
+/// flat, and which operations write: the read check's other random access
+/// (a value a run operation wrote names that operation), one line of a
+/// flat array instead of an `Op` and its key's heap bytes (two misses into
+/// a stream of a million operations).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Writes {
+    /// Operation `j`'s key if it writes, else zeros.
+    keys: Keys,
+    /// Bit `j`: operation `j` writes.
+    writes: Vec<u64>,
+}
+
+impl Writes {
+    /// The writes of `run`, whose keys are `width` bytes.
+    pub(crate) fn new(width: usize, run: &[Op]) -> Writes {
+        let mut w = Writes {
+            keys: Keys::with_capacity(width, run.len()),
+            writes: vec![0; run.len().div_ceil(64)],
+        };
+        let zero = vec![0u8; width];
+        for (j, o) in run.iter().enumerate() {
+            match o {
+                Op::Insert(k) | Op::Update(k) | Op::ReadModifyWrite(k) => {
+                    w.keys.push(k);
+                    w.writes[j / 64] |= 1 << (j % 64);
+                }
+                _ => w.keys.push(&zero),
+            }
+        }
+        w
+    }
+
+    /// Whether run operation `j` exists and writes `key`.
+    pub(crate) fn is(&self, j: usize, key: &[u8]) -> bool {
+        j < self.keys.len() && self.writes[j / 64] & (1 << (j % 64)) != 0 && self.keys.is(j, key)
+    }
+}
+
 /// `a == b`, with 8-byte keys compared as one word (no `memcmp` call).
 pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     match (<&[u8; 8]>::try_from(a), <&[u8; 8]>::try_from(b)) {
@@ -99,5 +139,21 @@ mod tests {
         assert!(s.is(1, b"abd") && !s.is(0, b"abd"));
         assert_eq!(Keys::with_capacity(8, 0).len(), 0);
         assert_eq!(Keys::with_capacity(0, 0).iter().count(), 0);
+    }
+
+    #[test]
+    fn writes_name_the_key_of_each_writing_operation() {
+        let k = |n: u64| n.to_be_bytes().to_vec();
+        let mut run = vec![Op::Read(k(1)), Op::Update(k(2)), Op::Remove(k(3))];
+        run.extend((0..70).map(|i| Op::Insert(k(10 + i))));
+        run.push(Op::ReadModifyWrite(k(0)));
+        let w = Writes::new(8, &run);
+        assert!(!w.is(0, &k(1)), "a read writes nothing");
+        assert!(w.is(1, &k(2)) && !w.is(1, &k(1)));
+        assert!(!w.is(2, &k(3)), "nor does a remove");
+        assert!(w.is(3, &k(10)) && w.is(72, &k(79)));
+        assert!(w.is(73, &k(0)), "an all-zero key that is written");
+        assert!(!w.is(2, &k(0)), "the zeros of an operation that writes nothing");
+        assert!(!w.is(74, &k(0)) && !w.is(usize::MAX, &k(0)));
     }
 }

@@ -9,7 +9,7 @@
 //! 100 bytes per loaded key and a hash lookup per checked read).
 
 use super::dex::Repartition;
-use super::flat::{same, Keys};
+use super::flat::{Keys, Writes};
 use super::head::HeadMaint;
 use super::workload::{Mix, Spec, Stream};
 use super::{keys, trace, Args, Op};
@@ -23,6 +23,8 @@ pub(super) struct Plan {
     pub load: Keys,
     /// The warm-up's operations (`--warmup`), then the measured run's.
     pub run: Vec<Op>,
+    /// The key each of `run`'s operations writes, flat (the read check's).
+    pub writes: Writes,
     /// How many of `run`'s first operations are the warm-up's.
     pub warm: usize,
     /// The keys something inserted (load or run), sorted, each once.
@@ -94,20 +96,18 @@ fn unmix(z: u64) -> u64 {
 /// that writes: insert, update, read-modify-write). An update of a key
 /// that nothing inserted writes nothing; the final scan's comparison with
 /// [`Written`] catches an index that wrote it anyway.
-pub(crate) fn allows(load: &Keys, run: &[Op], key: &[u8], v: u64) -> bool {
+pub(crate) fn allows(load: &Keys, run: &Writes, key: &[u8], v: u64) -> bool {
     let x = unmix(v);
     let i = x ^ LOAD_SEED;
     if i < load.len() as u64 && load.is(i as usize, key) {
         return true;
     }
     let j = x ^ RUN_SEED;
-    j < run.len() as u64
-        && matches!(&run[j as usize],
-            Op::Insert(k) | Op::Update(k) | Op::ReadModifyWrite(k) if same(k, key))
+    usize::try_from(j).is_ok_and(|j| run.is(j, key))
 }
 
 pub(super) fn allowed(plan: &Plan, key: &[u8], v: u64) -> bool {
-    allows(&plan.load, &plan.run, key, v)
+    allows(&plan.load, &plan.writes, key, v)
 }
 
 /// The keys something inserted (a load record or a run insert), sorted and
@@ -276,6 +276,7 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
         }
     };
     let written = Written::new(&load, &run);
+    let writes = Writes::new(width, &run);
     let warm = (a.warmup as usize).min(run.len());
     Ok(Plan {
         warm,
@@ -283,6 +284,7 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
         dolphin0: dm_art::dolphin::totals(),
         load,
         run,
+        writes,
         written,
         keys_info,
         repartition: None,
@@ -343,6 +345,8 @@ mod tests {
             Op::Remove(k(1)),
             Op::Update(k(7)),
         ];
+        let ops = run;
+        let run = Writes::new(8, &ops);
         assert!(allows(&load, &run, &k(1), load_value(0)));
         assert!(allows(&load, &run, &k(1), load_value(2)));
         assert!(!allows(&load, &run, &k(2), load_value(0)));
@@ -357,8 +361,8 @@ mod tests {
             "nor does a remove"
         );
         assert!(!allows(&load, &run, &k(2), 42));
-        let w = Written::new(&load, &run);
-        let keys: Vec<&[u8]> = w.keys(&load, &run).collect();
+        let w = Written::new(&load, &ops);
+        let keys: Vec<&[u8]> = w.keys(&load, &ops).collect();
         assert_eq!(keys, vec![&k(1)[..], &k(2)[..], &k(9)[..]]);
         assert_eq!(w.len(), 3);
     }

@@ -53,6 +53,8 @@ use std::time::Instant;
 pub(crate) struct Stream<'a> {
     /// Load records; record `i` is written with `load_value(i)`.
     pub load: &'a crate::ycsb::flat::Keys,
+    /// The key each run operation writes (the read check's).
+    pub writes: &'a crate::ycsb::flat::Writes,
     /// Run operations; operation `j` writes `run_value(j)`.
     pub run: &'a [Op],
     /// The keys something inserted (`crate::ycsb::plan::Written`).
@@ -132,7 +134,7 @@ impl Check {
 }
 
 fn allowed(s: &Stream, k: &[u8], v: u64) -> bool {
-    crate::ycsb::plan::allows(s.load, s.run, k, v)
+    crate::ycsb::plan::allows(s.load, s.writes, k, v)
 }
 
 /// One run operation with `ycsb`'s checks (see `crate::ycsb::measure`'s `run_op`).
@@ -404,8 +406,10 @@ mod tests {
         ];
         let (lv, rv) = (crate::ycsb::plan::load_value, crate::ycsb::plan::run_value);
         let written = crate::ycsb::plan::Written::new(&load, &run);
+        let writes = crate::ycsb::flat::Writes::new(8, &run);
         let s = Stream {
             load: &load,
+            writes: &writes,
             run: &run,
             written: &written,
             load_value: lv,

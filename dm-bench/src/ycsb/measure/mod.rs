@@ -175,6 +175,7 @@ impl Bench {
         // One stream (its per-thread lists) for every map and the harness.
         let stream = baseline::Stream {
             load: &plan.load,
+            writes: &plan.writes,
             run: &plan.run,
             written: &plan.written,
             load_value,

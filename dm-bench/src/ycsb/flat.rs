@@ -153,7 +153,10 @@ mod tests {
         assert!(!w.is(2, &k(3)), "nor does a remove");
         assert!(w.is(3, &k(10)) && w.is(72, &k(79)));
         assert!(w.is(73, &k(0)), "an all-zero key that is written");
-        assert!(!w.is(2, &k(0)), "the zeros of an operation that writes nothing");
+        assert!(
+            !w.is(2, &k(0)),
+            "the zeros of an operation that writes nothing"
+        );
         assert!(!w.is(74, &k(0)) && !w.is(usize::MAX, &k(0)));
     }
 }

@@ -115,10 +115,18 @@ pub(crate) fn check_slot<'a>(
     if slot_hash(version, s, occupied, &slot[..g.kp + 8]) & !1 != check & !1 {
         return None;
     }
-    Some(occupied.then(|| {
+    Some(slot_entry(g, slot))
+}
+
+/// The entry of slot bytes `slot` (its `Kp + 16` bytes) if occupied (bit
+/// 0 of its check word), without checking the slot: for a slot
+/// [`check_slot`] accepted.
+pub(crate) fn slot_entry<'a>(g: &Geometry, slot: &'a [u8]) -> Option<(&'a [u8], u64)> {
+    let check = u64::from_le_bytes(slot[g.kp + 8..g.kp + 16].try_into().unwrap());
+    (check & 1 == 1).then(|| {
         let v = u64::from_le_bytes(slot[g.kp..g.kp + 8].try_into().unwrap());
         (&slot[..g.key_bytes], v)
-    }))
+    })
 }
 
 /// Decodes the slots of an unsorted leaf image whose header (`level`, fences,

@@ -143,13 +143,8 @@ impl<'a> View<'a> {
     /// its entry if occupied (the check word's bit 0), read without
     /// computing the check again.
     fn checked_slot(&self, s: u16) -> Option<(&'a [u8], u64)> {
-        let g = self.g;
-        let o = crate::two_level::slot_offset(g, s);
-        let check = u64::from_le_bytes(self.b[o + g.kp + 8..o + g.kp + 16].try_into().unwrap());
-        (check & 1 == 1).then(|| {
-            let v = u64::from_le_bytes(self.b[o + g.kp..o + g.kp + 8].try_into().unwrap());
-            (&self.b[o..o + g.key_bytes], v)
-        })
+        let o = crate::two_level::slot_offset(self.g, s);
+        crate::two_level::slot_entry(self.g, &self.b[o..o + self.g.slot_bytes()])
     }
 
     /// Where `key`'s entry is in this node (a leaf's), if present: a

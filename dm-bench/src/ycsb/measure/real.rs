@@ -98,8 +98,10 @@ impl Bench {
         let (load_pb, run_pb) = (&bars.load, &bars.run);
         let first = ci == 0 && !a.rejoin;
         let mut meet = |ex: &mut Executor<_>, k: u64| -> Result<()> {
+            if a.rejoin {
+                return Ok(());
+            }
             match peers.take() {
-                _ if a.rejoin => {}
                 Some(p) => {
                     peers = Some(
                         ex.block_on(p.meet(k))

@@ -142,3 +142,57 @@ fn a_handed_over_lock_leaves_the_givers_ledger_clean() {
     let s = out.unwrap();
     assert_eq!((s.handovers, s.takeovers), (1, 1), "{s:?}");
 }
+
+/// A GLT slot in host memory left holding the tag of one core of this CS
+/// while no task holds it (soft-RoCE re-executed a retransmitted CAS of
+/// core 1 after its unlock, docs/rdma.md): core 0, holding the slot's
+/// CS-local lock, must take it over. It used to wait for core 1, which held
+/// nothing and whose tasks queued behind core 0 on the local lock (the
+/// sherman-hier hang of 2026-11-26, `0x200010002`). Here the re-executed
+/// CAS is played by WRITing core 1's tag into the slot.
+#[test]
+fn hocl_takes_a_slot_left_by_another_core_of_its_cs() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let out = r.block_on(c, async move {
+        let t = LockTechniques {
+            combine: true,
+            onchip_lock: true,
+            hier_lock: true,
+            ..LockTechniques::FG_PLUS
+        };
+        let table = LockTableConfig {
+            device: false,
+            lanes16: false,
+            slots: 1,
+        };
+        let local = NodeLocks::new_local_table(&t);
+        let shared = Arc::new(LockCounters::new());
+        let mut a = handle(t, table, 0).with_counters(shared.clone());
+        let mut b = handle(t, table, 1).with_counters(shared.clone());
+        a.set_local(local.clone());
+        b.set_local(local);
+        a.create_tables(2).await.unwrap();
+        let x = GlobalAddr::new(1, 4096);
+        contend(&a, &b, x).await;
+        // The one slot of MS 1's host table: its address is in MS 1's
+        // superblock at offset 0 (`glt_ptr_off`).
+        let base = dm_runtime::read(a.glt_ptr(1), 8).await.unwrap();
+        let slot = GlobalAddr::from_u64(u64::from_le_bytes(base[..8].try_into().unwrap()));
+        // Core 1's tag: (cs 0 << 16 | core 1) + 1.
+        dm_runtime::write(slot, 2u64.to_le_bytes().to_vec())
+            .await
+            .unwrap();
+        let h = a
+            .lock(x)
+            .await
+            .expect("core 0 takes over a slot no task of its CS holds");
+        a.release(h, Vec::new()).await.unwrap();
+        // And core 1 gets it afterwards as usual.
+        let h = b.lock(x).await.unwrap();
+        b.release(h, Vec::new()).await.unwrap();
+        shared.snapshot()
+    });
+    let s = out.unwrap();
+    assert_eq!(s.takeovers, 1, "{s:?}");
+}

@@ -128,7 +128,7 @@ impl NodeLocks {
     }
 
     /// One CAS of `stale` to this handle's name on `word`: whether it took.
-    async fn cas_stale(&self, word: LockWord, stale: u64) -> Result<bool, LockError> {
+    pub(super) async fn cas_stale(&self, word: LockWord, stale: u64) -> Result<bool, LockError> {
         Ok(match word {
             LockWord::Word(w) => {
                 // In the own-tag ledger while in flight, as every lock CAS

@@ -71,6 +71,21 @@
 //! (`(cs, core)` unique among running handles, see `dm_tree::FgTree::open`).
 //! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
 //!
+//! **A slot left named by this CS under HOCL** (not in the papers): on
+//! soft-RoCE a lock word was seen holding a handle's tag again right after
+//! that handle's unlock WRITE completed (a retransmitted CAS of its executed
+//! a second time, by the trace: docs/rdma.md). When the next taker is a
+//! task of another core of the same CS, the ledger cannot see it (the tag
+//! is not its own) and the lease takes it for a live holder of this very
+//! CS: every task waits for a core that holds nothing. Under HOCL with a
+//! host-memory lock table (one per tree), a taker that holds the slot's
+//! CS-local lock and was not handed the remote one knows no task of its CS
+//! holds the slot (a remote holder keeps the local lock until it unlocks
+//! or hands both over), so a slot naming this CS's current incarnation,
+//! any core, is taken over by one CAS (counted and warned as the ledger's
+//! takeovers). Without HOCL another core's tag stays a live holder until
+//! that core's own next attempt on the word, whose ledger then takes it.
+//!
 //! **Dead holders** (issue 33, not in the papers): a CS that joined the
 //! membership table ([`member`]: an incarnation and a heartbeat word per CS
 //! on MS 0) names its incarnation in its lock words (64-bit words:

@@ -5,7 +5,7 @@
 use super::config::{LockTableConfig, LockTechniques};
 use super::lease::LeaseWatch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
-use super::member::Member;
+use super::member::{Holder, Member};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, faa, masked_cas, read, rpc, write, yield_now, Verbed};
@@ -36,10 +36,37 @@ impl LockWord {
     }
 }
 
-/// A held node lock (remote, plus the local one under HOCL).
+/// A held node lock (remote, plus the local one under HOCL). Give it back
+/// with [`NodeLocks::release`]: dropped, it leaves the remote lock word
+/// taken (a `debug` line of target `dm_runtime::lock` says so; a task
+/// dropped mid-operation, as `check --faults crash` does, leaves it so).
 pub struct Held<'t> {
     word: LockWord,
     local: Option<LocalLockGuard<'t>>,
+    unreleased: Unreleased,
+}
+
+/// Says, on drop, that a [`Held`] was dropped without
+/// [`NodeLocks::release`] (disarmed by `release`).
+struct Unreleased(u64);
+
+impl Drop for Unreleased {
+    fn drop(&mut self) {
+        if self.0 != 0 {
+            tracing::debug!(
+                word = format_args!("{:#x}", self.0),
+                "node lock dropped without release: its lock word stays taken"
+            );
+        }
+    }
+}
+
+impl LockWord {
+    fn raw(&self) -> u64 {
+        match self {
+            LockWord::Word(a) | LockWord::Lane { word: a, .. } => a.to_u64(),
+        }
+    }
 }
 
 /// Failed remote lock attempts before [`LockError::LockStuck`] (with back-off
@@ -304,6 +331,11 @@ impl NodeLocks {
         let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
         if taken {
             self.counters.count(LockEvent::HandedOver);
+            tracing::trace!(
+                word = format_args!("{:#x}", word.raw()),
+                tag = format_args!("{:#x}", self.tag),
+                "lock received by hand-over"
+            );
         }
         let mut backoff = self.t.lock_backoff.min(1);
         let mut watch = LeaseWatch::new();
@@ -323,6 +355,8 @@ impl NodeLocks {
                     _ => self.try_take(a, word, attempt).await?,
                 };
                 taken = holder == 0
+                    || (self.names_this_cs(word, holder)
+                        && self.take_from_this_cs(a, word, holder, attempt).await?)
                     || (self.member.is_some()
                         && self
                             .take_over_if_dead(&mut watch, a, word, holder, attempt)
@@ -346,15 +380,23 @@ impl NodeLocks {
                 (None, None) => None,
             };
             return match data.transpose() {
-                Ok(data) => Ok((Held { word, local }, data)),
+                Ok(data) => Ok((self.held(word, local), data)),
                 Err(e) => {
-                    let _ = self.release(Held { word, local }, Vec::new()).await;
+                    let _ = self.release(self.held(word, local), Vec::new()).await;
                     Err(e.into())
                 }
             };
         }
         // The holder never released it (a crashed CS, or a bug): report rather than spin forever.
         Err(LockError::LockStuck(a))
+    }
+
+    fn held<'t>(&self, word: LockWord, local: Option<LocalLockGuard<'t>>) -> Held<'t> {
+        Held {
+            word,
+            local,
+            unreleased: Unreleased(word.raw()),
+        }
     }
 
     /// One attempt at the remote lock word of the node at `a`: the holder
@@ -370,6 +412,15 @@ impl NodeLocks {
                 let key = (self.tag, w.to_u64());
                 let in_flight = InFlight::new(key);
                 let mut h = cas(w, 0, self.tag).await?;
+                if h == self.tag && attempt.is_power_of_two() {
+                    tracing::trace!(
+                        word = format_args!("{:#x}", w.to_u64()),
+                        tag = format_args!("{:#x}", self.tag),
+                        attempt,
+                        unexplained = in_flight.unexplained(),
+                        "lock CAS found this handle's own tag"
+                    );
+                }
                 if h == self.tag && in_flight.unexplained() {
                     LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
                     self.counters.count(LockEvent::TakenOver);
@@ -394,8 +445,66 @@ impl NodeLocks {
         })
     }
 
+    /// Under HOCL with a host-memory lock table (one per tree, so only this
+    /// tree's handles take its slots): whether the lock value `holder`
+    /// names this CS as it is now (any of its cores, this incarnation).
+    /// The caller holds the slot's CS-local lock and was not handed the
+    /// remote one, and every task of this CS that holds a slot's remote
+    /// lock holds its local lock too (`release` unlocks the word before it
+    /// drops the local lock; a hand-over passes both): so no task here
+    /// holds it, and the word was left by a CAS of ours that took it
+    /// unreported (soft-RoCE re-executing a retransmitted CAS after the
+    /// unlock: docs/rdma.md), or by a task that dropped its lock on an
+    /// error. The own-tag ledger sees only its own core's tag, and another
+    /// core's tag looks like a live holder of this CS to the lease: the
+    /// sherman-hier hangs of 2026-11-24 and 2026-11-26 (every task of the
+    /// CS waiting for a core of its own that held nothing).
+    fn names_this_cs(&self, word: LockWord, holder: u64) -> bool {
+        if !self.t.hier_lock || self.table.device || self.local.is_none() {
+            return false;
+        }
+        match word {
+            LockWord::Word(_) => {
+                let mine = Holder::of_word(self.tag);
+                let h = Holder::of_word(holder);
+                h.cs == mine.cs && h.inc == mine.inc
+            }
+            LockWord::Lane { .. } => holder == self.lane_id(),
+        }
+    }
+
+    /// Takes over a slot left named by this CS ([`NodeLocks::names_this_cs`])
+    /// with one CAS of `holder` to this handle's name; counted as a takeover
+    /// (as the own-tag ledger's).
+    async fn take_from_this_cs(
+        &self,
+        a: GlobalAddr,
+        word: LockWord,
+        holder: u64,
+        attempt: u32,
+    ) -> Result<bool, LockError> {
+        if !self.cas_stale(word, holder).await? {
+            return Ok(false);
+        }
+        LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+        self.counters.count(LockEvent::TakenOver);
+        tracing::warn!(
+            node = ?a,
+            holder = format_args!("{holder:#x}"),
+            attempt,
+            "lock word names this CS but no task here holds it (this task holds its \
+             CS-local lock); taking it"
+        );
+        Ok(true)
+    }
+
     /// Records in the own-tag ledger that this handle took the 64-bit word `w`.
     pub(super) fn note_taken(&self, w: GlobalAddr) {
+        tracing::trace!(
+            word = format_args!("{:#x}", w.to_u64()),
+            tag = format_args!("{:#x}", self.tag),
+            "lock taken"
+        );
         ledger((self.tag, w.to_u64()), |e| {
             e.held += 1;
             e.epoch += 1;
@@ -410,7 +519,13 @@ impl NodeLocks {
     /// could never again recognise a CAS of its own that took the word
     /// unreported (the sherman-hier hang on soft-RoCE of 2026-11-24,
     /// docs/rdma.md).
-    fn note_let_go(&self, w: GlobalAddr) {
+    fn note_let_go(&self, w: GlobalAddr, why: &'static str) {
+        tracing::trace!(
+            word = format_args!("{:#x}", w.to_u64()),
+            tag = format_args!("{:#x}", self.tag),
+            why,
+            "lock let go"
+        );
         ledger((self.tag, w.to_u64()), |e| {
             e.held = e.held.saturating_sub(1);
             e.epoch += 1;
@@ -434,7 +549,12 @@ impl NodeLocks {
         held: Held<'_>,
         writes: impl IntoIterator<Item = (GlobalAddr, Vec<u8>)>,
     ) -> Result<(), LockError> {
-        let Held { word, local } = held;
+        let Held {
+            word,
+            local,
+            mut unreleased,
+        } = held;
+        unreleased.0 = 0;
         let mut far = Verbs::new();
         let mut near: Writes = SmallVec::new();
         for (a, d) in writes {
@@ -452,7 +572,7 @@ impl NodeLocks {
                 match g.try_hand_over() {
                     Ok(()) => {
                         if let LockWord::Word(a) = word {
-                            self.note_let_go(a);
+                            self.note_let_go(a, "handed over");
                         }
                         return Ok(());
                     }
@@ -500,7 +620,7 @@ impl NodeLocks {
                     zero.extend_from_slice(&[0; 8]);
                     write(a, zero).await?;
                 }
-                self.note_let_go(a);
+                self.note_let_go(a, "released");
             }
             LockWord::Lane { word, shift } => {
                 let m = 0xffffu64 << shift;

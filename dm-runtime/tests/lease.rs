@@ -206,3 +206,57 @@ fn on_loopback_a_dead_members_lock_is_taken_over_in_wall_time() {
         assert!(ns[0] >= 2 * lease.lease_ns, "{label}: {ns:?}");
     }
 }
+
+/// A lock word holding a non-member name (incarnation 0) of a CS that has
+/// joined since is stale: taken over after one lease (soft-RoCE left the low
+/// half of a member's name in a word, docs/rdma.md). One of a CS that never
+/// joined says nothing about its holder: kept until it is released.
+#[test]
+fn a_non_member_name_is_stale_once_its_cs_has_joined() {
+    let mut r: SimRuntime = rt(small_cfg());
+    let c0 = r.add_core(0, 0);
+    let out = r.block_on(c0, async move {
+        let (x, y) = (GlobalAddr::new(1, 4096 + 64), GlobalAddr::new(1, 8192));
+        let m0 = Member::join(0, LEASE, CHUNK).await.unwrap();
+        let m1 = Member::join(1, LEASE, CHUNK).await.unwrap();
+        let hb0 = spawn(m0.clone().heartbeat());
+        let hb1 = spawn(m1.clone().heartbeat());
+        let c = Arc::new(LockCounters::new());
+        let b = handle(LockTechniques::FG_PLUS, LockTableConfig::default(), &m1, &c);
+        // CS 0, core 1, no incarnation: (0 << 16 | 1) + 1.
+        dm_runtime::write(x, 2u64.to_le_bytes().to_vec())
+            .await
+            .unwrap();
+        let start = now_ns();
+        let h = b.lock(x).await.unwrap();
+        let took_x = now_ns() - start;
+        b.release(h, Vec::new()).await.unwrap();
+        let after_x = c.snapshot().recovered;
+        // CS 5, which never joined, core 0: (5 << 16 | 0) + 1.
+        dm_runtime::write(y, 0x50001u64.to_le_bytes().to_vec())
+            .await
+            .unwrap();
+        let start = now_ns();
+        let until = start + 5 * LEASE.lease_ns;
+        let (got, ()) = futures::join!(b.lock(y), async {
+            yield_until(until).await;
+            dm_runtime::write(y, 0u64.to_le_bytes().to_vec())
+                .await
+                .unwrap();
+        });
+        let took_y = now_ns() - start;
+        b.release(got.unwrap(), Vec::new()).await.unwrap();
+        m0.stop();
+        m1.stop();
+        let _ = (hb0.await, hb1.await);
+        (after_x, took_x, c.snapshot().recovered, took_y)
+    });
+    let (after_x, took_x, after_y, took_y) = out.unwrap();
+    assert_eq!(after_x, 1, "the stale non-member name is taken over");
+    assert!(
+        (LEASE.lease_ns..=3 * LEASE.lease_ns).contains(&took_x),
+        "after one lease: {took_x} ns"
+    );
+    assert_eq!(after_y, 1, "a never-joined CS's name is not taken over");
+    assert!(took_y >= 5 * LEASE.lease_ns, "{took_y} ns");
+}

@@ -196,3 +196,76 @@ fn hocl_takes_a_slot_left_by_another_core_of_its_cs() {
     let s = out.unwrap();
     assert_eq!(s.takeovers, 1, "{s:?}");
 }
+
+/// Without HOCL: a lock word left holding core 1's tag while no task holds
+/// it (as above) is taken over by core 0 once core 1 answers that it
+/// neither holds nor takes it; while core 1 does hold it, core 0 waits.
+#[test]
+fn a_word_left_by_another_core_is_taken_over_after_asking_it() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let out = r.block_on(c, async move {
+        let (t, table) = (LockTechniques::FG_PLUS, LockTableConfig::default());
+        let shared = Arc::new(LockCounters::new());
+        let a = handle(t, table, 0).with_counters(shared.clone());
+        let b = handle(t, table, 1).with_counters(shared.clone());
+        let x = GlobalAddr::new(1, 4096);
+        // b holds x for a long while: a asks, b is busy, nothing is taken over.
+        let held = b.lock(x).await.unwrap();
+        let (ha, ()) = futures::join!(a.lock(x), async {
+            for _ in 0..400_000 {
+                yield_now().await;
+            }
+            b.release(held, Vec::new()).await.unwrap();
+        });
+        a.release(ha.unwrap(), Vec::new()).await.unwrap();
+        let busy = shared.snapshot();
+        // b's re-executed CAS: its tag in the word (FG+: the node's first
+        // word), with no task holding it.
+        let h = b.lock(x).await.unwrap();
+        b.release(h, Vec::new()).await.unwrap();
+        dm_runtime::write(x, 2u64.to_le_bytes().to_vec())
+            .await
+            .unwrap();
+        let h = a
+            .lock(x)
+            .await
+            .expect("core 0 takes over a word core 1 left");
+        a.release(h, Vec::new()).await.unwrap();
+        // b takes it afterwards as usual.
+        let h = b.lock(x).await.unwrap();
+        b.release(h, Vec::new()).await.unwrap();
+        (busy, shared.snapshot())
+    });
+    let (busy, s) = out.unwrap();
+    assert!(
+        busy.cas_failures >= 64,
+        "a asked only after 64 attempts: {busy:?}"
+    );
+    assert_eq!(busy.takeovers, 0, "{busy:?}");
+    assert_eq!(s.takeovers, 1, "{s:?}");
+}
+
+/// A word holding the tag of a core of this CS that no running executor
+/// of this process has (left by an earlier process of this CS, or by an
+/// executor that ended) is taken over after 64 failed attempts.
+#[test]
+fn a_word_left_by_a_core_that_runs_no_more_is_taken_over() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let out = r.block_on(c, async move {
+        let (t, table) = (LockTechniques::FG_PLUS, LockTableConfig::default());
+        let a = handle(t, table, 0);
+        let x = GlobalAddr::new(1, 4096);
+        // Core 3's tag; no handle of core 3 ever ran here.
+        dm_runtime::write(x, 4u64.to_le_bytes().to_vec())
+            .await
+            .unwrap();
+        let h = a.lock(x).await.expect("core 0 takes over core 3's word");
+        a.release(h, Vec::new()).await.unwrap();
+        a.counters().snapshot()
+    });
+    let s = out.unwrap();
+    assert_eq!(s.takeovers, 1, "{s:?}");
+    assert!(s.cas_failures >= 64, "{s:?}");
+}

@@ -41,9 +41,14 @@ impl LeaseWatch {
     /// the holder is dead (ns from the last time this waiter knew it alive,
     /// or first saw its name; the caller then CASes `value` to its own name
     /// and counts the recovery), else `None`. At most one READ of the
-    /// holder's record per lease, none in the first lease. Never dead: a
-    /// holder that is not a member (incarnation 0), or `me`'s own CS
-    /// incarnation. Errors: the READ's.
+    /// holder's record per lease, none in the first lease. Never dead:
+    /// `me`'s own CS incarnation, or a holder that is not a member
+    /// (incarnation 0) of a CS that never joined. A non-member name of a
+    /// CS that has joined since is stale (one process runs a CS at a time,
+    /// and it runs as a member): soft-RoCE left such a word, the low half
+    /// of a member's name, when it executed a retransmitted lock CAS a
+    /// second time while the unlock WRITE landed (docs/rdma.md).
+    /// Errors: the READ's.
     pub async fn dead(
         &mut self,
         me: &Member,
@@ -51,7 +56,7 @@ impl LeaseWatch {
         holder: Holder,
     ) -> Result<Option<u64>, LockError> {
         let h = holder;
-        if h.inc == 0 || (h.cs == me.cs() && h.is(me.incarnation() as u64)) {
+        if h.inc != 0 && h.cs == me.cs() && h.is(me.incarnation() as u64) {
             return Ok(None);
         }
         let now = now_ns();
@@ -69,6 +74,10 @@ impl LeaseWatch {
             return Ok(None);
         }
         let (inc, beat) = me.read_record(h.cs).await?;
+        if h.inc == 0 && inc == 0 {
+            // Not a member, of a CS that never joined: nothing says.
+            return Ok(None);
+        }
         let dead = !h.is(inc) || self.beat.is_some_and(|(b, _)| b == beat);
         if !dead {
             if self.beat.is_some() {

@@ -20,6 +20,11 @@ pub(super) struct Entry {
     pub(super) epoch: u64,
 }
 
+/// An `in_flight` entry that is no CAS of this thread: another core of this
+/// CS is taking the word over ([`super::peer`]), so no CAS of ours may take
+/// it back meanwhile.
+pub(super) const MARKER: u64 = u64::MAX;
+
 thread_local! {
     static LEDGER: RefCell<HashMap<(u64, u64), Entry>> = RefCell::new(HashMap::new());
 }

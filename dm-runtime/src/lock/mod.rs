@@ -83,8 +83,24 @@
 //! holds the slot (a remote holder keeps the local lock until it unlocks
 //! or hands both over), so a slot naming this CS's current incarnation,
 //! any core, is taken over by one CAS (counted and warned as the ledger's
-//! takeovers). Without HOCL another core's tag stays a live holder until
-//! that core's own next attempt on the word, whose ledger then takes it.
+//! takeovers).
+//!
+//! **A word left named by another core** (not in the papers): without HOCL
+//! (and outside device-memory lock tables, which every tree on an MS
+//! shares), a 64-bit word names the task's core that holds it. A waiter
+//! whose CAS keeps finding, for 64 attempts, the tag of another core of its
+//! own CS (same CS id and incarnation) asks that core (`lock::peer`): the
+//! asked thread answers from its own-tag ledger at its next lock CAS or
+//! unlock, *stale* if none of its handles holds the word or has a CAS on
+//! it in flight (and it then keeps its ledger from taking the word back
+//! meanwhile), *busy* otherwise. On *stale* the waiter CASes the tag to
+//! its own. A tag whose executor ended (or that no executor of this
+//! process runs: an earlier process of this CS left it) is stale at once;
+//! if a handle with that tag starts meanwhile and takes the word through
+//! its ledger before the waiter's CAS lands, the waiter gives it back.
+//! Counted and warned as the ledger's takeovers. Costs on the lock path:
+//! a look-up of the tag among the few this thread runs, and one `Relaxed`
+//! load (is any question pending in the process?).
 //!
 //! **Dead holders** (issue 33, not in the papers): a CS that joined the
 //! membership table ([`member`]: an incarnation and a heartbeat word per CS
@@ -114,6 +130,7 @@ pub mod lease;
 mod ledger;
 pub mod member;
 mod node_locks;
+mod peer;
 mod stats;
 
 pub use config::{LockTableConfig, LockTechniques};
@@ -121,6 +138,7 @@ pub use lease::LeaseWatch;
 pub use ledger::lock_takeovers;
 pub use member::{Holder, LeaseConfig, Member};
 pub use node_locks::{Held, NodeLocks};
+pub(crate) use peer::executor_ended;
 pub use stats::{LockCounters, LockEvent, LockStats};
 
 use dm_verbs::{GlobalAddr, VerbError};

@@ -5,19 +5,16 @@
 use super::config::{LockTableConfig, LockTechniques};
 use super::lease::LeaseWatch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
-use super::member::{Holder, Member};
+use super::member::Member;
+use super::peer::{self, PeerWatch};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
-use crate::{cas, faa, masked_cas, read, rpc, write, yield_now, Verbed};
+use crate::{cas, masked_cas, read, rpc, write, yield_now};
 use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::GlobalAddr;
-use smallvec::SmallVec;
 use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 
 /// The remote lock word guarding a node.
 #[derive(Clone, Copy, Debug)]
@@ -339,6 +336,7 @@ impl NodeLocks {
         }
         let mut backoff = self.t.lock_backoff.min(1);
         let mut watch = LeaseWatch::new();
+        let mut peers = PeerWatch::default();
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
             let mut joined = None;
@@ -357,6 +355,9 @@ impl NodeLocks {
                 taken = holder == 0
                     || (self.names_this_cs(word, holder)
                         && self.take_from_this_cs(a, word, holder, attempt).await?)
+                    || self
+                        .take_from_other_core(&mut peers, a, word, holder, attempt)
+                        .await?
                     || (self.member.is_some()
                         && self
                             .take_over_if_dead(&mut watch, a, word, holder, attempt)
@@ -410,6 +411,8 @@ impl NodeLocks {
         Ok(match word {
             LockWord::Word(w) => {
                 let key = (self.tag, w.to_u64());
+                peer::register(self.tag);
+                peer::serve();
                 let in_flight = InFlight::new(key);
                 let mut h = cas(w, 0, self.tag).await?;
                 if h == self.tag && attempt.is_power_of_two() {
@@ -445,57 +448,37 @@ impl NodeLocks {
         })
     }
 
-    /// Under HOCL with a host-memory lock table (one per tree, so only this
-    /// tree's handles take its slots): whether the lock value `holder`
-    /// names this CS as it is now (any of its cores, this incarnation).
-    /// The caller holds the slot's CS-local lock and was not handed the
-    /// remote one, and every task of this CS that holds a slot's remote
-    /// lock holds its local lock too (`release` unlocks the word before it
-    /// drops the local lock; a hand-over passes both): so no task here
-    /// holds it, and the word was left by a CAS of ours that took it
-    /// unreported (soft-RoCE re-executing a retransmitted CAS after the
-    /// unlock: docs/rdma.md), or by a task that dropped its lock on an
-    /// error. The own-tag ledger sees only its own core's tag, and another
-    /// core's tag looks like a live holder of this CS to the lease: the
-    /// sherman-hier hangs of 2026-11-24 and 2026-11-26 (every task of the
-    /// CS waiting for a core of its own that held nothing).
-    fn names_this_cs(&self, word: LockWord, holder: u64) -> bool {
-        if !self.t.hier_lock || self.table.device || self.local.is_none() {
-            return false;
-        }
-        match word {
-            LockWord::Word(_) => {
-                let mine = Holder::of_word(self.tag);
-                let h = Holder::of_word(holder);
-                h.cs == mine.cs && h.inc == mine.inc
-            }
-            LockWord::Lane { .. } => holder == self.lane_id(),
-        }
+    /// Under HOCL with a host-memory lock table (one per tree): the case
+    /// of [`NodeLocks::names_this_cs`].
+    pub(super) fn hocl_host_table(&self) -> bool {
+        self.t.hier_lock && !self.table.device && self.local.is_some()
     }
 
-    /// Takes over a slot left named by this CS ([`NodeLocks::names_this_cs`])
-    /// with one CAS of `holder` to this handle's name; counted as a takeover
-    /// (as the own-tag ledger's).
-    async fn take_from_this_cs(
-        &self,
-        a: GlobalAddr,
-        word: LockWord,
-        holder: u64,
-        attempt: u32,
-    ) -> Result<bool, LockError> {
-        if !self.cas_stale(word, holder).await? {
-            return Ok(false);
+    /// Sherman's hierarchical lock is on.
+    pub(super) fn hier_lock(&self) -> bool {
+        self.t.hier_lock
+    }
+
+    /// Node locks live in a device-memory lock table (shared by every tree
+    /// on the MS).
+    pub(super) fn device_table(&self) -> bool {
+        self.t.onchip_lock && self.table.device
+    }
+
+    /// Puts `holder` back into the 64-bit word `word` this handle just took
+    /// from it ([`super::peer`]: its handle turned out to be running).
+    pub(super) async fn give_back(&self, word: LockWord, holder: u64) -> Result<(), LockError> {
+        if let LockWord::Word(w) = word {
+            cas(w, self.tag, holder).await?;
+            self.note_let_go(w, "given back");
         }
+        Ok(())
+    }
+
+    /// Counts a takeover of a word this CS's handles left.
+    pub(super) fn count_takeover(&self) {
         LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
         self.counters.count(LockEvent::TakenOver);
-        tracing::warn!(
-            node = ?a,
-            holder = format_args!("{holder:#x}"),
-            attempt,
-            "lock word names this CS but no task here holds it (this task holds its \
-             CS-local lock); taking it"
-        );
-        Ok(true)
     }
 
     /// Records in the own-tag ledger that this handle took the 64-bit word `w`.
@@ -539,96 +522,6 @@ impl NodeLocks {
         // A member is of this handle's CS (`set_member` checks it).
         self.member.as_ref().map_or(cs + 1, |m| m.lane_name())
     }
-
-    /// Releases `held` after `writes` (node images, in order). Writes on
-    /// another MS than the lock word complete first; the rest and the unlock
-    /// go out as one doorbell with `combine`, one by one otherwise; under
-    /// HOCL with a local waiter the writes complete and the lock is handed over.
-    pub async fn release(
-        &self,
-        held: Held<'_>,
-        writes: impl IntoIterator<Item = (GlobalAddr, Vec<u8>)>,
-    ) -> Result<(), LockError> {
-        let Held {
-            word,
-            local,
-            mut unreleased,
-        } = held;
-        unreleased.0 = 0;
-        let mut far = Verbs::new();
-        let mut near: Writes = SmallVec::new();
-        for (a, d) in writes {
-            if a.ms() != word.ms() {
-                far.push(write(a, d));
-            } else {
-                near.push((a, d));
-            }
-        }
-        all_ok(far).await?;
-        let combine = self.t.combine;
-        let local = match local {
-            Some(g) if g.can_hand_over() => {
-                self.post_writes(near, combine).await?;
-                match g.try_hand_over() {
-                    Ok(()) => {
-                        if let LockWord::Word(a) = word {
-                            self.note_let_go(a, "handed over");
-                        }
-                        return Ok(());
-                    }
-                    Err(g) => {
-                        self.unlock_word(word).await?;
-                        drop(g);
-                        return Ok(());
-                    }
-                }
-            }
-            g => g,
-        };
-        if combine {
-            // The WRITEs, then the unlock, in one doorbell.
-            futures::try_join!(self.post_writes(near, true), self.unlock_word(word))?;
-        } else {
-            self.post_writes(near, false).await?;
-            self.unlock_word(word).await?;
-        }
-        drop(local);
-        Ok(())
-    }
-
-    /// WRITEs in order: all in one doorbell if `together`, else each completed
-    /// before the next is posted.
-    async fn post_writes(&self, writes: Writes, together: bool) -> Result<(), LockError> {
-        if together {
-            all_ok(writes.into_iter().map(|(a, d)| write(a, d)).collect()).await?;
-        } else {
-            for (a, d) in writes {
-                write(a, d).await?;
-            }
-        }
-        Ok(())
-    }
-
-    async fn unlock_word(&self, w: LockWord) -> Result<(), LockError> {
-        match w {
-            LockWord::Word(a) => {
-                if self.t.unlock_faa {
-                    // The word holds our tag: adding its negation leaves 0.
-                    faa(a, self.tag.wrapping_neg()).await?;
-                } else {
-                    let mut zero = dm_verbs::buf::take(8);
-                    zero.extend_from_slice(&[0; 8]);
-                    write(a, zero).await?;
-                }
-                self.note_let_go(a, "released");
-            }
-            LockWord::Lane { word, shift } => {
-                let m = 0xffffu64 << shift;
-                masked_cas(word, self.lane_id() << shift, 0, m, m).await?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// `hier_lock` is on but no CS-local lock table was attached: the lock would
@@ -642,30 +535,4 @@ fn no_local_table() -> LockError {
     )
 }
 
-/// A release's WRITEs, inline for the usual one or two (no allocation).
-type Writes = SmallVec<[(GlobalAddr, Vec<u8>); 2]>;
-/// WRITE futures polled together (posted in order at their first poll).
-type Verbs = SmallVec<[Verbed<()>; 2]>;
-
-/// Completes when every verb of `fs` has (the first error at once, as
-/// `try_join_all`, which allocated a `Vec` of futures per call): all are
-/// posted in order at the first poll, so they share one doorbell.
-fn all_ok(mut fs: Verbs) -> impl Future<Output = Result<(), dm_verbs::VerbError>> {
-    std::future::poll_fn(move |cx| {
-        let mut i = 0;
-        while i < fs.len() {
-            match Pin::new(&mut fs[i]).poll(cx) {
-                Poll::Ready(r) => {
-                    r?;
-                    fs.remove(i);
-                }
-                Poll::Pending => i += 1,
-            }
-        }
-        if fs.is_empty() {
-            Poll::Ready(Ok(()))
-        } else {
-            Poll::Pending
-        }
-    })
-}
+mod release;

@@ -178,6 +178,7 @@ impl RdmaFabric {
             blocked: None,
             idle: 0,
             clock: Clock::Wall(self.s.t0),
+            fabric_id: Arc::as_ptr(&self.s) as usize,
         })
     }
 }
@@ -220,7 +221,11 @@ impl Fabric for RdmaFabric {
             Ok(q) => q,
             Err(e) => {
                 tracing::error!(cs, core, error = %e, "opening RDMA queues failed; all QPs broken");
-                RdmaQueues::broken(self.num_ms(), Clock::Wall(self.s.t0))
+                RdmaQueues::broken(
+                    self.num_ms(),
+                    Clock::Wall(self.s.t0),
+                    Arc::as_ptr(&self.s) as usize,
+                )
             }
         }
     }

@@ -1,0 +1,133 @@
+//! Releasing a node lock ([`NodeLocks::release`]): the write-back WRITEs,
+//! then the unlock (combined in one doorbell or not), or a HOCL hand-over.
+
+use super::super::LockError;
+use super::peer;
+use super::{Held, LockWord, NodeLocks};
+use crate::{faa, masked_cas, write, Verbed};
+use dm_verbs::GlobalAddr;
+use smallvec::SmallVec;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+impl NodeLocks {
+    /// Releases `held` after `writes` (node images, in order). Writes on
+    /// another MS than the lock word complete first; the rest and the unlock
+    /// go out as one doorbell with `combine`, one by one otherwise; under
+    /// HOCL with a local waiter the writes complete and the lock is handed over.
+    pub async fn release(
+        &self,
+        held: Held<'_>,
+        writes: impl IntoIterator<Item = (GlobalAddr, Vec<u8>)>,
+    ) -> Result<(), LockError> {
+        let Held {
+            word,
+            local,
+            mut unreleased,
+        } = held;
+        unreleased.0 = 0;
+        let mut far = Verbs::new();
+        let mut near: Writes = SmallVec::new();
+        for (a, d) in writes {
+            if a.ms() != word.ms() {
+                far.push(write(a, d));
+            } else {
+                near.push((a, d));
+            }
+        }
+        all_ok(far).await?;
+        let combine = self.t.combine;
+        let local = match local {
+            Some(g) if g.can_hand_over() => {
+                self.post_writes(near, combine).await?;
+                match g.try_hand_over() {
+                    Ok(()) => {
+                        if let LockWord::Word(a) = word {
+                            self.note_let_go(a, "handed over");
+                        }
+                        return Ok(());
+                    }
+                    Err(g) => {
+                        self.unlock_word(word).await?;
+                        drop(g);
+                        return Ok(());
+                    }
+                }
+            }
+            g => g,
+        };
+        if combine {
+            // The WRITEs, then the unlock, in one doorbell.
+            futures::try_join!(self.post_writes(near, true), self.unlock_word(word))?;
+        } else {
+            self.post_writes(near, false).await?;
+            self.unlock_word(word).await?;
+        }
+        drop(local);
+        Ok(())
+    }
+
+    /// WRITEs in order: all in one doorbell if `together`, else each completed
+    /// before the next is posted.
+    async fn post_writes(&self, writes: Writes, together: bool) -> Result<(), LockError> {
+        if together {
+            all_ok(writes.into_iter().map(|(a, d)| write(a, d)).collect()).await?;
+        } else {
+            for (a, d) in writes {
+                write(a, d).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn unlock_word(&self, w: LockWord) -> Result<(), LockError> {
+        match w {
+            LockWord::Word(a) => {
+                if self.t.unlock_faa {
+                    // The word holds our tag: adding its negation leaves 0.
+                    faa(a, self.tag.wrapping_neg()).await?;
+                } else {
+                    let mut zero = dm_verbs::buf::take(8);
+                    zero.extend_from_slice(&[0; 8]);
+                    write(a, zero).await?;
+                }
+                self.note_let_go(a, "released");
+                peer::serve();
+            }
+            LockWord::Lane { word, shift } => {
+                let m = 0xffffu64 << shift;
+                masked_cas(word, self.lane_id() << shift, 0, m, m).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A release's WRITEs, inline for the usual one or two (no allocation).
+type Writes = SmallVec<[(GlobalAddr, Vec<u8>); 2]>;
+/// WRITE futures polled together (posted in order at their first poll).
+type Verbs = SmallVec<[Verbed<()>; 2]>;
+
+/// Completes when every verb of `fs` has (the first error at once, as
+/// `try_join_all`, which allocated a `Vec` of futures per call): all are
+/// posted in order at the first poll, so they share one doorbell.
+fn all_ok(mut fs: Verbs) -> impl Future<Output = Result<(), dm_verbs::VerbError>> {
+    std::future::poll_fn(move |cx| {
+        let mut i = 0;
+        while i < fs.len() {
+            match Pin::new(&mut fs[i]).poll(cx) {
+                Poll::Ready(r) => {
+                    r?;
+                    fs.remove(i);
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        if fs.is_empty() {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    })
+}

@@ -7,7 +7,9 @@
 # perftest's READ rate (for rdma_efficiency), and the failure paths.
 # Exit status: the guest script's (non-zero on any mismatch, error or hang).
 # Env: SKIP_DEPS=1 skips the apt step; GUEST_TIMEOUT (default 900 s) bounds the guest;
-# INDEXES (e.g. "dex dolphin") narrows the indexes of the ycsb and check steps.
+# INDEXES (e.g. "dex dolphin") narrows the indexes of the ycsb and check steps,
+# KILL_INDEXES those of the kill step (default: INDEXES if set, else every
+# index the other steps run plus lockfree-art and smart-inplace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,6 +30,7 @@ trap 'rm -f "$GS"' EXIT
   echo "BIN='$CARGO_TARGET_DIR/release'"
   echo "TEST_BIN='$TEST_BIN'"
   if [ -n "${INDEXES:-}" ]; then echo "INDEXES='$INDEXES'"; fi
+  if [ -n "${KILL_INDEXES:-${INDEXES:-}}" ]; then echo "KILL_INDEXES='${KILL_INDEXES:-$INDEXES}'"; fi
   cat scripts/softroce/guest-test-rdma.sh
 } > "$GS"
 GUEST_TIMEOUT=${GUEST_TIMEOUT:-900} bash scripts/softroce/run-guest.sh "$GS" "$ROOT"

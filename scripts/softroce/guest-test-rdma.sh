@@ -23,6 +23,10 @@ L=/tmp/dm-rdma-test; mkdir -p $L
 MS="127.0.0.1:7471,127.0.0.1:7472"
 # ../test-rdma.sh may narrow the list (INDEXES="dex dolphin" bash scripts/test-rdma.sh).
 INDEXES=${INDEXES:-"fg sherman-combine sherman-onchip sherman-hier sherman nam-coarse nam-hybrid art smart dex dolphin"}
+# The kill step also covers the two radix rungs the other steps leave out
+# (their locks recover in their own ways: lock-free internal nodes, and
+# lock-table leaf locks), unless ../test-rdma.sh narrowed the list.
+KILL_INDEXES=${KILL_INDEXES:-"$INDEXES lockfree-art smart-inplace"}
 # rxe's transport counters: retransmissions (completer_retry_err), duplicate
 # requests seen by a responder, retry-exceeded QP failures.
 rxe_stats() {
@@ -257,6 +261,7 @@ done
 # failure is rerun once, as the ycsb and check steps are (sherman-hier hung
 # here once, 2026-11-26: docs/rdma.md). Dolphin and DEX refuse --lease-ms
 # (their locks do not recover yet): the step checks that they say so.
+# It runs for KILL_INDEXES: INDEXES plus lockfree-art and smart-inplace.
 # --ops per index: a run of several seconds in this guest (nam-*: about 220
 # ops/s per process, through the MS's one RPC core; smart: about 5,800).
 KILL="--fabric rdma --ms $MS $STAGING --cs 1 --threads 2 --coros 2 --keys 500 --workload a --lease-ms 200"
@@ -286,7 +291,7 @@ kill_step() {
   grep -h "is gone" $L/kill-$1.0.out | sed 's/^/  survivor: /'
   grep -q "client 1 is gone" $L/kill-$1.0.out || { WHY="kill $1: the survivor never found client 1 gone"; return 1; }
 }
-for index in $INDEXES; do
+for index in $KILL_INDEXES; do
   case $index in
     dex|dolphin)
       step "dm-bench ycsb --lease-ms refuses $index (its locks do not recover yet)"
@@ -294,7 +299,7 @@ for index in $INDEXES; do
       grep -q "do not recover from a dead CS yet" $L/kill-$index.out || fail "no reason given for refusing $index"
       continue ;;
     nam-*) extra="--ops 2000" ;;
-    art|smart) extra="--cache-mb 16 --ops 60000" ;;
+    art|smart|lockfree-art|smart-inplace) extra="--cache-mb 16 --ops 60000" ;;
     *) extra="--cache-mb 0 --ops 20000" ;;
   esac
   step "kill -9 of one of two ycsb client processes --fabric rdma --index $index; a new one replaces it"

@@ -269,3 +269,52 @@ fn a_word_left_by_a_core_that_runs_no_more_is_taken_over() {
     assert_eq!(s.takeovers, 1, "{s:?}");
     assert!(s.cas_failures >= 64, "{s:?}");
 }
+
+/// Core 1 takes and releases a hot word over and over, on its own thread,
+/// so core 0's CASes keep finding core 1's tag across many holds and core 0
+/// asks about it. Core 1 may answer *stale* between two holds: it must then
+/// not take the word again before core 0 is done, or core 0's takeover CAS
+/// would land on core 1's new hold and both would hold the lock (what lost
+/// keys in the guest's nam-hybrid kill step). Every holder checks that it
+/// is alone. Two threads on loopback: which interleavings occur varies
+/// from run to run, but none may ever show two holders.
+#[test]
+fn a_stale_answer_keeps_the_asked_core_off_the_word() {
+    use dm_runtime::{ExecConfig, Executor};
+    use dm_verbs::Fabric;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let f = common::loopback_fabric();
+    let x = GlobalAddr::new(1, 4096);
+    let inside = Arc::new(AtomicU32::new(0));
+    let worst = Arc::new(AtomicU32::new(0));
+    let shared = Arc::new(LockCounters::new());
+    let run = |core: u16, n: u32, len: u32| {
+        let mut ex = Executor::new(f.open_queues(0, core), f.num_ms(), ExecConfig::default());
+        let h = handle(LockTechniques::FG_PLUS, LockTableConfig::default(), core)
+            .with_counters(shared.clone());
+        let (inside, worst) = (inside.clone(), worst.clone());
+        ex.block_on(async move {
+            for _ in 0..n {
+                let held = h.lock(x).await.unwrap();
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                worst.fetch_max(now, Ordering::SeqCst);
+                for _ in 0..len {
+                    yield_now().await;
+                }
+                inside.fetch_sub(1, Ordering::SeqCst);
+                h.release(held, Vec::new()).await.unwrap();
+            }
+        });
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| run(1, 3000, 200));
+        s.spawn(|| run(0, 300, 1));
+    });
+    let st = shared.snapshot();
+    eprintln!("{st:?}");
+    assert_eq!(
+        worst.load(Ordering::SeqCst),
+        1,
+        "two holders at once: {st:?}"
+    );
+}

@@ -213,12 +213,24 @@ pub(super) fn serve() {
 const ASK_AFTER: u32 = 64;
 
 /// What a waiter saw of a lock word naming another core of its CS, and
-/// its question to that core. One per lock attempt loop.
+/// its question to that core. One per lock attempt loop. Dropped with a
+/// question out (the attempt loop ended, or was cancelled), it tells the
+/// core it is done, so a *stale* answer's marker never outlives it.
 #[derive(Default)]
 pub(super) struct PeerWatch {
     value: u64,
     since: u32,
+    /// The word asked about (raw address), while `reply` is out.
+    word: u64,
     reply: Option<(Arc<Peer>, Arc<Reply>)>,
+}
+
+impl Drop for PeerWatch {
+    fn drop(&mut self) {
+        if let Some((p, _)) = self.reply.take() {
+            p.done(self.word);
+        }
+    }
 }
 
 impl NodeLocks {
@@ -310,6 +322,7 @@ impl NodeLocks {
             *watch = PeerWatch {
                 value: holder,
                 since: attempt,
+                word: w.to_u64(),
                 reply: None,
             };
             return Ok(false);

@@ -307,8 +307,8 @@ fn a_stale_answer_keeps_the_asked_core_off_the_word() {
         });
     };
     std::thread::scope(|s| {
-        s.spawn(|| run(1, 3000, 200));
-        s.spawn(|| run(0, 300, 1));
+        s.spawn(|| run(1, 20_000, 200));
+        s.spawn(|| run(0, 2000, 1));
     });
     let st = shared.snapshot();
     eprintln!("{st:?}");

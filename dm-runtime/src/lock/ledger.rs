@@ -72,6 +72,23 @@ impl InFlight {
         InFlight { key, post, epoch }
     }
 
+    /// [`InFlight::new`] for a lock CAS that takes a free word, unless
+    /// another core of this CS is taking the word over from this tag (a
+    /// [`MARKER`] in the entry, `super::peer`): then `None`, and no CAS may
+    /// be posted. One ledger access, as `new`.
+    pub(super) fn unless_marked(key: (u64, u64)) -> Option<Self> {
+        let r = ledger(key, |e| {
+            if e.in_flight.first() == Some(&MARKER) {
+                return None;
+            }
+            let p = e.next_post;
+            e.next_post += 1;
+            e.in_flight.push(p);
+            Some((p, e.epoch))
+        });
+        r.map(|(post, epoch)| InFlight { key, post, epoch })
+    }
+
     /// True if this CAS's own-tag result cannot be explained by anything the
     /// ledger saw (module docs): no holder, no take or release since it was
     /// posted, no earlier CAS of ours still in flight (one QP executes them in

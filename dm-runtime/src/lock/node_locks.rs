@@ -4,7 +4,7 @@
 
 use super::config::{LockTableConfig, LockTechniques};
 use super::lease::LeaseWatch;
-use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS, MARKER};
+use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
 use super::member::Member;
 use super::peer::{self, PeerWatch};
 use super::{LockCounters, LockError, LockEvent};
@@ -413,13 +413,12 @@ impl NodeLocks {
                 let key = (self.tag, w.to_u64());
                 peer::register(self.tag);
                 peer::serve();
-                if ledger(key, |e| e.in_flight.contains(&MARKER)) {
+                let Some(in_flight) = InFlight::unless_marked(key) else {
                     // Another core of this CS is taking this word over from
                     // us (`peer`): no CAS of ours until it is done, or we
                     // could take the word just before its CAS lands.
                     return Ok(self.tag);
-                }
-                let in_flight = InFlight::new(key);
+                };
                 let mut h = cas(w, 0, self.tag).await?;
                 if h == self.tag && attempt.is_power_of_two() {
                     tracing::trace!(

@@ -68,6 +68,9 @@ pub(super) struct Peer {
     /// The executor (core) whose handles run the tag.
     exec: u32,
     gone: AtomicBool,
+    /// Another thread's registration of the key replaced this one in the
+    /// table ([`register`] puts it back at this thread's next lock CAS).
+    superseded: AtomicBool,
     mail: Mutex<Vec<Mail>>,
 }
 
@@ -138,18 +141,35 @@ pub(super) fn register(tag: u64) {
     };
     let key = (fabric, tag);
     OWN.with(|o| {
-        if o.0.borrow().iter().any(|p| p.key == key) {
+        if let Some(p) = o.0.borrow().iter().find(|p| p.key == key) {
+            if p.superseded.swap(false, Ordering::Relaxed) {
+                // Another thread ran this tag since (one at a time): the
+                // table names this thread again.
+                publish(p);
+            }
             return;
         }
         let p = Arc::new(Peer {
             key,
             exec,
             gone: AtomicBool::new(false),
+            superseded: AtomicBool::new(false),
             mail: Mutex::default(),
         });
-        PEERS.lock().unwrap().insert(key, p.clone());
+        publish(&p);
         o.0.borrow_mut().push(p);
     });
+}
+
+/// Makes `p` the one the table names for its key; the one it named before
+/// (another thread's) re-publishes itself when its thread runs the tag
+/// again.
+fn publish(p: &Arc<Peer>) {
+    if let Some(old) = PEERS.lock().unwrap().insert(p.key, p.clone()) {
+        if !Arc::ptr_eq(&old, p) {
+            old.superseded.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The executor `exec` was dropped: its handles will not run again, so

@@ -1,6 +1,8 @@
 //! [`NodeLocks`]: where a node's lock word lives, how it is taken (local
-//! queue first under HOCL, then CAS with back-off) and released (combined or
-//! not, or handed over); see the [module docs](super) for the protocol.
+//! queue first under HOCL, then CAS with back-off; words left naming this
+//! CS are taken back through `super::peer`, dead holders' through
+//! `super::lease`) and released (`release.rs`: combined or not, or handed
+//! over); see the [module docs](super) for the protocol.
 
 use super::config::{LockTableConfig, LockTechniques};
 use super::lease::LeaseWatch;

@@ -61,8 +61,6 @@ pub(crate) struct CoreState {
     /// The fabric's CPU charge per index operation (`CpuCost::op_ns`), for
     /// [`charge_op`].
     pub(crate) op_ns: u64,
-    /// [`dm_verbs::Queues::fabric_id`] of this core's queues.
-    pub(crate) fabric_id: usize,
 }
 
 /// Queues task `key` on `run_queue` if it exists and is not queued yet
@@ -181,11 +179,6 @@ pub fn now_ns() -> u64 {
 /// virtual time (`dm-bench trace`).
 pub fn current_core_clock() -> Option<(u32, u64)> {
     try_current(|c| (c.exec_id, c.clock.now_ns()))
-}
-
-/// The current core's [`dm_verbs::Queues::fabric_id`] (0 outside a tick).
-pub(crate) fn current_fabric_id() -> usize {
-    try_current(|c| c.fabric_id).unwrap_or(0)
 }
 
 /// Charges `ns` of local CPU work to the current core: an index's traversal

@@ -86,7 +86,6 @@ impl<Q: Queues> Executor<Q> {
             num_ms,
             last_list: num_ms as usize,
             op_ns: cost.op_ns,
-            fabric_id: queues.fabric_id(),
         });
         core.cur_stats.set(core.idle_stats.get());
         Executor {
@@ -397,7 +396,5 @@ impl<Q: Queues> Drop for Executor<Q> {
         let _entered = Entered::enter(core);
         let futs: Vec<_> = core.tasks.borrow_mut().drain().map(|t| t.task).collect();
         drop(futs);
-        // Its lock handles cannot run any more: words naming them are stale.
-        crate::lock::executor_ended(core.exec_id);
     }
 }

@@ -140,12 +140,4 @@ pub trait Queues {
     /// The CPU costs the runtime should charge. Fixed for the life of the
     /// queues: an executor reads them once, when it is built.
     fn cpu_cost(&self) -> CpuCost;
-    /// Which fabric these queues belong to: equal for every core's queues
-    /// opened from one fabric (the address of its shared state), different
-    /// for two fabrics alive at once in one process. The runtime keys
-    /// per-process tables by it (dm-runtime's lock tags: a lock tag names a
-    /// core of a CS of one fabric). 0 if the backend cannot tell.
-    fn fabric_id(&self) -> usize {
-        0
-    }
 }

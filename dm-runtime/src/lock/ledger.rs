@@ -20,11 +20,6 @@ pub(super) struct Entry {
     pub(super) epoch: u64,
 }
 
-/// An `in_flight` entry that is no CAS of this thread: another core of this
-/// CS is taking the word over ([`super::peer`]), so no CAS of ours may take
-/// it back meanwhile.
-pub(super) const MARKER: u64 = u64::MAX;
-
 thread_local! {
     static LEDGER: RefCell<HashMap<(u64, u64), Entry>> = RefCell::new(HashMap::new());
 }
@@ -70,23 +65,6 @@ impl InFlight {
             (p, e.epoch)
         });
         InFlight { key, post, epoch }
-    }
-
-    /// [`InFlight::new`] for a lock CAS that takes a free word, unless
-    /// another core of this CS is taking the word over from this tag (a
-    /// [`MARKER`] in the entry, `super::peer`): then `None`, and no CAS may
-    /// be posted. One ledger access, as `new`.
-    pub(super) fn unless_marked(key: (u64, u64)) -> Option<Self> {
-        let r = ledger(key, |e| {
-            if e.in_flight.first() == Some(&MARKER) {
-                return None;
-            }
-            let p = e.next_post;
-            e.next_post += 1;
-            e.in_flight.push(p);
-            Some((p, e.epoch))
-        });
-        r.map(|(post, epoch)| InFlight { key, post, epoch })
     }
 
     /// True if this CAS's own-tag result cannot be explained by anything the

@@ -85,22 +85,11 @@
 //! any core, is taken over by one CAS (counted and warned as the ledger's
 //! takeovers).
 //!
-//! **A word left named by another core** (not in the papers): without HOCL
-//! (and outside device-memory lock tables, which every tree on an MS
-//! shares), a 64-bit word names the task's core that holds it. A waiter
-//! whose CAS keeps finding, for 64 attempts, the tag of another core of its
-//! own CS (same CS id and incarnation) asks that core (`lock::peer`): the
-//! asked thread answers from its own-tag ledger at its next lock CAS or
-//! unlock, *stale* if none of its handles holds the word or has a CAS on
-//! it in flight (and it then keeps its ledger from taking the word back
-//! meanwhile), *busy* otherwise. On *stale* the waiter CASes the tag to
-//! its own. A tag whose executor ended (or that no executor of this
-//! process runs: an earlier process of this CS left it) is stale at once;
-//! if a handle with that tag starts meanwhile and takes the word through
-//! its ledger before the waiter's CAS lands, the waiter gives it back.
-//! Counted and warned as the ledger's takeovers. Costs on the lock path:
-//! a look-up of the tag among the few this thread runs, and one `Relaxed`
-//! load (is any question pending in the process?).
+//! **A word left named by another core**, without HOCL, is not taken
+//! back by anyone but that core's own next attempt on it (its ledger). A
+//! question to that core (`lock::peer` in 7fb0394..20dc733) lost keys on
+//! soft-RoCE and was removed: docs/rdma.md, "A lost key in the nam-hybrid
+//! kill step".
 //!
 //! **Dead holders** (issue 33, not in the papers): a CS that joined the
 //! membership table ([`member`]: an incarnation and a heartbeat word per CS
@@ -138,7 +127,6 @@ pub use lease::LeaseWatch;
 pub use ledger::lock_takeovers;
 pub use member::{Holder, LeaseConfig, Member};
 pub use node_locks::{Held, NodeLocks};
-pub(crate) use peer::executor_ended;
 pub use stats::{LockCounters, LockEvent, LockStats};
 
 use dm_verbs::{GlobalAddr, VerbError};

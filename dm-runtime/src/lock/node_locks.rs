@@ -8,7 +8,6 @@ use super::config::{LockTableConfig, LockTechniques};
 use super::lease::LeaseWatch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
 use super::member::Member;
-use super::peer::{self, PeerWatch};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, masked_cas, read, rpc, write, yield_now};
@@ -338,7 +337,6 @@ impl NodeLocks {
         }
         let mut backoff = self.t.lock_backoff.min(1);
         let mut watch = LeaseWatch::new();
-        let mut peers = PeerWatch::default();
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
             let mut joined = None;
@@ -357,9 +355,6 @@ impl NodeLocks {
                 taken = holder == 0
                     || (self.names_this_cs(word, holder)
                         && self.take_from_this_cs(a, word, holder, attempt).await?)
-                    || self
-                        .take_from_other_core(&mut peers, a, word, holder, attempt)
-                        .await?
                     || (self.member.is_some()
                         && self
                             .take_over_if_dead(&mut watch, a, word, holder, attempt)
@@ -413,14 +408,7 @@ impl NodeLocks {
         Ok(match word {
             LockWord::Word(w) => {
                 let key = (self.tag, w.to_u64());
-                peer::register(self.tag);
-                peer::serve();
-                let Some(in_flight) = InFlight::unless_marked(key) else {
-                    // Another core of this CS is taking this word over from
-                    // us (`peer`): no CAS of ours until it is done, or we
-                    // could take the word just before its CAS lands.
-                    return Ok(self.tag);
-                };
+                let in_flight = InFlight::new(key);
                 let mut h = cas(w, 0, self.tag).await?;
                 if h == self.tag && attempt.is_power_of_two() {
                     tracing::trace!(
@@ -459,27 +447,6 @@ impl NodeLocks {
     /// of [`NodeLocks::names_this_cs`].
     pub(super) fn hocl_host_table(&self) -> bool {
         self.t.hier_lock && !self.table.device && self.local.is_some()
-    }
-
-    /// Sherman's hierarchical lock is on.
-    pub(super) fn hier_lock(&self) -> bool {
-        self.t.hier_lock
-    }
-
-    /// Node locks live in a device-memory lock table (shared by every tree
-    /// on the MS).
-    pub(super) fn device_table(&self) -> bool {
-        self.t.onchip_lock && self.table.device
-    }
-
-    /// Puts `holder` back into the 64-bit word `word` this handle just took
-    /// from it ([`super::peer`]: its handle turned out to be running).
-    pub(super) async fn give_back(&self, word: LockWord, holder: u64) -> Result<(), LockError> {
-        if let LockWord::Word(w) = word {
-            cas(w, self.tag, holder).await?;
-            self.note_let_go(w, "given back");
-        }
-        Ok(())
     }
 
     /// Counts a takeover of a word this CS's handles left.

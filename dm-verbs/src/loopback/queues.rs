@@ -53,10 +53,6 @@ impl Drop for LoopbackQueues {
 }
 
 impl Queues for LoopbackQueues {
-    fn fabric_id(&self) -> usize {
-        Arc::as_ptr(&self.s) as usize
-    }
-
     fn post_list(&mut self, ms: u16, wrs: &mut Vec<WorkRequest>) {
         let broken = self.broken.get(ms as usize).copied().unwrap_or(false);
         self.cq.reserve(wrs.len());

@@ -178,7 +178,6 @@ impl RdmaFabric {
             blocked: None,
             idle: 0,
             clock: Clock::Wall(self.s.t0),
-            fabric_id: Arc::as_ptr(&self.s) as usize,
         })
     }
 }
@@ -221,11 +220,7 @@ impl Fabric for RdmaFabric {
             Ok(q) => q,
             Err(e) => {
                 tracing::error!(cs, core, error = %e, "opening RDMA queues failed; all QPs broken");
-                RdmaQueues::broken(
-                    self.num_ms(),
-                    Clock::Wall(self.s.t0),
-                    Arc::as_ptr(&self.s) as usize,
-                )
+                RdmaQueues::broken(self.num_ms(), Clock::Wall(self.s.t0))
             }
         }
     }

@@ -25,10 +25,6 @@ impl RdmaQueues {
 const LIVENESS_EVERY: u32 = 4096;
 
 impl Queues for RdmaQueues {
-    fn fabric_id(&self) -> usize {
-        self.fabric_id
-    }
-
     fn post_list(&mut self, ms: u16, wrs: &mut Vec<WorkRequest>) {
         let i = ms as usize;
         match self.qps.get_mut(i) {

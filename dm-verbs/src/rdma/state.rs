@@ -79,12 +79,10 @@ pub struct RdmaQueues {
     pub(super) blocked: Option<u16>,
     pub(super) idle: u32,
     pub(super) clock: Clock,
-    /// [`crate::Queues::fabric_id`]: the address of the fabric's shared state.
-    pub(super) fabric_id: usize,
 }
 
 impl RdmaQueues {
-    pub(super) fn broken(num_ms: u16, clock: Clock, fabric_id: usize) -> RdmaQueues {
+    pub(super) fn broken(num_ms: u16, clock: Clock) -> RdmaQueues {
         let qps = (0..num_ms)
             .map(|ms| QpState {
                 ms,
@@ -126,7 +124,6 @@ impl RdmaQueues {
             blocked: None,
             idle: 0,
             clock,
-            fabric_id,
         }
     }
 }

@@ -397,10 +397,6 @@ impl SimQueues {
 }
 
 impl Queues for SimQueues {
-    fn fabric_id(&self) -> usize {
-        Rc::as_ptr(&self.world) as usize
-    }
-
     fn post_list(&mut self, ms: u16, wrs: &mut Vec<WorkRequest>) {
         self.world.borrow_mut().post_list(self.core, ms, wrs)
     }

@@ -2,7 +2,6 @@
 //! then the unlock (combined in one doorbell or not), or a HOCL hand-over.
 
 use super::super::LockError;
-use super::peer;
 use super::{Held, LockWord, NodeLocks};
 use crate::{faa, masked_cas, write, Verbed};
 use dm_verbs::GlobalAddr;
@@ -93,7 +92,6 @@ impl NodeLocks {
                     write(a, zero).await?;
                 }
                 self.note_let_go(a, "released");
-                peer::serve();
             }
             LockWord::Lane { word, shift } => {
                 let m = 0xffffu64 << shift;

@@ -119,7 +119,6 @@ pub mod lease;
 mod ledger;
 pub mod member;
 mod node_locks;
-mod peer;
 mod stats;
 
 pub use config::{LockTableConfig, LockTechniques};

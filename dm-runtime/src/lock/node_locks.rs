@@ -1,13 +1,13 @@
 //! [`NodeLocks`]: where a node's lock word lives, how it is taken (local
-//! queue first under HOCL, then CAS with back-off; words left naming this
-//! CS are taken back through `super::peer`, dead holders' through
+//! queue first under HOCL, then CAS with back-off; a slot left naming
+//! this CS is taken back under HOCL, dead holders' locks through
 //! `super::lease`) and released (`release.rs`: combined or not, or handed
 //! over); see the [module docs](super) for the protocol.
 
 use super::config::{LockTableConfig, LockTechniques};
 use super::lease::LeaseWatch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
-use super::member::Member;
+use super::member::{Holder, Member};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, masked_cas, read, rpc, write, yield_now};
@@ -420,8 +420,7 @@ impl NodeLocks {
                     );
                 }
                 if h == self.tag && in_flight.unexplained() {
-                    LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
-                    self.counters.count(LockEvent::TakenOver);
+                    self.count_takeover();
                     tracing::warn!(
                         node = ?a,
                         attempt,
@@ -443,14 +442,59 @@ impl NodeLocks {
         })
     }
 
-    /// Under HOCL with a host-memory lock table (one per tree): the case
-    /// of [`NodeLocks::names_this_cs`].
-    pub(super) fn hocl_host_table(&self) -> bool {
-        self.t.hier_lock && !self.table.device && self.local.is_some()
+    /// Under HOCL with a host-memory lock table (one per tree, so only this
+    /// tree's handles take its slots): whether the lock value `holder`
+    /// names this CS as it is now (any of its cores, this incarnation).
+    /// The caller holds the slot's CS-local lock and was not handed the
+    /// remote one, and every task of this CS that holds a slot's remote
+    /// lock holds its local lock too (`release` unlocks the word before it
+    /// drops the local lock; a hand-over passes both): so no task here
+    /// holds it, and the word was left by a CAS of ours that took it
+    /// unreported (soft-RoCE executing a retransmitted CAS a second time,
+    /// after the unlock: docs/rdma.md), or by a task that dropped its lock
+    /// on an error. The sherman-hier hangs of 2026-11-24 and 2026-11-26:
+    /// the word named the CS's other core, every task of the CS queued
+    /// behind this one on the local lock, and the lease saw a live holder.
+    fn names_this_cs(&self, word: LockWord, holder: u64) -> bool {
+        if !self.t.hier_lock || self.table.device || self.local.is_none() {
+            return false;
+        }
+        match word {
+            LockWord::Word(_) => {
+                let (mine, h) = (Holder::of_word(self.tag), Holder::of_word(holder));
+                h.cs == mine.cs && h.inc == mine.inc
+            }
+            LockWord::Lane { .. } => holder == self.lane_id(),
+        }
     }
 
-    /// Counts a takeover of a word this CS's handles left.
-    pub(super) fn count_takeover(&self) {
+    /// Takes over a slot left named by this CS ([`NodeLocks::names_this_cs`])
+    /// with one CAS of `holder` to this handle's name; counted as a takeover
+    /// (as the own-tag ledger's).
+    async fn take_from_this_cs(
+        &self,
+        a: GlobalAddr,
+        word: LockWord,
+        holder: u64,
+        attempt: u32,
+    ) -> Result<bool, LockError> {
+        if !self.cas_stale(word, holder).await? {
+            return Ok(false);
+        }
+        self.count_takeover();
+        tracing::warn!(
+            node = ?a,
+            holder = format_args!("{holder:#x}"),
+            attempt,
+            "lock word names this CS but no task here holds it (this task holds its \
+             CS-local lock); taking it"
+        );
+        Ok(true)
+    }
+
+    /// Counts a takeover of a word this CS's handles left (the own-tag
+    /// ledger's, or [`NodeLocks::names_this_cs`]'s).
+    fn count_takeover(&self) {
         LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
         self.counters.count(LockEvent::TakenOver);
     }

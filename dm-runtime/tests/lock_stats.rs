@@ -66,8 +66,9 @@ fn handles_given_one_arc_share_their_counters() {
 
 /// Two handles of one CS (cores 0 and 1) under Sherman's hierarchical lock
 /// (HOCL, §4.3): one CS-local lock table, `slots` 64-bit GLT slots in device
-/// memory, one set of counters.
-fn hocl_pair(slots: u64) -> (NodeLocks, NodeLocks, Arc<LockCounters>) {
+/// memory (`device`) or host memory (create the tables before use), one set
+/// of counters.
+fn hocl_pair(slots: u64, device: bool) -> (NodeLocks, NodeLocks, Arc<LockCounters>) {
     let t = LockTechniques {
         combine: true,
         onchip_lock: true,
@@ -75,7 +76,7 @@ fn hocl_pair(slots: u64) -> (NodeLocks, NodeLocks, Arc<LockCounters>) {
         ..LockTechniques::FG_PLUS
     };
     let table = LockTableConfig {
-        device: true,
+        device,
         lanes16: false,
         slots,
     };
@@ -93,7 +94,7 @@ fn hocl_counts_queue_waits_and_hand_overs() {
     let mut r = rt(small_cfg());
     let c = r.add_core(0, 0);
     let out = r.block_on(c, async move {
-        let (a, b, shared) = hocl_pair(64);
+        let (a, b, shared) = hocl_pair(64, true);
         contend(&a, &b, GlobalAddr::new(1, 4096)).await;
         shared.snapshot()
     });
@@ -124,7 +125,7 @@ fn a_handed_over_lock_leaves_the_givers_ledger_clean() {
     let c = r.add_core(0, 0);
     let out = r.block_on(c, async move {
         // One slot: every node's lock is at device(ms, 0).
-        let (a, b, shared) = hocl_pair(1);
+        let (a, b, shared) = hocl_pair(1, true);
         let x = GlobalAddr::new(1, 4096);
         // a takes the slot by CAS and hands it to b, which releases it.
         contend(&a, &b, x).await;
@@ -155,23 +156,7 @@ fn hocl_takes_a_slot_left_by_another_core_of_its_cs() {
     let mut r = rt(small_cfg());
     let c = r.add_core(0, 0);
     let out = r.block_on(c, async move {
-        let t = LockTechniques {
-            combine: true,
-            onchip_lock: true,
-            hier_lock: true,
-            ..LockTechniques::FG_PLUS
-        };
-        let table = LockTableConfig {
-            device: false,
-            lanes16: false,
-            slots: 1,
-        };
-        let local = NodeLocks::new_local_table(&t);
-        let shared = Arc::new(LockCounters::new());
-        let mut a = handle(t, table, 0).with_counters(shared.clone());
-        let mut b = handle(t, table, 1).with_counters(shared.clone());
-        a.set_local(local.clone());
-        b.set_local(local);
+        let (a, b, shared) = hocl_pair(1, false);
         a.create_tables(2).await.unwrap();
         let x = GlobalAddr::new(1, 4096);
         contend(&a, &b, x).await;

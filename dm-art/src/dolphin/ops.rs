@@ -241,10 +241,14 @@ impl DolphinTree {
         for _ in 0..MAX_RETRIES {
             let (t, img) = match self.attempt(&path, k, &mut next, Hold::Exclusive).await? {
                 None => continue,
-                Some(Reached::Absent(a, _)) => {
+                Some(Reached::Absent(a, hit)) => {
                     if self.hang(a, k, value).await? {
                         return Ok(());
                     }
+                    // The publishing CAS lost: the word it expected may be
+                    // a stale cached one, which the next walk must not
+                    // start from again (it would lose the same CAS forever).
+                    self.art.invalidate(&path, hit);
                     continue;
                 }
                 Some(Reached::Leaf(t, img)) => (t, img),

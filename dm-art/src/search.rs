@@ -15,16 +15,17 @@ use dm_verbs::GlobalAddr;
 impl SmartTree {
     /// The cursor at the root slot (one 8-byte READ).
     pub(crate) async fn root_cursor(&self) -> Result<Cursor, ArtError> {
+        let word = self.read_word(self.cfg.root_slot).await?;
         Ok(Cursor {
             slot_a: self.cfg.root_slot,
             owner: self.cfg.root_slot,
-            word: self.read_word(self.cfg.root_slot).await?,
+            word,
             depth: 0,
             cached: false,
         })
     }
 
-    /// Where a walk for `path` starts: the ART cache's deepest entry on it
+    /// Where a walk for `path` starts: the ART cache's deepest slot on it
     /// (no verb), else the root slot (one READ).
     pub(crate) async fn start_cursor(
         &self,
@@ -100,18 +101,11 @@ impl SmartTree {
         Ok(same.then_some(l?.0))
     }
 
-    /// Admits the node at `addr` READ through `c` (its slots discriminate on
-    /// path byte `end`) into the ART cache.
-    pub(crate) fn cache_fill(
-        &self,
-        path: &[u8],
-        end: usize,
-        addr: GlobalAddr,
-        c: &Cursor,
-        n: &NodeImage,
-    ) {
+    /// Admits the node at `addr` just READ (its slots discriminate on path
+    /// byte `end`) into the ART cache.
+    pub(crate) fn cache_fill(&self, path: &[u8], end: usize, addr: GlobalAddr, n: &NodeImage) {
         if let Some(k) = &self.cache {
-            k.insert(&path[..end], addr, *c, &n.slots);
+            k.insert(&path[..end], addr, &n.slots);
         }
     }
 
@@ -184,7 +178,7 @@ impl SmartTree {
                         }
                         continue;
                     }
-                    self.cache_fill(path, p, addr, &c, &n);
+                    self.cache_fill(path, p, addr, &n);
                     let Some((i, w)) = n.find(path[p]) else {
                         return Ok(None);
                     };

@@ -311,15 +311,18 @@ fn warm_cache_search_is_one_read_and_stale_entries_are_caught() {
 ///   READs the new leaf (2 RTTs).
 /// - ROWEX (ART): an insert into a node adds the node's lock CAS and unlock
 ///   WRITE (2 RTTs) to the lock-free version's leaf WRITE + slot CAS.
+/// - The node the insert goes into is the root node here, whose cached
+///   snapshot lacks the new key's slot: the walk READs the root slot and
+///   the node (`dm_art::cache`: no entry names the root node by a slot).
 #[test]
 fn the_ladder_costs_what_each_technique_saves() {
     type Counts = (u64, u64, u64, u64);
     let want: [(Counts, Counts, Counts, Counts); 4] = [
         // get, update, get after update, insert into a node
-        ((2, 0, 0, 1), (1, 1, 1, 3), (3, 0, 0, 2), (1, 2, 2, 5)),
-        ((2, 0, 0, 1), (1, 1, 1, 3), (3, 0, 0, 2), (1, 1, 1, 3)),
-        ((1, 0, 0, 1), (2, 1, 2, 4), (1, 0, 0, 1), (1, 1, 1, 3)),
-        ((1, 0, 0, 1), (1, 1, 1, 3), (1, 0, 0, 1), (1, 1, 1, 3)),
+        ((2, 0, 0, 1), (1, 1, 1, 3), (3, 0, 0, 2), (2, 2, 2, 6)),
+        ((2, 0, 0, 1), (1, 1, 1, 3), (3, 0, 0, 2), (2, 1, 1, 4)),
+        ((1, 0, 0, 1), (2, 1, 2, 4), (1, 0, 0, 1), (2, 1, 1, 4)),
+        ((1, 0, 0, 1), (1, 1, 1, 3), (1, 0, 0, 1), (2, 1, 1, 4)),
     ];
     for (rung, want) in want.into_iter().enumerate() {
         let (mut rt, mut scfg) = cluster(KeyCodec::fixed(8), 15);

@@ -70,16 +70,25 @@ impl DolphinTree {
                 cas(c.slot_a, 0, object_word(0, KIND_LEAF, la)?).await? == 0
             }
             Absent::NoSlot { c, node, n, p } => {
-                let mut i = n.first_empty().unwrap_or(n.slots.len());
+                let first = n.first_empty().unwrap_or(n.slots.len());
+                let mut seen = smallvec::SmallVec::<[u64; 8]>::new();
+                let mut i = first;
                 let mut done = false;
                 while i < 256 {
                     let sa = slot_addr(node, i);
                     img.rev = sa;
                     write(la, self.new_leaf_bytes(&img, 0)).await?;
-                    let got = cas(sa, 0, object_word(path[p], KIND_LEAF, la)?).await?;
+                    let w = object_word(path[p], KIND_LEAF, la)?;
+                    let got = cas(sa, 0, w).await?;
                     if got == 0 {
                         if i >= capacity(n.header.ty) {
                             self.art.type_switch(node, i, n.header_word, c).await?;
+                        }
+                        // This CS's ART cache entry of the node takes the
+                        // slots its CASes saw filled, as SMART's inserts do.
+                        if let Some(k) = &self.art.cache {
+                            seen.push(w);
+                            k.note_filled(&path[..p], node, first, &seen);
                         }
                         done = true;
                         break;
@@ -87,6 +96,7 @@ impl DolphinTree {
                     if got as u8 == path[p] {
                         break;
                     }
+                    seen.push(got);
                     i += 1;
                 }
                 done

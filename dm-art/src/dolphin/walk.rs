@@ -117,7 +117,7 @@ impl DolphinTree {
                         };
                         return Ok(Place::Absent(a, hit));
                     }
-                    self.art.cache_fill(path, p, addr, &c, &n);
+                    self.art.cache_fill(path, p, addr, &n);
                     match n.find(path[p]) {
                         Some((i, w)) => {
                             c = Cursor {

@@ -111,7 +111,7 @@ impl SmartTree {
                         }
                         continue;
                     }
-                    self.cache_fill(path, p, addr, &c, &n);
+                    self.cache_fill(path, p, addr, &n);
                     if let Some((i, w)) = n.find(path[p]) {
                         c = Cursor {
                             slot_a: slot_addr(addr, i),
@@ -139,7 +139,7 @@ impl SmartTree {
                     } else {
                         &nodes[..]
                     };
-                    let insert = self.normal_insert(&mut spare, key, value, path[p], addr, &n, c);
+                    let insert = self.normal_insert(&mut spare, key, value, path, p, addr, &n, c);
                     let Some((sa, got)) = self.under_rowex(nodes, insert).await? else {
                         return Ok(true);
                     };

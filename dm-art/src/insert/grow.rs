@@ -14,36 +14,49 @@ use dm_verbs::GlobalAddr;
 use futures::future::join;
 
 impl SmartTree {
-    /// Normal insert (Fig. 8b) of a leaf under partial key `b` into the
-    /// first empty slot of the node at `addr` (image `n`, named by `c`),
-    /// going on past the capacity (type switch, Fig. 8e) while CASes return
-    /// others. `None` when inserted; `Some((slot, word))` when someone
-    /// inserted partial key `b` first: the walk follows that slot.
+    /// Normal insert (Fig. 8b) of a leaf under partial key `path[p]` into
+    /// the first empty slot of the node at `addr` (image `n`, named by `c`;
+    /// its slots discriminate on path byte `p`), going on past the capacity
+    /// (type switch, Fig. 8e) while CASes return others. `None` when
+    /// inserted (this CS's ART cache entry of the node takes the slots the
+    /// CASes saw filled: [`crate::cache::ArtCache::note_filled`]);
+    /// `Some((slot, word))` when someone inserted partial key `path[p]`
+    /// first: the walk follows that slot.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn normal_insert(
         &self,
         spare: &mut Spare,
         key: &[u8],
         value: u64,
-        b: u8,
+        path: &[u8],
+        p: usize,
         addr: GlobalAddr,
         n: &crate::tree::NodeImage,
         c: Cursor,
     ) -> Result<Option<(GlobalAddr, u64)>, ArtError> {
-        let mut i = n.first_empty().unwrap_or(n.slots.len());
+        let b = path[p];
+        let first = n.first_empty().unwrap_or(n.slots.len());
+        let mut seen = smallvec::SmallVec::<[u64; 8]>::new();
+        let mut i = first;
         while i < 256 {
             let sa = slot_addr(addr, i);
             let la = self.place_leaf(spare, key, value, sa).await?;
-            let got = cas(sa, 0, self.leaf_slot(b, la)?).await?;
+            let w = self.leaf_slot(b, la)?;
+            let got = cas(sa, 0, w).await?;
             if got == 0 {
                 if i >= capacity(n.header.ty) {
                     self.type_switch(addr, i, n.header_word, c).await?;
+                }
+                if let Some(k) = &self.cache {
+                    seen.push(w);
+                    k.note_filled(&path[..p], addr, first, &seen);
                 }
                 return Ok(None);
             }
             if got as u8 == b {
                 return Ok(Some((sa, got)));
             }
+            seen.push(got);
             i += 1;
         }
         Err(ArtError::Corrupt(addr))

@@ -51,7 +51,10 @@ impl SmartTree {
             nodes.push(self.spare_node(spare).await?);
         }
         let end = d + lcp;
+        let new_word = internal_word(c.word as u8, 1, nodes[0])?;
         let mut images = Vec::with_capacity(nodes.len() + 1);
+        // (end, node, slots) of each new node, for this CS's ART cache.
+        let mut fills = Vec::new();
         for (k, (&na, &pos)) in nodes.iter().zip(&depths).enumerate() {
             let rev = if k == 0 {
                 c.slot_a
@@ -74,13 +77,15 @@ impl SmartTree {
                 prefix: crate::layout::Prefix::from_slice(&path[pos..pos + plen]),
             };
             images.push((na, node_image(rev, &h, &slots)));
+            if self.cache.is_some() {
+                fills.push((pos + plen, na, slots));
+            }
         }
         let last = *nodes.last().unwrap();
         images.push((la, self.new_leaf_image(key, value, slot_addr(last, 1))));
         for r in join_all(images.into_iter().map(|(a, b)| write(a, b))).await {
             r?;
         }
-        let new_word = internal_word(c.word as u8, 1, nodes[0])?;
         // ROWEX (the ART baseline): the node holding the slot is locked
         // around the publishing CAS only; the new nodes are WRITTEN already.
         let publish = async { Ok(cas(c.slot_a, c.word, new_word).await?) };
@@ -94,6 +99,7 @@ impl SmartTree {
         // §5.2 pitfall on unsignalled reverse-pointer CASes).
         write(old, dm_verbs::buf::le64(slot_addr(last, 0).to_u64())).await?;
         spare.leaf = None;
+        self.cache_published(path, &c, new_word, &fills);
         Ok(None)
     }
 
@@ -143,7 +149,34 @@ impl SmartTree {
             return Ok(Some(got));
         }
         spare.leaf = None;
+        if self.cache.is_some() {
+            let new_word = internal_word(c.word as u8, 1, na)?;
+            self.cache_published(path, &c, new_word, &[(d + j, na, slots.to_vec())]);
+        }
         Ok(None)
+    }
+
+    /// This CS published new internal nodes by its own CAS of `c`'s slot
+    /// to `new_word` (a leaf or header split): its ART cache entry of the
+    /// slot's node takes the new word, and each new node (`(end, address,
+    /// slot words)`) is admitted as if just READ, so the next
+    /// walk through them READs only the leaf (issue 32 item 4).
+    fn cache_published(
+        &self,
+        path: &[u8],
+        c: &Cursor,
+        new_word: u64,
+        fills: &[(usize, GlobalAddr, Vec<u64>)],
+    ) {
+        let Some(k) = &self.cache else {
+            return;
+        };
+        if c.depth > 0 {
+            k.replace_word(&path[..c.depth - 1], c.owner, c.slot_a, c.word, new_word);
+        }
+        for (end, na, slots) in fills {
+            k.insert(&path[..*end], *na, slots);
+        }
     }
 
     /// The publishing half of a header split: the parent slot's CAS to the

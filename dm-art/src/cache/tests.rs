@@ -1,0 +1,86 @@
+//! Unit tests of the ART cache.
+
+use super::store::{entry_bytes, prefix_key};
+use super::*;
+
+#[test]
+fn deepest_matching_slot_wins_and_budget_evicts_fifo() {
+    let c = ArtCache::new(1 << 20);
+    let n0 = GlobalAddr::new(0, 64);
+    let n1 = GlobalAddr::new(1, 128);
+    c.insert(&[], n0, &[0x11, 0x22, 0]);
+    c.insert(&[0x11, 5], n1, &[0x07]);
+    // Path through n1 with a slot for byte 7: start at that slot.
+    let (cur, hit) = c.lookup(&[0x11, 5, 7, 9]).unwrap();
+    assert_eq!((cur.word, cur.depth, cur.cached), (0x07, 3, true));
+    assert_eq!((hit.node, hit.prefix_len), (n1, 2));
+    assert_eq!(cur.slot_a, slot_addr(n1, 0));
+    // n1 has no slot for byte 8: back off to n0's slot for byte 0x11.
+    let (cur, hit) = c.lookup(&[0x11, 5, 8, 9]).unwrap();
+    assert_eq!((cur.word, cur.depth, hit.node), (0x11, 1, n0));
+    // Only the root entry is on this path.
+    let (cur, hit) = c.lookup(&[0x22, 0, 0, 0]).unwrap();
+    assert_eq!((cur.word, cur.depth, hit.prefix_len), (0x22, 1, 0));
+    assert_eq!(cur.slot_a, slot_addr(n0, 1));
+    // No entry has a slot on this path.
+    assert!(c.lookup(&[0x33, 0]).is_none());
+    c.invalidate(&[0x11, 5, 7, 9], c.lookup(&[0x11, 5, 7, 9]).unwrap().1);
+    assert_eq!(c.lookup(&[0x11, 5, 7, 9]).unwrap().1.node, n0);
+    let s = c.stats();
+    assert_eq!((s.entries, s.invalidations, s.hits, s.misses), (1, 1, 5, 1));
+    assert_eq!(s.bytes as usize, entry_bytes(2, 0));
+
+    let small = ArtCache::new(entry_bytes(1, 0) * 2);
+    for i in 0..10u8 {
+        small.insert(&[i], GlobalAddr::new(0, 64 * (i as u64 + 1)), &[1]);
+    }
+    let s = small.stats();
+    assert!(s.bytes as usize <= small.budget());
+    assert_eq!(s.entries, 2);
+    assert_eq!(s.evictions, 8);
+    // The newest survive.
+    assert!(small.lookup(&[9, 1]).is_some());
+    assert!(small.lookup(&[0, 1]).is_none());
+}
+
+#[test]
+fn long_prefixes_are_checked_not_trusted_to_their_hash() {
+    let c = ArtCache::new(1 << 20);
+    let p: Vec<u8> = (0..20).collect();
+    let n = GlobalAddr::new(0, 4096);
+    c.insert(&p, n, &[0x41]);
+    let mut path = p.clone();
+    path.extend_from_slice(&[0x41, 0]);
+    let (cur, hit) = c.lookup(&path).unwrap();
+    assert_eq!((cur.depth, hit.prefix_len, hit.node), (21, 20, n));
+    // Same length, other bytes: not this entry.
+    let mut other = path.clone();
+    other[3] = 99;
+    assert!(c.lookup(&other).is_none());
+    // Short prefixes are exact map keys: a length differs from a zero byte.
+    assert_ne!(prefix_key(&[0]), prefix_key(&[]));
+    assert_ne!(prefix_key(&[1, 0]), prefix_key(&[1]));
+    assert_eq!(c.stats().bytes as usize, entry_bytes(1, 20));
+    c.invalidate(&path, hit);
+    assert_eq!(c.stats().bytes, 0);
+}
+
+#[test]
+fn a_writers_own_cases_refresh_its_entry() {
+    let c = ArtCache::new(1 << 20);
+    let n = GlobalAddr::new(0, 256);
+    c.insert(&[7], n, &[0x01, 0x02, 0]);
+    // Slots 2 (someone else's, returned by a failed CAS) and 3 (ours).
+    c.note_filled(&[7], n, 2, &[0x03, 0x04]);
+    assert_eq!(c.lookup(&[7, 4]).unwrap().0.slot_a, slot_addr(n, 3));
+    assert_eq!(c.stats().bytes as usize, entry_bytes(4, 0));
+    // A gap (the entry lacks slot 4) or another node: nothing changes.
+    c.note_filled(&[7], n, 5, &[0x06]);
+    c.note_filled(&[7], GlobalAddr::new(1, 256), 4, &[0x05]);
+    assert!(c.lookup(&[7, 5]).is_none() && c.lookup(&[7, 6]).is_none());
+    // A split's publish replaces the word it CASed.
+    c.replace_word(&[7], n, slot_addr(n, 1), 0x02, 0x1002);
+    assert_eq!(c.lookup(&[7, 2]).unwrap().0.word, 0x1002);
+    c.replace_word(&[7], n, slot_addr(n, 1), 0x02, 0x2002);
+    assert_eq!(c.lookup(&[7, 2]).unwrap().0.word, 0x1002);
+}

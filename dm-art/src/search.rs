@@ -15,11 +15,10 @@ use dm_verbs::GlobalAddr;
 impl SmartTree {
     /// The cursor at the root slot (one 8-byte READ).
     pub(crate) async fn root_cursor(&self) -> Result<Cursor, ArtError> {
-        let word = self.read_word(self.cfg.root_slot).await?;
         Ok(Cursor {
             slot_a: self.cfg.root_slot,
             owner: self.cfg.root_slot,
-            word,
+            word: self.read_word(self.cfg.root_slot).await?,
             depth: 0,
             cached: false,
         })

@@ -40,7 +40,7 @@
 //! ## Budget and eviction
 //! Bytes are what the entries, their map slots and their slot arrays
 //! occupy ([`CacheStats::bytes`]; an array has the size class of its filled
-//! slots, at most a third more words, so a dropped entry's array serves the
+//! slots, less than half again as many words, so a dropped entry's array serves the
 //! next admission of its class without an allocation); over the budget,
 //! entries are evicted in FIFO order of admission (the artifact's policy;
 //! the paper names none). A refresh of an entry keeps its place.
@@ -153,7 +153,7 @@ impl ArtCache {
             invalidations: self.invalidations.load(Relaxed),
             stale_leaves: self.stale_leaves.load(Relaxed),
             evictions: self.evictions.load(Relaxed),
-            entries: g.entries as u64,
+            entries: g.entries() as u64,
             bytes: g.bytes as u64,
         }
     }
@@ -226,7 +226,7 @@ impl ArtCache {
         }
         // Invalidations leave their FIFO records behind: compact when they
         // outnumber the live ones.
-        if g.fifo.len() > 2 * g.entries + 64 {
+        if g.fifo.len() > 2 * g.entries() + 64 {
             let mut fifo = std::mem::take(&mut g.fifo);
             fifo.retain(|&(id, s)| g.current(id, s));
             g.fifo = fifo;
@@ -302,9 +302,7 @@ impl ArtCache {
         if add.contains(&0) {
             return;
         }
-        let mut all: smallvec::SmallVec<[u64; 64]> = smallvec::SmallVec::from_slice(e.slots());
-        all.extend_from_slice(add);
-        g.set_slots(id, &all);
+        g.write_slots(id, filled, add);
         self.evict_to_budget(&mut g);
     }
 }

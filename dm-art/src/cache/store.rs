@@ -85,7 +85,7 @@ impl Hasher for MixHasher {
 const SPARE_WORDS: usize = 16384;
 
 /// Slot array sizes: an entry of `n` filled slots gets the smallest class
-/// of at least `n` (at most a third more words than filled).
+/// of at least `n` (less than half again as many words as filled).
 const CLASSES: [usize; 16] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256];
 
 /// The size class of `n` filled slots (`n` at most 256: a node's slots).
@@ -105,7 +105,6 @@ pub(super) struct Store {
     pub(super) lens: Vec<u32>,
     pub(super) fifo: VecDeque<(u32, u32)>,
     pub(super) bytes: usize,
-    pub(super) entries: usize,
     next_stamp: u32,
     /// Slot arrays of dropped entries per size class ([`CLASSES`]), for
     /// later admissions of that class (an RCU leaf replacement drops an
@@ -132,6 +131,11 @@ impl Store {
 
     pub(super) fn get_mut(&mut self, id: u32) -> Option<&mut Entry> {
         self.slab.get_mut(id as usize)?.as_mut()
+    }
+
+    /// Entries held (one map key each).
+    pub(super) fn entries(&self) -> usize {
+        self.map.len()
     }
 
     /// True if the FIFO record `(id, stamp)` still names a live entry.
@@ -178,7 +182,6 @@ impl Store {
             self.lens.resize(p.len() + 1, 0);
         }
         self.lens[p.len()] += 1;
-        self.entries += 1;
         self.fifo.push_back((id, stamp));
     }
 
@@ -195,7 +198,6 @@ impl Store {
         };
         self.lens[len] -= 1;
         self.bytes -= entry_bytes(e.slots.len(), e.long.len());
-        self.entries -= 1;
         self.free.push(id);
         self.keep_spare(e.slots);
     }
@@ -203,14 +205,22 @@ impl Store {
     /// Entry `id` takes `slots` (its filled prefix), in place when its
     /// array is long enough.
     pub(super) fn set_slots(&mut self, id: u32, slots: &[u64]) {
+        self.write_slots(id, 0, slots);
+    }
+
+    /// Entry `id`'s slots from index `at` on become `words` (`at` at most
+    /// its filled count; the slots before `at` stay), in place when its
+    /// array is long enough.
+    pub(super) fn write_slots(&mut self, id: u32, at: usize, words: &[u64]) {
         let Some(e) = self.get_mut(id) else {
             return;
         };
+        let n = at + words.len();
         let had = e.slots.len();
-        if had >= slots.len() {
-            e.slots[..slots.len()].copy_from_slice(slots);
-        } else {
-            let b = self.slots_box(slots);
+        if had < n {
+            let mut b = self.slots_box_of(class(n));
+            let e = self.get_mut(id).unwrap();
+            b[..at].copy_from_slice(&e.slots[..at]);
             self.bytes = self.bytes + 8 * b.len() - 8 * had;
             // The outgrown array is freed, not kept: entries grow as the
             // tree fills and never shrink back, so small arrays kept here
@@ -219,7 +229,9 @@ impl Store {
             // admission wants.
             self.get_mut(id).unwrap().slots = b;
         }
-        self.get_mut(id).unwrap().filled = slots.len() as u32;
+        let e = self.get_mut(id).unwrap();
+        e.slots[at..n].copy_from_slice(words);
+        e.filled = n as u32;
     }
 
     /// Keeps `b` for a later entry of its size class, making room by
@@ -239,18 +251,21 @@ impl Store {
         self.spare[c].push(b);
     }
 
-    /// An array of `slots`' size class starting with `slots`: a kept one
-    /// of that class, else a new one.
+    /// An array of `slots`' size class starting with `slots`.
     fn slots_box(&mut self, slots: &[u64]) -> Box<[u64]> {
-        let c = class(slots.len());
-        let mut b = match self.spare[c].pop() {
+        let mut b = self.slots_box_of(class(slots.len()));
+        b[..slots.len()].copy_from_slice(slots);
+        b
+    }
+
+    /// An array of size class `c`: a kept one, else a new one.
+    fn slots_box_of(&mut self, c: usize) -> Box<[u64]> {
+        match self.spare[c].pop() {
             Some(b) => {
                 self.spare_words -= b.len();
                 b
             }
             None => vec![0; CLASSES[c]].into_boxed_slice(),
-        };
-        b[..slots.len()].copy_from_slice(slots);
-        b
+        }
     }
 }

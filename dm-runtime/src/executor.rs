@@ -1,7 +1,8 @@
 //! The executor of one core.
 //!
 //! A scheduling round ([`Executor::tick`]):
-//! 1. drain the cross-core inbox (if its flag is set);
+//! 1. drain the cross-core inbox (if its flag is set): wake its task keys,
+//!    run its jobs (`inbox::remote_job`: release requests, `crate::lock`);
 //! 2. poll the CQ in batches of [`ExecConfig::cq_batch`], storing each result in
 //!    its in-flight slot and waking the owner;
 //! 3. poll at most [`ExecConfig::max_polls_per_round`] ready tasks, FIFO
@@ -13,7 +14,7 @@
 //! virtual CPU clock ([`dm_verbs::CpuCost`]); on `loopback` real CPU time passes.
 
 use crate::core::{enqueue, with_current, CoreState, Entered};
-use crate::inbox::{register_executor, unregister_executor, Parker};
+use crate::inbox::{register_executor, unregister_executor, Job, Parker};
 use crate::inflight::InFlightTable;
 use crate::task::{self, JoinError, JoinHandle, TaskCell, TaskSlot};
 use crate::waiter::{Waiter, ABANDONED_KEY};
@@ -59,6 +60,8 @@ pub struct Executor<Q: Queues> {
     /// The keys of the last inbox drain, swapped with the inbox's queue so
     /// neither is reallocated once warm.
     inbox_buf: Vec<u32>,
+    /// Jobs of the last inbox drain (`inbox::remote_job`), run in it.
+    jobs_buf: Vec<Job>,
 }
 
 impl<Q: Queues> Executor<Q> {
@@ -95,6 +98,7 @@ impl<Q: Queues> Executor<Q> {
             cfg,
             cq_buf: Vec::with_capacity(cfg.cq_batch),
             inbox_buf: Vec::new(),
+            jobs_buf: Vec::new(),
         }
     }
 
@@ -177,11 +181,15 @@ impl<Q: Queues> Executor<Q> {
         // 1. cross-core wakes
         if core.inbox.flag.load(Ordering::Relaxed) && core.inbox.flag.swap(false, Ordering::Acquire)
         {
-            core.inbox.drain_into(&mut self.inbox_buf);
+            core.inbox
+                .drain_into(&mut self.inbox_buf, &mut self.jobs_buf);
             for &k in &self.inbox_buf {
                 core.schedule(k);
             }
             self.inbox_buf.clear();
+            for job in self.jobs_buf.drain(..) {
+                job();
+            }
         }
         // 2. completions
         loop {

@@ -122,18 +122,29 @@ pub(crate) struct Inbox {
 struct Live {
     /// Queued task keys.
     keys: Vec<u32>,
+    /// Queued jobs ([`remote_job`]): run on the executor's thread at its
+    /// next drain, inside its context (they may spawn tasks there).
+    jobs: Vec<Job>,
     /// The thread that parks when this executor idles (service cores
     /// only): a wake unparks it.
     parker: Option<Arc<Parker>>,
 }
 
+/// A closure queued for an executor's thread ([`remote_job`]).
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
 impl Inbox {
     /// Swaps the queued keys into `out`, which must be empty: the two
-    /// buffers trade places, so neither is reallocated once warm.
-    pub(crate) fn drain_into(&self, out: &mut Vec<u32>) {
+    /// buffers trade places, so neither is reallocated once warm. Queued
+    /// jobs are moved to `jobs` (empty unless some were queued: the rare
+    /// path, see [`remote_job`]).
+    pub(crate) fn drain_into(&self, out: &mut Vec<u32>, jobs: &mut Vec<Job>) {
         debug_assert!(out.is_empty());
         if let Some(l) = self.live.lock().unwrap().as_mut() {
             std::mem::swap(&mut l.keys, out);
+            if !l.jobs.is_empty() {
+                jobs.append(&mut l.jobs);
+            }
         }
     }
 
@@ -222,6 +233,32 @@ pub(crate) fn sim_driver_alive(alive: bool) {
     }
 }
 
+/// Queues `job` to run on executor `exec`'s thread, inside its context,
+/// at its next scheduling round (it may [`crate::spawn`] there); unparks
+/// the thread if it sleeps. False (and `job` dropped) if the executor is
+/// gone. Off every fast path: a job is a boxed closure (issue 33's release
+/// requests, `crate::lock`).
+pub(crate) fn remote_job(exec: u32, job: Job) -> bool {
+    let Some(inbox) = inbox(exec) else {
+        return false;
+    };
+    {
+        let mut live = inbox.live.lock().unwrap();
+        let Some(l) = live.as_mut() else {
+            return false;
+        };
+        l.jobs.push(job);
+        inbox.flag.store(true, Ordering::Release);
+        if let Some(p) = &l.parker {
+            p.wake();
+        }
+    }
+    if SIM_DRIVERS.with(|n| n.get()) > 0 {
+        REMOTE_WOKEN.with(|w| w.borrow_mut().push(exec));
+    }
+    true
+}
+
 /// Queues task `key` in the inbox of executor `exec` (if it still exists).
 pub(crate) fn remote_wake(exec: u32, key: u32) {
     if let Some(inbox) = inbox(exec) {
@@ -250,12 +287,15 @@ mod tests {
         for k in [5, 5, 6, 5] {
             remote_wake(id, k);
         }
-        ib.drain_into(&mut out);
+        let mut jobs = Vec::new();
+        ib.drain_into(&mut out, &mut jobs);
         assert_eq!(out, vec![5, 6, 5]);
         out.clear();
         unregister_executor(id);
         remote_wake(id, 6);
-        ib.drain_into(&mut out);
+        assert!(!remote_job(id, Box::new(|| ())));
+        ib.drain_into(&mut out, &mut jobs);
+        assert!(jobs.is_empty());
         assert!(out.is_empty());
     }
 
@@ -274,7 +314,7 @@ mod tests {
                 rounds += 1;
             }
             let mut out = Vec::new();
-            ib.drain_into(&mut out);
+            ib.drain_into(&mut out, &mut Vec::new());
             (out, rounds)
         });
         // Bounded: the sleeper parks once it runs.
@@ -299,7 +339,7 @@ mod tests {
             for k in 0..1_000 {
                 remote_wake(id, round * 1_000 + k);
             }
-            ib.drain_into(&mut out);
+            ib.drain_into(&mut out, &mut Vec::new());
             assert_eq!(out.len(), 1_000);
             out.clear();
         }

@@ -209,6 +209,27 @@ impl LocalLockTable {
         }
     }
 
+    /// Takes the local lock of `key` if nobody holds it (no waiting, no
+    /// queueing): `None` when it is held. The guard says
+    /// [`LocalLockGuard::handed_over`] when a cancelled waiter left the
+    /// remote lock with the slot: the caller then holds the remote lock.
+    pub fn try_lock(&self, key: u64) -> Option<LocalLockGuard<'_>> {
+        let mut m = self.shards[self.shard_of(key)].lock().unwrap();
+        let s = m.entry(key).or_default();
+        if s.held {
+            return None;
+        }
+        s.held = true;
+        s.handovers = 0;
+        Some(LocalLockGuard {
+            table: self,
+            key,
+            handed_over: std::mem::take(&mut s.orphan_remote),
+            waited: false,
+            released: false,
+        })
+    }
+
     fn grant_next(&self, key: u64, hand_over: bool) -> bool {
         let mut m = self.shards[self.shard_of(key)].lock().unwrap();
         let s = m.get_mut(&key).expect("granting a lock nobody holds");

@@ -6,6 +6,9 @@
 //! and the waiter CASes the stale name to its own. No verb is added before
 //! a lease has passed, so live contention costs what it did.
 //!
+//! A live holder's name that stays for a lease is also a question to its
+//! owner: release it if no task of yours holds it ([`super::ask`]).
+//!
 //! [`NodeLocks`] uses it for every lock word it takes; an index with a lock
 //! of its own (SMART's rear-embedded leaf lock, `dm_art`) uses
 //! [`LeaseWatch`] directly with the holder its lock word names.
@@ -28,6 +31,9 @@ pub struct LeaseWatch {
     since: u64,
     beat: Option<(u64, u64)>,
     alive: u64,
+    /// For release requests (`super::ask`): the value watched, since when,
+    /// and when its owner was last asked (0: not yet).
+    ask: (u64, u64, u64),
 }
 
 impl LeaseWatch {
@@ -66,6 +72,7 @@ impl LeaseWatch {
                 since: now.max(1),
                 beat: None,
                 alive: now,
+                ask: self.ask,
             };
             return Ok(None);
         }
@@ -94,6 +101,23 @@ impl LeaseWatch {
     pub fn reset(&mut self) {
         *self = LeaseWatch::default();
     }
+
+    /// Whether to ask the owner of `value` to release the word now
+    /// (`super::ask`): once the same value has been seen for `lease_ns`,
+    /// and then at most once per `lease_ns`.
+    fn ask_due(&mut self, value: u64, lease_ns: u64) -> bool {
+        let now = now_ns().max(1);
+        let (v, since, asked) = self.ask;
+        if v != value || since == 0 {
+            self.ask = (value, now, 0);
+            return false;
+        }
+        if now - since < lease_ns || (asked != 0 && now - asked < lease_ns) {
+            return false;
+        }
+        self.ask.2 = now;
+        true
+    }
 }
 
 impl NodeLocks {
@@ -117,6 +141,11 @@ impl NodeLocks {
             LockWord::Lane { .. } => Holder::of_lane(value),
         };
         let Some(ns) = watch.dead(me, value, h).await? else {
+            if let LockWord::Word(w) = word {
+                if value != self.tag() && watch.ask_due(value, me.lease().lease_ns) {
+                    me.ask_release(w, value).await?;
+                }
+            }
             return Ok(false);
         };
         if !self.cas_stale(word, value).await? {

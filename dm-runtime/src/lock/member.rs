@@ -8,12 +8,13 @@
 //! The membership table is one chunk on MS 0, allocated by the first CS to
 //! join (its address CASed into the superblock word
 //! `dm_verbs::ms::superblock::MEMBERSHIP_PTR`; a loser of that race leaves
-//! its chunk unused). CS `cs`'s record is at `cs * 16`:
+//! its chunk unused). CS `cs`'s record is at `cs * 64` ([`RECORD_BYTES`]):
 //!
 //! | offset | bytes | what | written by |
 //! |---|---|---|---|
 //! | 0 | 8 | incarnation: how many times `cs` joined (FAA +1 at join; the joiner's incarnation is the new value, from 1) | the joining CS |
 //! | 8 | 8 | heartbeat: a count the CS's heartbeat task WRITEs every [`LeaseConfig::heartbeat_ns`] | the CS |
+//! | 16 | 6 x 8 | release requests: the address of a lock word that names this CS, 0 for a free slot (`super::ask`) | a waiter sets one (CAS 0 -> address), the CS's heartbeat clears it (CAS address -> 0) |
 //!
 //! ## Holder names in lock words
 //! - 64-bit lock words (FG+'s in-node word, 64-bit GLT slots): `incarnation
@@ -49,6 +50,7 @@
 //! recognises and repairs it, is in each index's docs (`dm_tree` for the
 //! B+tree family).
 
+use super::ask::Owners;
 use super::LockError;
 use crate::{cas, faa, read, rpc, write, yield_now};
 use dm_verbs::ms::{superblock, RPC_ALLOC_CHUNK};
@@ -57,7 +59,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Bytes of one CS's membership record.
-pub const RECORD_BYTES: u64 = 16;
+pub const RECORD_BYTES: u64 = 64;
 
 /// Heartbeat period and lease (ns, on each CS's own clock: virtual on
 /// `sim`, wall elsewhere); see the module docs for the assumptions.
@@ -109,6 +111,8 @@ pub struct Member {
     cfg: LeaseConfig,
     stopped: AtomicBool,
     beats: AtomicU64,
+    /// Who runs each lock name of this CS in this process (`super::ask`).
+    owners: Arc<Owners>,
 }
 
 impl Member {
@@ -148,6 +152,7 @@ impl Member {
             cfg,
             stopped: AtomicBool::new(false),
             beats: AtomicU64::new(0),
+            owners: Arc::default(),
         }))
     }
 
@@ -179,6 +184,11 @@ impl Member {
         self.beats.load(Relaxed)
     }
 
+    /// The owners of this CS's lock names in this process (`super::ask`).
+    pub(super) fn owners(&self) -> &Arc<Owners> {
+        &self.owners
+    }
+
     /// The membership record of CS `cs` (module docs).
     pub(super) fn record(&self, cs: u16) -> GlobalAddr {
         self.table.add(cs as u64 * RECORD_BYTES)
@@ -206,8 +216,12 @@ impl Member {
     }
 
     /// One heartbeat: WRITEs the next count to the record's heartbeat word
-    /// (one WRITE of 8 bytes). For a service whose core parks when idle, a
-    /// thread outside the runtime submits this every `heartbeat_ns`
+    /// (one WRITE of 8 bytes), then spawns a task, unless the last one is
+    /// still running, that serves the record's release requests (one READ
+    /// of 48 bytes; per request a CAS, a READ and a job for the named core:
+    /// `super::ask`), so that serving never delays the next beat. Run it
+    /// inside a dm-runtime task. For a service whose core parks when idle,
+    /// a thread outside the runtime submits this every `heartbeat_ns`
     /// (`dm_index::ClusterBuilder::lease`). Errors: the WRITE's.
     pub async fn beat(&self) -> Result<(), LockError> {
         let n = self.beats.load(Relaxed) + 1;
@@ -215,6 +229,7 @@ impl Member {
         b.extend_from_slice(&n.to_le_bytes());
         write(self.record(self.cs).add(8), b).await?;
         self.beats.fetch_max(n, Relaxed);
+        self.serve_requests();
         Ok(())
     }
 

@@ -85,11 +85,17 @@
 //! any core, is taken over by one CAS (counted and warned as the ledger's
 //! takeovers).
 //!
-//! **A word left named by another core**, without HOCL, is not taken
-//! back by anyone but that core's own next attempt on it (its ledger). A
-//! question to that core (`lock::peer` in 7fb0394..20dc733) lost keys on
-//! soft-RoCE and was removed: docs/rdma.md, "A lost key in the nam-hybrid
-//! kill step".
+//! **A word left named by another core** (of this CS or another, in this
+//! process or another) is released by that core when a member waiter asks
+//! ([`ask`]: after a lease of seeing the name, through the process's owner
+//! table or a request slot of the holder's membership record; the owner's
+//! core releases it only if its ledger shows no holder and no CAS in
+//! flight, and under HOCL the word's local lock is free). The waiter never
+//! takes the word itself: an earlier design in which it did, on the
+//! owner's answer (`lock::peer` in 7fb0394..20dc733), lost keys on
+//! soft-RoCE (docs/rdma.md, "A lost key in the nam-hybrid kill step").
+//! Handles without a member do not ask: a word left naming another core
+//! waits for that core's next attempt on it (its ledger).
 //!
 //! **Dead holders** (issue 33, not in the papers): a CS that joined the
 //! membership table ([`member`]: an incarnation and a heartbeat word per CS
@@ -114,6 +120,7 @@
 //! so that index's counts are its own, not the process's. One Relaxed
 //! `fetch_add` per event, on paths that post a lock verb anyway.
 
+pub mod ask;
 mod config;
 pub mod lease;
 mod ledger;

@@ -13,7 +13,7 @@ use crate::sync::{LocalLockGuard, LocalLockTable};
 use crate::{cas, masked_cas, read, rpc, write, yield_now};
 use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::GlobalAddr;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -105,6 +105,9 @@ pub struct NodeLocks {
     /// Where this handle counts its lock events: its own unless the index
     /// shares one among its handles ([`NodeLocks::with_counters`]).
     counters: Arc<LockCounters>,
+    /// With a member: 1 + the executor this handle's name is registered on
+    /// in the member's owner table (`super::ask`), 0 before its first lock.
+    owner_exec: Cell<u64>,
 }
 
 impl NodeLocks {
@@ -144,6 +147,7 @@ impl NodeLocks {
             local: None,
             glt_bases: RefCell::new(Vec::new()),
             counters: Arc::default(),
+            owner_exec: Cell::new(0),
         })
     }
 
@@ -184,6 +188,7 @@ impl NodeLocks {
                 "CS {cs}: 16-bit lock lanes name members below CS 1024 only"
             )));
         }
+        self.unregister_owner();
         self.tag = (m.incarnation() as u64) << 32 | base;
         self.member = Some(m);
         Ok(())
@@ -317,6 +322,9 @@ impl NodeLocks {
         a: GlobalAddr,
         read_at: Option<(GlobalAddr, u32)>,
     ) -> Result<(Held<'_>, Option<crate::ReadBuf>), LockError> {
+        if self.member.is_some() {
+            self.register_owner().await;
+        }
         let word = self.lock_word(a).await?;
         let local = match (&self.local, self.t.hier_lock) {
             (Some(t), true) => Some(t.lock(self.local_key(a)).await),
@@ -553,4 +561,5 @@ fn no_local_table() -> LockError {
     )
 }
 
+mod owner;
 mod release;

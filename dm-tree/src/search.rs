@@ -188,8 +188,8 @@ impl FgTree {
             let mut a = leaf;
             let mut hops = 0;
             loop {
-                let b = self.read_valid(a).await?;
-                let n = View::validated(&self.g, &b);
+                let b = self.read_valid_for(a, key).await?;
+                let n = View::validated_for(&self.g, &b, key);
                 if n.level() != 0 || n.below_low(key) {
                     c.invalidate(&id);
                     break;

@@ -431,6 +431,25 @@ impl FgTree {
         Err(TreeError::Corrupt(a))
     }
 
+    /// The image of the node at `a`, READ until [`View::for_key`] accepts
+    /// it for a lookup of `key` (an unsorted leaf: the key's slot whole,
+    /// or every slot when the key is absent).
+    pub(crate) async fn read_valid_for(
+        &self,
+        a: GlobalAddr,
+        key: &[u8],
+    ) -> Result<dm_runtime::ReadBuf, TreeError> {
+        for _ in 0..MAX_VALIDATION_RETRIES {
+            let b = read(a, self.cfg.node_bytes as u32).await?;
+            if crate::node::View::for_key(&self.g, &b, key).is_some() {
+                return Ok(b);
+            }
+            self.rejected.set(self.rejected.get() + 1);
+            yield_now().await;
+        }
+        Err(TreeError::Corrupt(a))
+    }
+
     /// Writes `n` back to `a` (everything after the in-node lock word) under a
     /// new node version and releases `held` ([`FgTree::release`]: 2 RTTs on
     /// FG+, 1 combined).

@@ -35,7 +35,7 @@ impl Cache {
         } else {
             vec![NONE; node.entries.len()]
         };
-        let f = self.frames.insert(Frame {
+        let mut frame = Frame {
             addr,
             node,
             swz,
@@ -46,7 +46,10 @@ impl Cache {
             pins: 0,
             busy: false,
             flushing: false,
-        }) as u32;
+            keys8: Vec::new(),
+        };
+        frame.sync_keys();
+        let f = self.frames.insert(frame) as u32;
         self.map.insert(addr.to_u64(), Slot::At(f));
         self.counters.admitted += 1;
         match self.entry_of(parent, addr) {

@@ -94,7 +94,8 @@ impl DexTree {
             }
             // Not admitted: a scratch copy, written back at once if changed.
             c.locked().await.counters.scratch_leaves += 1;
-            return match apply(&mut n, self.t.leaf_capacity(), key, op) {
+            let at = n.find(key);
+            return match apply(&mut n, at, self.t.leaf_capacity(), key, op) {
                 Some((r, changed)) => {
                     if changed {
                         self.write_page(c, m.child, &n).await?;

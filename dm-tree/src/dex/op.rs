@@ -25,12 +25,19 @@ pub(crate) enum Res {
     Scan(Vec<(Vec<u8>, u64)>, Fence),
 }
 
-/// Runs `op` on leaf `n`; `None` when an insert needs a split first.
-/// The bool says whether `n` changed.
-pub(super) fn apply(n: &mut Node, cap: usize, key: &[u8], op: &Op) -> Option<(Res, bool)> {
+/// Runs `op` on leaf `n`, where `at` is `key`'s place among its entries
+/// (as [`Node::find`] gives it); `None` when an insert needs a split
+/// first. The bool says whether `n` changed.
+pub(super) fn apply(
+    n: &mut Node,
+    at: Result<usize, usize>,
+    cap: usize,
+    key: &[u8],
+    op: &Op,
+) -> Option<(Res, bool)> {
     Some(match op {
-        Op::Get => (Res::Get(n.find(key).ok().map(|i| n.entries[i].1)), false),
-        Op::Put { value, may_insert } => match n.find(key) {
+        Op::Get => (Res::Get(at.ok().map(|i| n.entries[i].1)), false),
+        Op::Put { value, may_insert } => match at {
             Ok(i) => {
                 n.entries[i].1 = *value;
                 (Res::Put(true), true)
@@ -44,7 +51,7 @@ pub(super) fn apply(n: &mut Node, cap: usize, key: &[u8], op: &Op) -> Option<(Re
                 (Res::Put(true), true)
             }
         },
-        Op::Remove => match n.find(key) {
+        Op::Remove => match at {
             Ok(i) => {
                 n.entries.remove(i);
                 (Res::Remove(true), true)
@@ -52,7 +59,7 @@ pub(super) fn apply(n: &mut Node, cap: usize, key: &[u8], op: &Op) -> Option<(Re
             Err(_) => (Res::Remove(false), false),
         },
         Op::Scan { max } => {
-            let i = n.find(key).unwrap_or_else(|i| i);
+            let i = at.unwrap_or_else(|i| i);
             let v = n.entries[i..].iter().take(*max).cloned().collect();
             (Res::Scan(v, n.high.clone()), false)
         }

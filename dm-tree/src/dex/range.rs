@@ -50,8 +50,12 @@ pub(super) fn child_range(n: &Node, i: usize) -> (Fence, Fence) {
     (low, high)
 }
 
-pub(super) fn child_index(n: &Node, key: &[u8]) -> usize {
-    match n.find(key) {
+/// The entry of an inner node whose child covers a key, from the key's
+/// place among the separators (`at`, as [`Node::find`] or
+/// `Frame::find` gives it): the last separator at most the key, else the
+/// first.
+pub(super) fn child_index(at: Result<usize, usize>) -> usize {
+    match at {
         Ok(i) => i,
         Err(0) => 0,
         Err(i) => i - 1,

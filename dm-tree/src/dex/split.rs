@@ -58,6 +58,7 @@ impl DexTree {
                 let mut st = c.locked().await;
                 let f = &mut st.frames[lf as usize];
                 f.node = n;
+                f.sync_keys();
                 f.dirty = true;
                 f.gen += 1;
                 match f.parent {

@@ -69,13 +69,15 @@ fn traverse(
                 return Step::Foreign(f.addr);
             }
             let f = &mut st.frames[cur as usize];
-            return match apply(&mut f.node, cap, key, op) {
+            let at = f.find(key);
+            return match apply(&mut f.node, at, cap, key, op) {
                 None => {
                     f.busy = true;
                     Step::Split(cur)
                 }
                 Some((r, changed)) => {
                     if changed {
+                        f.sync_keys();
                         f.dirty = true;
                         f.gen += 1;
                     }
@@ -84,7 +86,7 @@ fn traverse(
                 }
             };
         }
-        let i = child_index(&f.node, key);
+        let i = child_index(f.find(key));
         if f.swz[i] != NONE {
             cur = f.swz[i];
             continue;

@@ -51,6 +51,14 @@ pub struct Args {
     /// taken over after the lease). Default on sim: torn,delay. Sim only.
     #[arg(long)]
     pub faults: Option<String>,
+    /// Real fabrics: this process's CSs join the membership table with a
+    /// lease of this many ms for each seed (new incarnations, a heartbeat
+    /// thread every tenth of it), so their lock words name them and a lock
+    /// word left naming a live core is released when a waiter asks
+    /// (`dm_runtime::lock::ask`, issue 33). For the indexes whose locks
+    /// recover; refused on sim (`--faults crash` runs leases there).
+    #[arg(long, value_name = "MS")]
+    pub lease_ms: Option<u64>,
     /// sim (deterministic, faults injected), loopback (threads, process
     /// memory) or rdma (dm-memserver processes; build with --features rdma).
     #[arg(long, value_enum, default_value = "sim")]
@@ -172,6 +180,20 @@ impl Args {
             if a.cores < 2 {
                 bail!("--faults crash kills one of the two CSs: take --cores 2 or more");
             }
+        }
+        if let Some(ms) = a.lease_ms {
+            if a.fabric == FabricArg::Sim {
+                bail!("--lease-ms is for real fabrics; on sim, --faults crash runs leases");
+            }
+            if !CRASH_RECOVERS.contains(&a.index.as_str()) {
+                bail!(
+                    "--lease-ms: the locks of {} do not recover from a dead CS yet \
+                     (issue 33); indexes that do: {}",
+                    a.index,
+                    CRASH_RECOVERS.join(", ")
+                );
+            }
+            crate::ycsb::measure::peers::lease(ms)?;
         }
         let n_ms = a.ms_spec.count();
         if n_ms == 0 || a.cores == 0 || a.clients == 0 {

@@ -196,7 +196,33 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
             .map_err(|e| e.to_string())
     };
     let keys = dex::client_keys(&inst, a, p);
-    run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
-        open(&inst, cs, core).expect("a local CS")
+    let Some(ms) = a.lease_ms else {
+        return run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
+            open(&inst, cs, core).expect("a local CS")
+        });
+    };
+    // Members: join before any handle opens, heartbeat from a thread of
+    // its own until the seed's clients are done.
+    let cfg = crate::ycsb::measure::peers::lease(ms)?;
+    let mut members = Vec::new();
+    for cs in [cs0, cs0 + 1] {
+        let i = inst.clone();
+        let m = ex
+            .block_on(async move { i.join(cs, cfg).await })
+            .map_err(|e| anyhow!("seed {seed}: CS {cs} cannot join the membership table: {e}"))?;
+        members.push(m);
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let hb = s.spawn(|| crate::ycsb::measure::peers::beat(fabric, &members, cfg, rx));
+        let r = run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
+            open(&inst, cs, core).expect("a local CS")
+        });
+        drop(tx);
+        let beat = hb
+            .join()
+            .map_err(|_| anyhow!("seed {seed}: the heartbeat thread panicked"))?;
+        beat.map_err(|e| anyhow!("seed {seed}: {e}"))?;
+        r
     })
 }

@@ -43,7 +43,7 @@ pub(crate) mod baseline;
 pub(crate) mod dex;
 pub(crate) mod flat;
 mod head;
-mod measure;
+pub(crate) mod measure;
 mod plan;
 
 pub use args::Args;

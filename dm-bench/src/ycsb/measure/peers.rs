@@ -36,7 +36,7 @@ use std::time::Duration;
 pub(crate) const MAX_CLIENTS: usize = 8;
 
 /// The lease of `--lease-ms`: a heartbeat every tenth of it.
-pub(super) fn lease(ms: u64) -> Result<LeaseConfig> {
+pub(crate) fn lease(ms: u64) -> Result<LeaseConfig> {
     let ns = ms * 1_000_000;
     LeaseConfig::new(ns / 10, ns).map_err(|e| anyhow!("--lease-ms {ms}: {e}"))
 }
@@ -60,8 +60,10 @@ pub(super) fn join<Q: dm_verbs::Queues + 'static>(
 
 /// The heartbeat thread's body: every `heartbeat_ns` one beat per member,
 /// on an executor over queues of (`members[0]`'s CS, core 0), until `stop`
-/// disconnects. Errors: a failed heartbeat WRITE.
-pub(super) fn beat<F: Fabric>(
+/// disconnects; between beats the executor runs the tasks a beat spawns
+/// (release requests, `dm_runtime::lock::ask`) to their end, for at most
+/// one period. Errors: a failed heartbeat WRITE.
+pub(crate) fn beat<F: Fabric>(
     fabric: &F,
     members: &[Arc<Member>],
     cfg: LeaseConfig,
@@ -79,7 +81,11 @@ pub(super) fn beat<F: Fabric>(
             Ok::<_, LockError>(())
         })
         .map_err(|e| format!("heartbeat WRITE failed: {e}"))?;
-        match stop.recv_timeout(period) {
+        let t0 = std::time::Instant::now();
+        while ex.live_tasks() > 0 && t0.elapsed() < period {
+            ex.tick();
+        }
+        match stop.recv_timeout(period.saturating_sub(t0.elapsed())) {
             Err(RecvTimeoutError::Timeout) => {}
             _ => return Ok(()),
         }

@@ -188,7 +188,7 @@ impl FgTree {
             let mut a = leaf;
             let mut hops = 0;
             loop {
-                let b = self.read_valid_for(a, key).await?;
+                let (b, value) = self.read_valid_for(a, key).await?;
                 let n = View::validated_for(&self.g, &b, key);
                 if n.level() != 0 || n.below_low(key) {
                     c.invalidate(&id);
@@ -208,7 +208,7 @@ impl FgTree {
                     c.invalidate(&id);
                 }
                 c.record(true);
-                return Ok(Some(n.get(key)));
+                return Ok(Some(value));
             }
         }
         c.record(false);

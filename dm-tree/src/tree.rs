@@ -420,29 +420,39 @@ impl FgTree {
     /// The image of the node at `a`, READ until [`View::new`] accepts it (as
     /// [`FgTree::read_node`] retries until it decodes), not decoded.
     pub(crate) async fn read_valid(&self, a: GlobalAddr) -> Result<dm_runtime::ReadBuf, TreeError> {
-        for _ in 0..MAX_VALIDATION_RETRIES {
-            let b = read(a, self.cfg.node_bytes as u32).await?;
-            if crate::node::View::new(&self.g, &b).is_some() {
-                return Ok(b);
-            }
-            self.rejected.set(self.rejected.get() + 1);
-            yield_now().await;
-        }
-        Err(TreeError::Corrupt(a))
+        let (b, ()) = self
+            .read_until(a, |b| crate::node::View::new(&self.g, b).map(drop))
+            .await?;
+        Ok(b)
     }
 
     /// The image of the node at `a`, READ until [`View::for_key`] accepts
     /// it for a lookup of `key` (an unsorted leaf: the key's slot whole,
-    /// or every slot when the key is absent).
+    /// or every slot when the key is absent), with `key`'s value in it if
+    /// it is a leaf (as [`View::for_key`] gives it).
     pub(crate) async fn read_valid_for(
         &self,
         a: GlobalAddr,
         key: &[u8],
-    ) -> Result<dm_runtime::ReadBuf, TreeError> {
+    ) -> Result<(dm_runtime::ReadBuf, Option<u64>), TreeError> {
+        self.read_until(a, |b| {
+            crate::node::View::for_key(&self.g, b, key).map(|(_, v)| v)
+        })
+        .await
+    }
+
+    /// READs the node at `a` until `accept` takes the image (a torn or
+    /// half-written one is retried after a yield, counted as rejected),
+    /// at most [`MAX_VALIDATION_RETRIES`] times: [`TreeError::Corrupt`].
+    async fn read_until<T>(
+        &self,
+        a: GlobalAddr,
+        accept: impl Fn(&[u8]) -> Option<T>,
+    ) -> Result<(dm_runtime::ReadBuf, T), TreeError> {
         for _ in 0..MAX_VALIDATION_RETRIES {
             let b = read(a, self.cfg.node_bytes as u32).await?;
-            if crate::node::View::for_key(&self.g, &b, key).is_some() {
-                return Ok(b);
+            if let Some(t) = accept(&b) {
+                return Ok((b, t));
             }
             self.rejected.set(self.rejected.get() + 1);
             yield_now().await;

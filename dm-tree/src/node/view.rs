@@ -34,7 +34,8 @@ impl<'a> View<'a> {
         Some(v)
     }
 
-    /// `b` validated for a lookup of `key` only: the header as
+    /// `b` validated for a lookup of `key` only, with `key`'s value in it
+    /// when it is a leaf's (`None` for an internal node): the header as
     /// [`View::header`] checks it and, for an unsorted leaf (Sherman §4.4),
     /// the lowest slot that holds `key` under a matching check word, or,
     /// when no slot does, every slot (an absent key needs every slot whole:
@@ -42,20 +43,24 @@ impl<'a> View<'a> {
     /// `key` held during the READ whatever the other slots show, so a warm
     /// get hashes one slot, not all of them (issue 32: 15% of a loopback
     /// Sherman get went to checking every slot). `None` where the lookup
-    /// must READ again. Answer it with [`View::get`] (which checks the
-    /// slot it returns), not with anything that reads other slots.
-    pub(crate) fn for_key(g: &'a Geometry, b: &'a [u8], key: &[u8]) -> Option<Self> {
+    /// must READ again. Take the value from here, not from anything that
+    /// reads other slots of the view.
+    pub(crate) fn for_key(g: &'a Geometry, b: &'a [u8], key: &[u8]) -> Option<(Self, Option<u64>)> {
         let v = View::header(g, b)?;
-        if v.flags() & FLAG_UNSORTED == 0 || v.key_slot(key).is_some() {
-            return Some(v);
+        if v.flags() & FLAG_UNSORTED == 0 {
+            let value = if v.level() == 0 { v.get(key) } else { None };
+            return Some((v, value));
+        }
+        if let Some((_, value)) = v.key_slot(key) {
+            return Some((v, Some(value)));
         }
         (0..g.unsorted_capacity() as u16)
             .all(|s| v.slot(s).is_some())
-            .then_some(v)
+            .then_some((v, None))
     }
 
-    /// A view of an image that [`View::for_key`] accepted for `key` before
-    /// (not checked again).
+    /// The view of an image that [`View::for_key`] accepted for `key`
+    /// before (not checked again), for its header (level, fences, sibling).
     pub(crate) fn validated_for(g: &'a Geometry, b: &'a [u8], key: &[u8]) -> Self {
         debug_assert!(View::for_key(g, b, key).is_some());
         View { g, b }
@@ -396,10 +401,10 @@ mod tests {
                 let d = Node::decode(&g, &t);
                 for i in 0..=(n as u8 + 1) {
                     let k = [2, i, 0, 0, 0, 0, 0, 0];
-                    let Some(v) = View::for_key(&g, &t, &k) else {
+                    let Some((v, got)) = View::for_key(&g, &t, &k) else {
                         continue;
                     };
-                    let got = v.get(&k);
+                    assert_eq!(got, v.get(&k), "word {w} key {i}: the view's own answer");
                     match &d {
                         Some(d) => assert_eq!(got, val(d, &k), "word {w} key {i}"),
                         None => {

@@ -169,16 +169,8 @@ impl LocalLockTable {
         let cell = {
             let mut m = self.shards[shard].lock().unwrap();
             let s = m.entry(key).or_default();
-            if !s.held {
-                s.held = true;
-                s.handovers = 0;
-                return LocalLockGuard {
-                    table: self,
-                    key,
-                    handed_over: std::mem::take(&mut s.orphan_remote),
-                    waited: false,
-                    released: false,
-                };
+            if let Some(g) = self.take_free(s, key) {
+                return g;
             }
             let c = {
                 let mut sp = self.spare.lock().unwrap();
@@ -216,6 +208,13 @@ impl LocalLockTable {
     pub fn try_lock(&self, key: u64) -> Option<LocalLockGuard<'_>> {
         let mut m = self.shards[self.shard_of(key)].lock().unwrap();
         let s = m.entry(key).or_default();
+        self.take_free(s, key)
+    }
+
+    /// The uncontended take of `key`'s slot `s` (its shard's mutex held):
+    /// a guard if nobody holds it, inheriting a remote lock a cancelled
+    /// waiter left with the slot.
+    fn take_free(&self, s: &mut LockSlot, key: u64) -> Option<LocalLockGuard<'_>> {
         if s.held {
             return None;
         }

@@ -60,18 +60,7 @@ fn techniques(hocl: bool) -> (LockTechniques, LockTableConfig) {
     if !hocl {
         return (LockTechniques::FG_PLUS, LockTableConfig::default());
     }
-    let t = LockTechniques {
-        combine: true,
-        onchip_lock: true,
-        hier_lock: true,
-        ..LockTechniques::FG_PLUS
-    };
-    let table = LockTableConfig {
-        device: false,
-        lanes16: false,
-        slots: 1,
-    };
-    (t, table)
+    common::hocl(1, false)
 }
 
 fn handle(c: Case, m: &Arc<Member>, core: u16, local: &Arc<LocalLockTable>) -> NodeLocks {

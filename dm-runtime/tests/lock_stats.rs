@@ -69,17 +69,7 @@ fn handles_given_one_arc_share_their_counters() {
 /// memory (`device`) or host memory (create the tables before use), one set
 /// of counters.
 fn hocl_pair(slots: u64, device: bool) -> (NodeLocks, NodeLocks, Arc<LockCounters>) {
-    let t = LockTechniques {
-        combine: true,
-        onchip_lock: true,
-        hier_lock: true,
-        ..LockTechniques::FG_PLUS
-    };
-    let table = LockTableConfig {
-        device,
-        lanes16: false,
-        slots,
-    };
+    let (t, table) = common::hocl(slots, device);
     let local = NodeLocks::new_local_table(&t);
     let shared = Arc::new(LockCounters::new());
     let mut a = handle(t, table, 0).with_counters(shared.clone());

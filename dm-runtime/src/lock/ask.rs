@@ -41,6 +41,7 @@
 
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
 use super::member::{Holder, Member};
+use super::node_locks::local_key_of;
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::LocalLockTable;
 use crate::{cas, read};
@@ -107,7 +108,7 @@ impl Hocl {
         if base.is_null() || b == 0 || x < b || x >= b + self.slots * 8 || (x - b) % 8 != 0 {
             return Ok(None);
         }
-        Ok(Some(((w.ms() as u64) << 48) | ((x - b) / 8)))
+        Ok(Some(local_key_of(w.ms(), (x - b) / 8)))
     }
 }
 
@@ -286,8 +287,7 @@ impl Member {
         let at = self.record(h.cs).add(REQUESTS_OFF);
         let r = read(at, REQUEST_SLOTS as u32 * 8).await?;
         let mut free = None;
-        for i in 0..REQUEST_SLOTS {
-            let v = u64::from_le_bytes(r[i * 8..i * 8 + 8].try_into().unwrap());
+        for (i, v) in request_words(&r).enumerate() {
             if v == w.to_u64() {
                 return Ok(());
             }
@@ -322,6 +322,12 @@ impl Member {
     }
 }
 
+/// The request slots of a READ of the request area, as words.
+fn request_words(r: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    r.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+}
+
 /// READs the request slots at `at` (CS `cs`, incarnation `inc`), clears
 /// each request with a CAS and passes on those whose word names `cs`'s
 /// incarnation `inc`. A word that cannot be READ is skipped. Errors: a
@@ -333,8 +339,7 @@ async fn serve_slots(
     inc: u64,
 ) -> Result<(), LockError> {
     let r = read(at, REQUEST_SLOTS as u32 * 8).await?;
-    for i in 0..REQUEST_SLOTS {
-        let x = u64::from_le_bytes(r[i * 8..i * 8 + 8].try_into().unwrap());
+    for (i, x) in request_words(&r).enumerate() {
         if x == 0 || cas(at.add(i as u64 * 8), x, 0).await? != x {
             continue;
         }

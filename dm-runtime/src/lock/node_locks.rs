@@ -285,8 +285,7 @@ impl NodeLocks {
     /// (MS id above the slot number), so a hand-over always passes the remote
     /// lock the receiver asked for.
     fn local_key(&self, a: GlobalAddr) -> u64 {
-        let slot = slot_hash(a) % self.table.slots;
-        (a.ms() as u64) << 48 | slot
+        local_key_of(a.ms(), slot_hash(a) % self.table.slots)
     }
 
     /// Which lock guards the node at `a`: equal ids are one lock (a hash
@@ -548,6 +547,12 @@ impl NodeLocks {
         // A member is of this handle's CS (`set_member` checks it).
         self.member.as_ref().map_or(cs + 1, |m| m.lane_name())
     }
+}
+
+/// The CS-local lock key of slot `slot` of MS `ms`'s lock table (HOCL):
+/// [`NodeLocks`]' local locks and release requests (`super::ask`) agree on it.
+pub(super) fn local_key_of(ms: u16, slot: u64) -> u64 {
+    (ms as u64) << 48 | slot
 }
 
 /// `hier_lock` is on but no CS-local lock table was attached: the lock would

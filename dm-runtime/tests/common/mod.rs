@@ -2,6 +2,7 @@
 //! and a small loopback fabric. Each test binary uses some of them.
 #![allow(dead_code)]
 
+use dm_runtime::lock::{LockTableConfig, LockTechniques};
 use dm_runtime::SimRuntime;
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{SimConfig, SimFabric};
@@ -36,4 +37,22 @@ pub fn loopback_fabric() -> LoopbackFabric {
         },
         masked_cas: true,
     })
+}
+
+/// Sherman's hierarchical lock (HOCL, §4.3) with combined release: its
+/// techniques, and a lock table of `slots` 64-bit slots in device memory
+/// (`device`) or host memory.
+pub fn hocl(slots: u64, device: bool) -> (LockTechniques, LockTableConfig) {
+    let t = LockTechniques {
+        combine: true,
+        onchip_lock: true,
+        hier_lock: true,
+        ..LockTechniques::FG_PLUS
+    };
+    let table = LockTableConfig {
+        device,
+        lanes16: false,
+        slots,
+    };
+    (t, table)
 }

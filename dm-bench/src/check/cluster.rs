@@ -24,6 +24,7 @@ use super::history::Event;
 use super::real::{run_clients, Proc};
 use super::sim::{finish_seed, spawn_sim_clients};
 use super::{btree, crash, dex, dolphin, smart};
+use crate::ycsb::measure::peers;
 use anyhow::{anyhow, Result};
 use dm_index::{Family, Index, IndexConfig, IndexKind, Instance, Root, Site};
 use dm_runtime::{Executor, SimRuntime};
@@ -196,28 +197,18 @@ pub(super) fn run_seed_real<F: Fabric + Send + Sync>(
             .map_err(|e| e.to_string())
     };
     let keys = dex::client_keys(&inst, a, p);
+    let open_core = |cs, core| open(&inst, cs, core).expect("a local CS");
     let Some(ms) = a.lease_ms else {
-        return run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
-            open(&inst, cs, core).expect("a local CS")
-        });
+        return run_clients(fabric, ex, a, seed, p, keys, create, open_core);
     };
     // Members: join before any handle opens, heartbeat from a thread of
     // its own until the seed's clients are done.
-    let cfg = crate::ycsb::measure::peers::lease(ms)?;
-    let mut members = Vec::new();
-    for cs in [cs0, cs0 + 1] {
-        let i = inst.clone();
-        let m = ex
-            .block_on(async move { i.join(cs, cfg).await })
-            .map_err(|e| anyhow!("seed {seed}: CS {cs} cannot join the membership table: {e}"))?;
-        members.push(m);
-    }
+    let cfg = peers::lease(ms)?;
+    let members = peers::join(ex, &inst, cfg).map_err(|e| anyhow!("seed {seed}: {e}"))?;
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|s| {
-        let hb = s.spawn(|| crate::ycsb::measure::peers::beat(fabric, &members, cfg, rx));
-        let r = run_clients(fabric, ex, a, seed, p, keys, create, |cs, core| {
-            open(&inst, cs, core).expect("a local CS")
-        });
+        let hb = s.spawn(|| peers::beat(fabric, &members, cfg, rx));
+        let r = run_clients(fabric, ex, a, seed, p, keys, create, open_core);
         drop(tx);
         let beat = hb
             .join()

@@ -42,7 +42,7 @@ pub(crate) fn lease(ms: u64) -> Result<LeaseConfig> {
 }
 
 /// Joins every local CS of `inst` (new incarnations), on `ex`.
-pub(super) fn join<Q: dm_verbs::Queues + 'static>(
+pub(crate) fn join<Q: dm_verbs::Queues + 'static>(
     ex: &mut Executor<Q>,
     inst: &Arc<Instance>,
     cfg: LeaseConfig,

@@ -265,6 +265,16 @@ pub fn lock_taken(seq: u64, holder: u64) -> u64 {
     lock_free(seq) | 1 | (holder & 0x7fff) << 49
 }
 
+/// For a taken rear lock word: the holder it names and the free word of
+/// its `seq`, which releases it (the leaf was not written under it: the
+/// WRITE that stores an item frees the lock at `seq + 1`). `None` for a
+/// free word. The format SMART registers with its CS's
+/// `dm_runtime::lock::CsWords`, so that CS releases a stale word of its own
+/// when another CS's waiter asks (issue 33).
+pub fn rear_release(word: u64) -> Option<(dm_runtime::lock::Holder, u64)> {
+    (word & 1 == 1).then(|| (lock_holder(word), lock_free((word >> 1) & SEQ_MASK)))
+}
+
 /// The holder a taken rear lock word names ([`lock_taken`]).
 pub fn lock_holder(word: u64) -> dm_runtime::lock::Holder {
     let x = word >> 49;

@@ -60,6 +60,12 @@
 //!   or new words, and a header split cut between its two CASes leaves the
 //!   state every reader and writer already meets between them (invariant 3
 //!   of `insert`); a leaf or node written but never published is leaked.
+//!   A rear lock word nobody holds although its holder lives (soft-RoCE:
+//!   an unreported CAS success, or a re-executed CAS torn with the unlock
+//!   WRITE) is taken too: one naming the taker's own CS that the CS's
+//!   ledger (`dm_runtime::lock::CsWords`) shows untouched, at once; one
+//!   naming another live CS, released by that CS when asked; one no
+//!   writer leaves, after a lease (`insert/leaf.rs`, docs/rdma.md).
 //!   The lock-free ART takes no locks. Dolphin's Spear lock does not
 //!   recover yet.
 //!

@@ -161,6 +161,7 @@ impl SmartTree {
         if let Some(l) = &mut self.locks {
             l.set_member(m.clone())?;
         }
+        m.cs_words().set_format(crate::layout::rear_release);
         self.member = Some(m);
         Ok(self)
     }

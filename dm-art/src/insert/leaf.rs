@@ -9,7 +9,7 @@ use crate::layout::{lock_free, lock_holder, lock_taken, Leaf, LEAF_OFF_META, SEQ
 use crate::rdwc::{Lead, WriteResult};
 use crate::tree::{SmartTree, MAX_RETRIES};
 use dm_runtime::lock::member::short_inc;
-use dm_runtime::lock::{LeaseWatch, LockEvent};
+use dm_runtime::lock::{CsCas, CsHeld, LeaseWatch, LockEvent};
 use dm_runtime::{cas, write, yield_now};
 use dm_verbs::GlobalAddr;
 
@@ -122,12 +122,17 @@ impl SmartTree {
     /// word. A failed CAS (someone wrote since the READ, or holds the lock)
     /// yields and READs the leaf again. A write-combining leader `wc` WRITEs
     /// the WCB's latest value, taken once the lock is held (§4.2.3).
-    /// A lock taken at the image's `seq` by a member found dead
-    /// ([`dm_runtime::lock::LeaseWatch`], issue 33) is CASed from its stale
-    /// word instead: the dead holder never WROTE (its WRITE would have
-    /// freed the lock at `seq + 1`), so the image is current.
-    /// Counted ([`dm_runtime::lock::LockStats`]): the acquisition, a failed
-    /// CAS, an image whose lock word was not free (a wait), a recovery.
+    ///
+    /// With a membership (issue 33) a word that is not free is CASed from
+    /// its stale value instead when [`Self::stale_rear`] says nobody holds
+    /// it: a dead member's lock taken at the image's `seq` (the holder
+    /// never WROTE: its WRITE would have freed the lock at `seq + 1`, so
+    /// the image is current), a word naming this CS that no task of it
+    /// holds ([`dm_runtime::lock::CsWords`]), or a word no writer leaves.
+    /// Every lock CAS of a member is in its CS ledger from post to the
+    /// WRITE's completion. Counted ([`dm_runtime::lock::LockStats`]): the
+    /// acquisition, a failed CAS, an image whose lock word was not free (a
+    /// wait), a recovery or a takeover.
     pub(super) async fn leaf_write(
         &self,
         a: GlobalAddr,
@@ -137,22 +142,30 @@ impl SmartTree {
         wc: Option<&Lead<'_>>,
     ) -> WriteResult {
         let lock_a = a.add(self.leaf.lock_off() as u64);
-        let mut watch = LeaseWatch::new();
+        let mut watch = StaleWatch::default();
         for _ in 0..MAX_RETRIES {
             let Some(decided) = mode.decide(&l) else {
                 return Ok(false);
             };
-            let mut recovery = None;
+            let mut stale = None;
             if lock != lock_free(l.seq) {
                 self.count_lock(LockEvent::Waited);
-                recovery = self.rear_holder_dead(&mut watch, lock, &l).await?;
+                stale = self.stale_rear(&mut watch, lock, &l, lock_a).await?;
             }
-            if lock == lock_free(l.seq) || recovery.is_some() {
+            if lock == lock_free(l.seq) || stale.is_some() {
+                let reg = match &mut stale {
+                    Some(Stale::OwnCs(c)) => c.take(),
+                    _ => self
+                        .member
+                        .as_ref()
+                        .map(|m| m.cs_words().begin(lock_a.to_u64())),
+                };
                 let got = cas(lock_a, lock, lock_taken(l.seq, self.rear_name())).await?;
                 if got == lock {
-                    if let Some(ns) = recovery {
-                        self.recovered(a, lock, ns);
-                    }
+                    let _held = match stale {
+                        Some(s) => reg.map(|r| self.took_stale(a, lock, s, r)),
+                        None => reg.map(|r| r.took()),
+                    };
                     self.count_lock(LockEvent::Acquired);
                     let img = self.leaf.encode(&next_leaf(l, decided, wc));
                     let mut tail = dm_verbs::buf::take(img.len() - LEAF_OFF_META);
@@ -161,7 +174,7 @@ impl SmartTree {
                     write(a.add(LEAF_OFF_META as u64), tail).await?;
                     return Ok(true);
                 }
-                watch.reset();
+                watch = StaleWatch::default();
                 self.count_lock(LockEvent::CasFailed);
             }
             yield_now().await;
@@ -178,33 +191,102 @@ impl SmartTree {
         })
     }
 
-    /// `Some(recovery_ns)` once the member that holds the rear lock `lock`
-    /// of image `l` is dead (taken at the image's own `seq`; never without
-    /// a membership).
-    async fn rear_holder_dead(
+    /// Whether the rear lock word `lock`, found on image `l` and not free,
+    /// is one nobody holds (always `None` without a membership):
+    /// - taken at the image's `seq` by this CS's incarnation, with no task
+    ///   of the CS holding it or CASing it: a CAS whose success went
+    ///   unreported took it (soft-RoCE, docs/rdma.md; claimed at once);
+    /// - taken at the image's `seq` by a member found dead
+    ///   ([`LeaseWatch`], after a lease and a still heartbeat); a live
+    ///   member's name that stays for a lease is a request to its CS to
+    ///   release the word if none of its tasks holds it
+    ///   ([`LeaseWatch::ask_cs`]);
+    /// - a word no writer leaves on this image (free bit clear with a
+    ///   name, or taken at another `seq`), unchanged for a lease: the
+    ///   image's last WRITE completed long ago, and only a second
+    ///   execution of an old lock CAS torn with that WRITE, or a WRITE cut
+    ///   between the item and the lock word by its writer's death, leaves
+    ///   one. A live taker's CAS expects the free word, so none holds it.
+    ///
+    /// Errors: the membership record's READ.
+    async fn stale_rear(
         &self,
-        watch: &mut LeaseWatch,
+        watch: &mut StaleWatch,
         lock: u64,
         l: &Leaf,
-    ) -> Result<Option<u64>, ArtError> {
+        lock_a: GlobalAddr,
+    ) -> Result<Option<Stale<'_>>, ArtError> {
         let Some(me) = &self.member else {
             return Ok(None);
         };
-        if lock & 1 == 0 || (lock >> 1) & SEQ_MASK != l.seq & SEQ_MASK {
-            return Ok(None);
+        let at_seq = lock & 1 == 1 && (lock >> 1) & SEQ_MASK == l.seq & SEQ_MASK;
+        if !at_seq {
+            let now = dm_runtime::now_ns();
+            if watch.odd.0 != lock || watch.odd.1 != l.seq || watch.odd.2 == 0 {
+                watch.odd = (lock, l.seq, now.max(1));
+                return Ok(None);
+            }
+            let waited = now.saturating_sub(watch.odd.2);
+            return Ok((waited >= me.lease().lease_ns).then_some(Stale::Odd(waited)));
         }
-        Ok(watch.dead(me, lock, lock_holder(lock)).await?)
+        if lock == lock_taken(l.seq, self.rear_name()) {
+            return Ok(me
+                .cs_words()
+                .claim(lock_a.to_u64())
+                .map(|c| Stale::OwnCs(Some(c))));
+        }
+        let dead = watch.lease.dead(me, lock, lock_holder(lock)).await?;
+        if dead.is_none() {
+            // A live CS's name for a lease: ask it to release the word if
+            // none of its tasks holds it (an unreported CAS of its own).
+            watch
+                .lease
+                .ask_cs(me, lock_a, lock, lock_holder(lock))
+                .await?;
+        }
+        Ok(dead.map(Stale::Dead))
     }
 
-    /// Counts a rear lock taken over from a dead holder.
-    fn recovered(&self, a: GlobalAddr, lock: u64, ns: u64) {
-        self.lock_counters().recovered(ns);
-        self.count_lock(LockEvent::Recovered);
-        tracing::warn!(
-            leaf = ?a,
-            holder = format_args!("{lock:#x}"),
-            recovery_ns = ns,
-            "took over a rear leaf lock whose holder is dead (lease expired)"
-        );
+    /// Registers the take of a stale rear lock word `lock` of leaf `a`
+    /// ([`Self::stale_rear`]): counted, recorded and warned.
+    fn took_stale<'a>(&self, a: GlobalAddr, lock: u64, s: Stale<'_>, reg: CsCas<'a>) -> CsHeld<'a> {
+        let c = self.lock_counters();
+        let (held, why, ns) = match s {
+            Stale::OwnCs(_) => {
+                self.count_lock(LockEvent::TakenOver);
+                (reg.took_over(), "this CS's CAS took it unreported", None)
+            }
+            Stale::Dead(ns) => (reg.took(), "its holder is dead (lease expired)", Some(ns)),
+            Stale::Odd(ns) => (
+                reg.took(),
+                "no writer leaves that word (lease expired)",
+                Some(ns),
+            ),
+        };
+        if let Some(ns) = ns {
+            c.recovered(ns);
+            self.count_lock(LockEvent::Recovered);
+        }
+        tracing::warn!(leaf = ?a, word = format_args!("{lock:#x}"), why, "took over a stale rear leaf lock");
+        held
     }
+}
+
+/// What a rear lock's waiter watches ([`SmartTree::stale_rear`]): a
+/// holder's lease, and a word no writer leaves (value, image `seq`, since
+/// when on the waiter's clock).
+#[derive(Default)]
+struct StaleWatch {
+    lease: LeaseWatch,
+    odd: (u64, u64, u64),
+}
+
+/// A rear lock word nobody holds, and why ([`SmartTree::stale_rear`]).
+enum Stale<'a> {
+    /// Names this CS's incarnation, claimed in its ledger.
+    OwnCs(Option<CsCas<'a>>),
+    /// Its holder died; ns since the waiter last knew it alive.
+    Dead(u64),
+    /// No writer leaves it; ns it stood unchanged.
+    Odd(u64),
 }

@@ -37,8 +37,15 @@
 //! local-lock check). The owner table marks the name `Releasing` meanwhile,
 //! and a new handle of that name waits before its first lock CAS.
 //!
-//! 16-bit lanes name a CS, not a core: no requests for them.
+//! **Words that name a whole CS** (SMART's rear lock; `super::cs_words`):
+//! a waiter of another CS posts the word's address with bit 0 set
+//! ([`CS_WORD_REQUEST`], [`Member::ask_release_cs`]); the holder CS's
+//! serving task releases it to its free value if it names the CS's
+//! current incarnation and the CS ledger shows no task holding or CASing
+//! it (claimed there for the CAS). 16-bit GLT lanes name a CS too but
+//! have no format registered: no requests for them.
 
+use super::cs_words::CsWords;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
 use super::member::{Holder, Member};
 use super::node_locks::local_key_of;
@@ -55,6 +62,9 @@ use std::sync::{Arc, Mutex};
 pub const REQUEST_SLOTS: usize = 6;
 /// Offset of the first request slot in a membership record.
 pub const REQUESTS_OFF: u64 = 16;
+/// Bit 0 of a request (lock words are 8-byte aligned): the word names a
+/// whole CS in the format its [`CsWords`] knows (`super::cs_words`).
+pub const CS_WORD_REQUEST: u64 = 1;
 
 /// Who runs the handles of each 64-bit lock name of one CS (this process's
 /// incarnation), and the CS's HOCL local tables; see the module docs.
@@ -64,6 +74,9 @@ pub(super) struct Owners {
     hocl: Mutex<Vec<Hocl>>,
     /// A task serving the record's requests runs ([`Member::serve_requests`]).
     serving: AtomicBool,
+    /// Lock words naming this whole CS that its tasks hold or CAS
+    /// (`super::cs_words`).
+    pub(super) cs_words: CsWords,
 }
 
 impl fmt::Debug for Owners {
@@ -284,11 +297,31 @@ impl Member {
         if h.cs == self.cs() && h.is(self.incarnation() as u64) {
             return self.owners().request(value, w).await;
         }
-        let at = self.record(h.cs).add(REQUESTS_OFF);
+        self.post_request(h.cs, w.to_u64()).await
+    }
+
+    /// A waiter's request that CS `holder` release the lock word `w`,
+    /// which names that whole CS (`super::cs_words`: SMART's rear lock),
+    /// if none of its tasks holds it: one READ and at most one CAS on MS
+    /// 0. Nothing for this CS's own name (its waiters claim such a word
+    /// themselves) or a non-member's. Errors: a verb's.
+    pub async fn ask_release_cs(&self, w: GlobalAddr, holder: Holder) -> Result<(), LockError> {
+        if holder.inc == 0 || holder.cs == self.cs() {
+            return Ok(());
+        }
+        self.post_request(holder.cs, w.to_u64() | CS_WORD_REQUEST)
+            .await
+    }
+
+    /// CASes request `raw` into a free request slot of CS `cs`'s record,
+    /// unless it is there already (all slots taken: dropped, asked again
+    /// after a lease).
+    async fn post_request(&self, cs: u16, raw: u64) -> Result<(), LockError> {
+        let at = self.record(cs).add(REQUESTS_OFF);
         let r = read(at, REQUEST_SLOTS as u32 * 8).await?;
         let mut free = None;
         for (i, v) in request_words(&r).enumerate() {
-            if v == w.to_u64() {
+            if v == raw {
                 return Ok(());
             }
             if v == 0 && free.is_none() {
@@ -296,7 +329,7 @@ impl Member {
             }
         }
         if let Some(i) = free {
-            cas(at.add(i as u64 * 8), 0, w.to_u64()).await?;
+            cas(at.add(i as u64 * 8), 0, raw).await?;
         }
         Ok(())
     }
@@ -343,7 +376,7 @@ async fn serve_slots(
         if x == 0 || cas(at.add(i as u64 * 8), x, 0).await? != x {
             continue;
         }
-        let w = GlobalAddr::from_u64(x);
+        let w = GlobalAddr::from_u64(x & !CS_WORD_REQUEST);
         let v = match read(w, 8).await {
             Ok(b) => u64::from_le_bytes(b[..8].try_into().unwrap()),
             Err(e) => {
@@ -351,6 +384,10 @@ async fn serve_slots(
                 continue;
             }
         };
+        if x & CS_WORD_REQUEST != 0 {
+            owners.cs_words.release_stale(w, v, cs, inc).await?;
+            continue;
+        }
         let h = Holder::of_word(v);
         if h.inc != 0 && h.cs == cs && h.is(inc) {
             owners.request(v, w).await?;

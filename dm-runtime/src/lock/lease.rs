@@ -120,6 +120,26 @@ impl LeaseWatch {
     }
 }
 
+impl LeaseWatch {
+    /// After [`LeaseWatch::dead`] said `None` for the lock word `w` holding
+    /// `value`, which names a whole CS (`holder`; `super::cs_words`): asks
+    /// that CS to release it if none of its tasks holds it, once the value
+    /// stood for a lease and then at most once per lease
+    /// ([`Member::ask_release_cs`]). Errors: the request's verbs.
+    pub async fn ask_cs(
+        &mut self,
+        me: &Member,
+        w: GlobalAddr,
+        value: u64,
+        holder: Holder,
+    ) -> Result<(), LockError> {
+        if holder.inc != 0 && holder.cs != me.cs() && self.ask_due(value, me.lease().lease_ns) {
+            me.ask_release_cs(w, holder).await?;
+        }
+        Ok(())
+    }
+}
+
 impl NodeLocks {
     /// After a failed attempt on `word` that returned `value`: whether this
     /// handle has now taken the lock over from a dead holder

@@ -51,6 +51,7 @@
 //! B+tree family).
 
 use super::ask::Owners;
+use super::cs_words::CsWords;
 use super::LockError;
 use crate::{cas, faa, read, rpc, write, yield_now};
 use dm_verbs::ms::{superblock, RPC_ALLOC_CHUNK};
@@ -182,6 +183,12 @@ impl Member {
     /// Heartbeat WRITEs completed so far.
     pub fn beats(&self) -> u64 {
         self.beats.load(Relaxed)
+    }
+
+    /// The ledger of lock words that name this whole CS, shared by its
+    /// cores in this process (`super::cs_words`: SMART's rear lock).
+    pub fn cs_words(&self) -> &CsWords {
+        &self.owners.cs_words
     }
 
     /// The owners of this CS's lock names in this process (`super::ask`).

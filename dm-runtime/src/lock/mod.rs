@@ -85,6 +85,14 @@
 //! any core, is taken over by one CAS (counted and warned as the ledger's
 //! takeovers).
 //!
+//! **Words that name a whole CS** (SMART's rear-embedded leaf lock, not in
+//! the papers): an unreported CAS success leaves the word naming the CS's
+//! live incarnation, which no core's own-tag ledger recognises. The
+//! [`Member`]'s CS ledger ([`cs_words`]) registers every such word a task
+//! of the CS CASes or holds, across its cores, so a task that finds its
+//! own CS's name on a word the ledger shows untouched claims it with one
+//! CAS of the same value.
+//!
 //! **A word left named by another core** (of this CS or another, in this
 //! process or another) is released by that core when a member waiter asks
 //! ([`ask`]: after a lease of seeing the name, through the process's owner
@@ -122,6 +130,7 @@
 
 pub mod ask;
 mod config;
+pub mod cs_words;
 pub mod lease;
 mod ledger;
 pub mod member;
@@ -129,6 +138,7 @@ mod node_locks;
 mod stats;
 
 pub use config::{LockTableConfig, LockTechniques};
+pub use cs_words::{CsCas, CsHeld, CsWords};
 pub use lease::LeaseWatch;
 pub use ledger::lock_takeovers;
 pub use member::{Holder, LeaseConfig, Member};

@@ -1,0 +1,234 @@
+//! The CS ledger of lock words that name a whole CS (issue 33; not in the
+//! papers): which of them a task of this CS holds, or has a lock CAS in
+//! flight on, across every core of the CS in this process.
+//!
+//! **Why.** Some lock words name only a CS, not a core: SMART's
+//! rear-embedded leaf lock (`dm_art::layout::lock_taken`, 15 bits of name)
+//! and the 16-bit lanes of the global lock table. On soft-RoCE a lock CAS
+//! can take a word while its completion reports a failure (docs/rdma.md,
+//! "Node locks taken without the CAS reporting it"). The word then names
+//! this CS's live incarnation, so no lease ever expires, and the per-core
+//! own-tag ledger (`super::ledger`) cannot tell it from a word held by
+//! another core of the same CS. This ledger can: every taker registers the
+//! word here *before* its lock CAS is posted ([`CsWords::begin`]) and keeps
+//! it registered until its release has completed ([`CsHeld`] dropped after
+//! the release verb). So a word that names this CS's current incarnation
+//! while the ledger shows no holder and no CAS in flight for it was left by
+//! a CAS whose success went unreported, and nobody holds it.
+//!
+//! **Claiming.** [`CsWords::claim`] registers the word as in flight only if
+//! it is absent from the ledger (one mutex section), so at most one task of
+//! the CS claims a stale word at a time; the claimer then CASes the word
+//! from the stale value to the same value. The CAS proves the word still
+//! holds it: a legitimate taker's registration precedes its CAS and lasts
+//! until its release, so between the claimer's check and its CAS no task
+//! of the CS can have taken the word and left it at that value, and a
+//! release moves the word (SMART: to the next sequence number).
+//!
+//! **Another CS's waiter** cannot claim the word; it asks this CS
+//! ([`super::Member::ask_release_cs`], a request slot of the membership
+//! record), whose serving task checks this ledger the same way and CASes
+//! the word to its free value ([`CsWordFormat`] says what that is).
+//!
+//! Cost: one mutex and one hash-map insert and remove per lock taken, only
+//! for handles with a membership (`Member`); nothing without one.
+
+use super::ledger::LEDGER_TAKEOVERS;
+use super::member::Holder;
+use super::LockError;
+use crate::cas;
+use dm_verbs::GlobalAddr;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, OnceLock};
+
+/// How a lock word that names a whole CS reads: for a taken word, the
+/// holder it names and the word that frees it; `None` for a free word.
+/// SMART's rear lock registers `dm_art::layout::rear_release`.
+pub type CsWordFormat = fn(u64) -> Option<(Holder, u64)>;
+
+/// The ledger of one CS (one per [`super::Member`], shared by its cores).
+#[derive(Default)]
+pub struct CsWords {
+    map: Mutex<HashMap<u64, Entry>>,
+    format: OnceLock<CsWordFormat>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Entry {
+    held: u32,
+    in_flight: u32,
+}
+
+impl fmt::Debug for CsWords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CsWords")
+            .field("words", &self.lock().len())
+            .finish()
+    }
+}
+
+impl CsWords {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn update(&self, word: u64, f: impl FnOnce(&mut Entry)) {
+        let mut m = self.lock();
+        let e = m.entry(word).or_default();
+        f(e);
+        if e.held == 0 && e.in_flight == 0 {
+            m.remove(&word);
+        }
+    }
+
+    /// Registers a lock CAS on `word` (a `GlobalAddr::to_u64`) about to be
+    /// posted; call before posting it. The guard unregisters on drop (the
+    /// CAS failed, errored or was cancelled) unless [`CsCas::took`] turns
+    /// it into a hold.
+    pub fn begin(&self, word: u64) -> CsCas<'_> {
+        self.update(word, |e| e.in_flight += 1);
+        CsCas { words: self, word }
+    }
+
+    /// Registers a claim of `word`, which names this CS's incarnation, if
+    /// no task of the CS holds it or has a lock CAS in flight on it (module
+    /// docs); `None` otherwise. The caller then CASes the word from the
+    /// value it read to the same value and, if that CAS returns it, holds
+    /// the word ([`CsCas::took`]).
+    pub fn claim(&self, word: u64) -> Option<CsCas<'_>> {
+        let mut m = self.lock();
+        if m.contains_key(&word) {
+            return None;
+        }
+        m.insert(
+            word,
+            Entry {
+                held: 0,
+                in_flight: 1,
+            },
+        );
+        Some(CsCas { words: self, word })
+    }
+
+    /// Sets the format of this CS's CS-named words, which serving a
+    /// release request needs (`super::ask`); the first call wins: one
+    /// format per CS (SMART's rear lock is the only such word so far).
+    pub fn set_format(&self, f: CsWordFormat) {
+        let _ = self.format.set(f);
+    }
+
+    /// Serves another CS's release request for word `w`, READ as `v`
+    /// (`super::ask`, on this CS `cs`, incarnation `inc`): if `v` names
+    /// this incarnation and no task of the CS holds or CASes `w`, claims
+    /// it and CASes `v` to its free word. Whether it released it (counted
+    /// in [`super::lock_takeovers`], warned). Errors: the CAS's.
+    pub(super) async fn release_stale(
+        &self,
+        w: GlobalAddr,
+        v: u64,
+        cs: u16,
+        inc: u64,
+    ) -> Result<bool, LockError> {
+        let Some((h, free)) = self.format.get().and_then(|f| f(v)) else {
+            return Ok(false);
+        };
+        if h.inc == 0 || h.cs != cs || !h.is(inc) {
+            return Ok(false);
+        }
+        let Some(claim) = self.claim(w.to_u64()) else {
+            return Ok(false);
+        };
+        let released = cas(w, v, free).await? == v;
+        drop(claim);
+        if released {
+            LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                word = format_args!("{:#x}", w.to_u64()),
+                value = format_args!("{v:#x}"),
+                "released a lock word naming this CS that none of its tasks held, \
+                 as a waiter of another CS asked"
+            );
+        }
+        Ok(released)
+    }
+
+    /// Whether any task of the CS holds `word` or has a CAS in flight on it.
+    pub fn busy(&self, word: u64) -> bool {
+        self.lock().contains_key(&word)
+    }
+}
+
+/// A registered lock CAS (or claim) in flight ([`CsWords::begin`]).
+#[must_use = "dropping it unregisters the CAS"]
+pub struct CsCas<'a> {
+    words: &'a CsWords,
+    word: u64,
+}
+
+impl<'a> CsCas<'a> {
+    /// The CAS took the word: it stays registered as held until the
+    /// returned guard is dropped, after the release verb has completed.
+    pub fn took(self) -> CsHeld<'a> {
+        let (words, word) = (self.words, self.word);
+        std::mem::forget(self);
+        words.update(word, |e| {
+            e.in_flight -= 1;
+            e.held += 1;
+        });
+        CsHeld { words, word }
+    }
+
+    /// The claim's CAS took a stale word of this CS ([`CsWords::claim`]):
+    /// as [`CsCas::took`], and counted with the own-tag ledger's takeovers
+    /// in [`super::lock_takeovers`] (the caller counts it per index and
+    /// warns).
+    pub fn took_over(self) -> CsHeld<'a> {
+        LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+        self.took()
+    }
+}
+
+impl Drop for CsCas<'_> {
+    fn drop(&mut self) {
+        self.words.update(self.word, |e| e.in_flight -= 1);
+    }
+}
+
+/// A word this CS holds ([`CsCas::took`]); drop it once the release verb
+/// has completed (or failed: a verb error leaves the word to the lease).
+#[must_use = "dropping it marks the word released"]
+pub struct CsHeld<'a> {
+    words: &'a CsWords,
+    word: u64,
+}
+
+impl Drop for CsHeld<'_> {
+    fn drop(&mut self) {
+        self.words.update(self.word, |e| e.held -= 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_word_is_claimable_only_when_nobody_of_the_cs_touches_it() {
+        let w = CsWords::default();
+        let c = w.begin(8);
+        assert!(w.claim(8).is_none(), "a CAS is in flight");
+        let h = c.took();
+        assert!(w.claim(8).is_none(), "held");
+        drop(h);
+        let claim = w.claim(8).expect("nobody holds it");
+        assert!(w.claim(8).is_none(), "one claim at a time");
+        assert!(w.busy(8));
+        drop(claim);
+        assert!(!w.busy(8));
+        let c = w.begin(16);
+        drop(c);
+        assert!(!w.busy(16), "a failed CAS leaves nothing behind");
+    }
+}

@@ -314,6 +314,8 @@ kill_step() {
     grep -h -E " run |verified" $L/kill-$1.$f.out | sed 's/^ */    /'
   done
   grep -h "is gone" $L/kill-$1.0.out | sed 's/^/  survivor: /'
+  # Stale words of live processes taken or released (docs/rdma.md): rare, worth seeing.
+  echo "  stale lock words of live holders taken or released: $(cat $L/kill-$1.0.out $L/kill-$1.r.out | grep -c -E 'unreported|no writer leaves|naming this (CS|core)|holds this handle.s tag|names this CS but')"
   grep -q "client 1 is gone" $L/kill-$1.0.out || { WHY="kill $1: the survivor never found client 1 gone"; return 1; }
 }
 for index in $KILL_INDEXES; do

@@ -19,8 +19,9 @@
 //! core's inbox.
 
 use crate::core::{now_ns, with_current};
+use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -150,7 +151,12 @@ impl LocalLockTable {
     pub fn new(shards: usize, max_handover: u32) -> Self {
         LocalLockTable {
             shards: (0..shards.max(1))
-                .map(|_| Mutex::new(HashMap::with_capacity(SHARD_KEYS)))
+                .map(|_| {
+                    Mutex::new(HashMap::with_capacity_and_hasher(
+                        SHARD_KEYS,
+                        Default::default(),
+                    ))
+                })
                 .collect(),
             spare: Mutex::default(),
             max_handover,

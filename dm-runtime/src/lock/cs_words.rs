@@ -38,7 +38,7 @@ use super::member::Holder;
 use super::LockError;
 use crate::cas;
 use dm_verbs::GlobalAddr;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};

@@ -13,7 +13,7 @@
 //! | [`executor`] | [`Executor`], one per core: scheduling rounds, one doorbell per QP per round, batched CQ polls, per-task verb accounting; [`spawn`] |
 //! | [`verbs`] | [`read`], [`write`](fn@write), [`cas`], [`masked_cas`], [`faa`], [`rpc`]: verb futures ([`Verbed`]) |
 //! | [`sync`] | [`yield_now`], [`yield_until`], [`sync_virtual_time`] (orders accesses to CS-shared state by virtual time on sim), the local lock table with FIFO hand-over (Sherman's HOCL, §4.3), [`sync::SharedCell`] for CS-wide state with cross-core wakes (SMART's read delegation, §4.2) |
-//! | [`lock`] | one-sided node locks: FG+'s lock word and Sherman's lock techniques (Sherman §4.3-4.5); membership, leases and the takeover of a dead holder's locks ([`lock::member`], issue 33) |
+//! | [`lock`] | one-sided node locks: FG+'s lock word and Sherman's lock techniques (Sherman §4.3-4.5); membership, leases and the takeover of a dead holder's locks ([`lock::member`], issue 33); release requests to a live holder ([`lock::ask`]) and the CS ledger of lock words that name a whole CS ([`lock::cs_words`]) |
 //! | [`checksum`] | the node checksum behind checksum-validated READs |
 //! | [`alloc`] | chunk allocation through the MS RPC, carved locally (Sherman §4.2) |
 //! | [`catalog`] | named roots on MS 0: [`catalog::open_or_create`] an index by name from any process, its root words in a root area of the superblock (issue 31) |

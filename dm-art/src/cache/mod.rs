@@ -13,7 +13,7 @@
 //! named by the bytes before its slots), and it never changes: a header
 //! split only trims a node's prefix from the front (`insert` invariant 3).
 //! A writer's own successful CASes keep its entries current too: a normal
-//! insert adds the slots it saw filled ([`ArtCache::note_filled`]), a split
+//! insert adds the slots it saw filled (`ArtCache::note_filled`), a split
 //! replaces the slot word it published and admits the new nodes (issue 32
 //! item 4: a CS that loads a tree by inserts otherwise holds snapshots taken
 //! before most slots were filled, and pays a node READ per node afterwards).

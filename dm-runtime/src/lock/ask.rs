@@ -14,7 +14,7 @@
 //! **Asking.** A member waiter whose CASes keep finding one name for a
 //! lease asks its owner, at most once per lease ([`super::LeaseWatch`]):
 //! - a name of its own CS and incarnation: straight to the owner's core
-//!   through the process's owner table ([`Owners`], in the [`Member`]);
+//!   through the process's owner table (`Owners`, in the [`Member`]);
 //! - another CS's name: a CAS of the word's address into a free request
 //!   slot of that CS's membership record ([`REQUEST_SLOTS`] 8-byte slots at
 //!   offset [`REQUESTS_OFF`]); the holder CS's heartbeat ([`Member::beat`])

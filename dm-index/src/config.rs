@@ -2,7 +2,7 @@
 //! node size, cache); everything the fabric decides (chunk size, MS count,
 //! device memory and masked CAS for the lock table, the root's place in the
 //! catalog) is derived when the cluster resolves it into the family's own
-//! configuration ([`Plan`]).
+//! configuration (`Plan`).
 
 use crate::error::Error;
 use crate::kind::{Family, IndexKind};

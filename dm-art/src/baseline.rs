@@ -173,8 +173,9 @@ impl SmartTree {
             value,
         });
         write(a, img).await?;
-        let got = cas(c.slot_a, c.word, self.leaf_slot(c.word as u8, a)?).await?;
-        if got == c.word {
+        let new = self.leaf_slot(c.word as u8, a)?;
+        let got = cas(c.slot_a, c.word, new).await?;
+        if crate::tree::publish_took(got, c.word, new) {
             spare.leaf = None;
             return Ok(Some(true));
         }

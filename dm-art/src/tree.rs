@@ -23,6 +23,26 @@ pub use crate::error::ArtError;
 /// READs of one leaf (or lock attempts) before giving up.
 pub(crate) const MAX_RETRIES: u32 = 1_000_000;
 
+/// Whether a publishing slot CAS from `expected` to `new` took, given the
+/// old value `got` it returned. `new` names memory this operation
+/// allocated and has not published (a spare leaf or node), so no other
+/// writer can have put it in the slot: `got == new` means this CAS took
+/// the slot while its completion reported the value found by a second
+/// execution (soft-RoCE, docs/rdma.md, "Node locks taken without the CAS
+/// reporting it"). Read as a failure, the spare would be reused and its
+/// published image overwritten: keys under it lost (a guest `ycsb --index
+/// art` step, 2026-11-27). Never true on `sim` or `loopback`.
+pub(crate) fn publish_took(got: u64, expected: u64, new: u64) -> bool {
+    if got == new && got != expected {
+        tracing::warn!(
+            word = format_args!("{new:#x}"),
+            "a publishing CAS returned its own new word: it took the slot unreported"
+        );
+        return true;
+    }
+    got == expected
+}
+
 /// An internal node as READ: reverse pointer, header, and the slot words of
 /// the capacity that was read (filled slots form a prefix: slots are never
 /// emptied, see `insert`).

@@ -238,8 +238,13 @@ for index in $INDEXES; do
   # the clients are members, so a lock word left naming a live core is
   # released when asked (dm_runtime::lock::ask), and a failure is not
   # rerun. Dex and dolphin run without, and keep their rerun.
+  # art keeps one rerun for now: a clean-clone rehearsal (2026-11-27)
+  # saw one client verify 2 keys missing that the other found
+  # (docs/rdma.md, "A key missing in art's ycsb step"); not yet explained,
+  # and its first failure still prints under === RERUN.
   case $index in
     dex|dolphin) lease=""; runner=with_rerun ;;
+    art) lease="--lease-ms 200"; runner=with_rerun ;;
     *) lease="--lease-ms 200"; runner=run_step ;;
   esac
   step "dm-bench ycsb --fabric rdma --index $index $wl $lease, two client processes"

@@ -40,7 +40,7 @@ impl SmartTree {
                     let w = self.leaf_slot(c.word as u8, la)?;
                     let publish = async { Ok(cas(c.slot_a, 0, w).await?) };
                     let got = self.under_rowex(&[c.owner], publish).await?;
-                    if got == 0 {
+                    if crate::tree::publish_took(got, 0, w) {
                         return Ok(true);
                     }
                     c.fresh(got);

@@ -43,7 +43,7 @@ impl SmartTree {
             let la = self.place_leaf(spare, key, value, sa).await?;
             let w = self.leaf_slot(b, la)?;
             let got = cas(sa, 0, w).await?;
-            if got == 0 {
+            if crate::tree::publish_took(got, 0, w) {
                 if i >= capacity(n.header.ty) {
                     self.type_switch(addr, i, n.header_word, c).await?;
                 }

@@ -90,7 +90,7 @@ impl SmartTree {
         // around the publishing CAS only; the new nodes are WRITTEN already.
         let publish = async { Ok(cas(c.slot_a, c.word, new_word).await?) };
         let got = self.under_rowex(&[c.owner], publish).await?;
-        if got != c.word {
+        if !crate::tree::publish_took(got, c.word, new_word) {
             spare.nodes.extend(nodes);
             return Ok(Some(got));
         }
@@ -191,8 +191,9 @@ impl SmartTree {
         n: &crate::tree::NodeImage,
         target: usize,
     ) -> Result<Option<u64>, ArtError> {
-        let got = cas(c.slot_a, c.word, internal_word(c.word as u8, 1, na)?).await?;
-        if got != c.word {
+        let new = internal_word(c.word as u8, 1, na)?;
+        let got = cas(c.slot_a, c.word, new).await?;
+        if !crate::tree::publish_took(got, c.word, new) {
             return Ok(Some(got));
         }
         let target = target as u8;

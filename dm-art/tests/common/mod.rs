@@ -12,7 +12,14 @@ pub const NUM_MS: u16 = 2;
 pub const CHUNK: u64 = 1 << 20;
 
 /// A runtime over the shared cluster, seeded with `seed`.
+#[allow(dead_code)] // each test file uses one of the two
 pub fn sim(seed: u64) -> SimRuntime {
+    sim_with(seed, Faults::torn_and_delayed())
+}
+
+/// The shared cluster with the faults `faults`.
+#[allow(dead_code)] // each test file uses one of the two
+pub fn sim_with(seed: u64, faults: Faults) -> SimRuntime {
     let cfg = SimConfig {
         num_ms: NUM_MS,
         ms: MsConfig {
@@ -21,7 +28,7 @@ pub fn sim(seed: u64) -> SimRuntime {
             device_bytes: 0,
             cores: 1,
         },
-        faults: Faults::torn_and_delayed(),
+        faults,
         seed,
         ..Default::default()
     };

@@ -46,9 +46,11 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub cache_nodes: u64,
     /// Comma-separated faults the simulator injects: torn (8-byte torn READs),
-    /// torn-line (64-byte), delay, crash (one of the two CSs dies at a random
-    /// verb boundary and restarts with a new incarnation; its locks are
-    /// taken over after the lease). Default on sim: torn,delay. Sim only.
+    /// torn-line (64-byte), delay, unreported (5% of the CASes that take
+    /// their word report a failure, as soft-RoCE did: docs/rdma.md), crash
+    /// (one of the two CSs dies at a random verb boundary and restarts with
+    /// a new incarnation; its locks are taken over after the lease).
+    /// Default on sim: torn,delay. Sim only.
     #[arg(long)]
     pub faults: Option<String>,
     /// Real fabrics: this process's CSs join the membership table with a
@@ -276,9 +278,14 @@ pub(super) fn parse_faults(a: &Args) -> Result<Faults> {
                 faults.delay_prob = 0.2;
                 faults.delay_max_ns = 4_000;
             }
+            // soft-RoCE's unreported CAS success (docs/rdma.md): 5% of the
+            // CASes that take their word report a failure.
+            "unreported" => faults.unreported_cas_prob = 0.05,
             // Not the fabric's: `super::crash` kills a CS.
             "crash" => {}
-            other => bail!("unknown fault {other:?}: use torn, torn-line, delay, crash"),
+            other => {
+                bail!("unknown fault {other:?}: use torn, torn-line, delay, unreported, crash")
+            }
         }
     }
     Ok(faults)

@@ -52,9 +52,13 @@ impl World {
                 self.complete(core, wr_id, t, res.map(|_| VerbOutput::Write));
             }
             Verb::Cas { addr, expect, swap } => {
-                let res = self.atomic(addr, |old| (old == expect).then_some(swap));
+                let mut res = self.atomic(addr, |old| (old == expect).then_some(swap));
                 if res == Ok(expect) {
                     self.cas_write_back(addr);
+                    let p = self.cfg.faults.unreported_cas_prob;
+                    if p > 0.0 && expect != swap && self.rng.gen_bool(p.min(1.0)) {
+                        res = Ok(swap);
+                    }
                 }
                 let t = self.return_path(core, now, 8);
                 self.complete(core, wr_id, t, res.map(VerbOutput::Atomic));

@@ -207,6 +207,12 @@ pub struct Faults {
     pub delay_prob: f64,
     /// Maximum extra delay of a delayed completion, ns (uniform in `0..=max`).
     pub delay_max_ns: u64,
+    /// Probability that a CAS that took its word reports the word's new
+    /// value as the old one, as a failure would: soft-RoCE's unreported
+    /// success (a retransmitted CAS executed a second time, whose result
+    /// the requester kept; docs/rdma.md). Default 0: the indexes' tests
+    /// turn it on where their recovery covers it.
+    pub unreported_cas_prob: f64,
 }
 
 impl Default for Faults {
@@ -216,6 +222,7 @@ impl Default for Faults {
             tear_window_ns: 0,
             delay_prob: 0.0,
             delay_max_ns: 0,
+            unreported_cas_prob: 0.0,
         }
     }
 }
@@ -230,6 +237,7 @@ impl Faults {
             tear_window_ns: 500,
             delay_prob: 0.2,
             delay_max_ns: 3000,
+            unreported_cas_prob: 0.0,
         }
     }
 }

@@ -389,7 +389,7 @@ async fn serve_slots(
             continue;
         }
         let h = Holder::of_word(v);
-        if h.inc != 0 && h.cs == cs && h.is(inc) {
+        if h.names(cs, inc) {
             owners.request(v, w).await?;
         }
     }

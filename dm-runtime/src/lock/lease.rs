@@ -62,7 +62,7 @@ impl LeaseWatch {
         holder: Holder,
     ) -> Result<Option<u64>, LockError> {
         let h = holder;
-        if h.inc != 0 && h.cs == me.cs() && h.is(me.incarnation() as u64) {
+        if h.names(me.cs(), me.incarnation() as u64) {
             return Ok(None);
         }
         let now = now_ns();
@@ -118,9 +118,7 @@ impl LeaseWatch {
         self.ask.2 = now;
         true
     }
-}
 
-impl LeaseWatch {
     /// After [`LeaseWatch::dead`] said `None` for the lock word `w` holding
     /// `value`, which names a whole CS (`holder`; `super::cs_words`): asks
     /// that CS to release it if none of its tasks holds it, once the value

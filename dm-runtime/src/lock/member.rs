@@ -288,6 +288,12 @@ impl Holder {
         }
     }
 
+    /// Whether this holder is a member (incarnation not 0) and names CS
+    /// `cs` in its incarnation `inc`.
+    pub fn names(&self, cs: u16, inc: u64) -> bool {
+        self.inc != 0 && self.cs == cs && self.is(inc)
+    }
+
     /// Whether an incarnation `inc` read from the record is this holder's.
     pub fn is(&self, inc: u64) -> bool {
         if self.short {

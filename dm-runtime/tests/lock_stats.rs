@@ -171,3 +171,39 @@ fn hocl_takes_a_slot_left_by_another_core_of_its_cs() {
     let s = out.unwrap();
     assert_eq!(s.takeovers, 1, "{s:?}");
 }
+
+/// A task dropped while it holds a lock (a service cancelling an
+/// operation's future; `check --faults crash` killing a CS), and a release
+/// dropped after its write-back was posted but before its unlock, leave the
+/// lock word naming the handle with no task holding it: the handle's next
+/// lock must take it back through the own-tag ledger. The ledger used to
+/// keep such words "held" for ever, and the handle then spun until
+/// `LockStuck` (the fg hang of `check --faults torn,delay,unreported,crash
+/// --cores 2 --seeds 10`, whose second seed reused the dead CS's tag).
+#[test]
+fn a_dropped_lock_and_a_cut_release_are_taken_back_by_their_core() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let out = r.block_on(c, async move {
+        let t = LockTechniques {
+            combine: false,
+            ..LockTechniques::FG_PLUS
+        };
+        let a = handle(t, LockTableConfig::default(), 0);
+        let x = GlobalAddr::new(1, 4096);
+        drop(a.lock(x).await.unwrap());
+        let h = a.lock(x).await.expect("the dropped lock is taken back");
+        // The write-back is posted at the first poll; the unlock never is.
+        let mut cut = Box::pin(a.release(h, vec![(x.add(8), vec![7; 8])]));
+        assert!(futures::poll!(cut.as_mut()).is_pending());
+        drop(cut);
+        let h = a.lock(x).await.expect("the cut release is taken back");
+        a.release(h, Vec::new()).await.unwrap();
+        let w = dm_runtime::read(x, 16).await.unwrap();
+        (a.counters().snapshot(), w)
+    });
+    let (s, w) = out.unwrap();
+    assert_eq!((s.acquisitions, s.takeovers), (3, 2), "{s:?}");
+    // Unlocked, and the cut release's write-back landed.
+    assert_eq!(&w[..], &[0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7, 7]);
+}

@@ -70,6 +70,9 @@
 //! Sound because a 64-bit tag is written only by its one handle's thread
 //! (`(cs, core)` unique among running handles, see `dm_tree::FgTree::open`).
 //! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
+//! A task dropped while it holds a lock or mid-release (a cancelled
+//! future, a killed CS) lets the word go in the ledger (`Held`'s drop): the
+//! word then names no task here, and the tag's next CAS on it takes it back.
 //!
 //! **A slot left named by this CS under HOCL** (not in the papers): on
 //! soft-RoCE a lock word was seen holding a handle's tag again right after

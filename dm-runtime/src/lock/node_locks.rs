@@ -37,24 +37,64 @@ impl LockWord {
 /// A held node lock (remote, plus the local one under HOCL). Give it back
 /// with [`NodeLocks::release`]: dropped, it leaves the remote lock word
 /// taken (a `debug` line of target `dm_runtime::lock` says so; a task
-/// dropped mid-operation, as `check --faults crash` does, leaves it so).
+/// dropped mid-operation, as `check --faults crash` does or a service
+/// that cancels an operation's future, leaves it so). The own-tag ledger
+/// then shows no holder, so this core's next attempt on the word takes it
+/// back, and a release request from another CS is granted
+/// ([`super::ask`]); what the dropped task had posted still lands, as
+/// after a crash (the index docs say why a taker needs no repair).
 pub struct Held<'t> {
     word: LockWord,
     local: Option<LocalLockGuard<'t>>,
     unreleased: Unreleased,
 }
 
-/// Says, on drop, that a [`Held`] was dropped without
-/// [`NodeLocks::release`] (disarmed by `release`).
-struct Unreleased(u64);
+/// A [`Held`]'s entry in the own-tag ledger, let go by
+/// [`Unreleased::let_go`] or, with a `debug` line, on drop. `word`: the
+/// lock word's address (0: let go); `tag`: the handle's tag, 0 for a lane.
+struct Unreleased {
+    word: u64,
+    tag: u64,
+}
+
+impl Unreleased {
+    /// Records in the own-tag ledger that this handle no longer holds the
+    /// word: it released it, or handed the lock over (HOCL, possibly to
+    /// another core, whose thread has its own ledger), or the task holding
+    /// it was dropped. Without the hand-over's record the giver's entry
+    /// stayed held for ever once the receiver released the word from
+    /// another core, and the giver could never again recognise a CAS of its
+    /// own that took the word unreported (the sherman-hier hang on
+    /// soft-RoCE of 2026-11-24, docs/rdma.md); without the drop's, neither
+    /// this core's next attempt nor a release request could take the word
+    /// back (`check --faults unreported,crash` hung on the seed after a
+    /// crash that cut a release off, whose CS reused the dead one's tag).
+    fn let_go(&mut self, why: &'static str) {
+        let word = std::mem::take(&mut self.word);
+        if word == 0 || self.tag == 0 {
+            return;
+        }
+        tracing::trace!(
+            word = format_args!("{word:#x}"),
+            tag = format_args!("{:#x}", self.tag),
+            why,
+            "lock let go"
+        );
+        ledger((self.tag, word), |e| {
+            e.held = e.held.saturating_sub(1);
+            e.epoch += 1;
+        });
+    }
+}
 
 impl Drop for Unreleased {
     fn drop(&mut self) {
-        if self.0 != 0 {
+        if self.word != 0 {
             tracing::debug!(
-                word = format_args!("{:#x}", self.0),
+                word = format_args!("{:#x}", self.word),
                 "node lock dropped without release: its lock word stays taken"
             );
+            self.let_go("dropped");
         }
     }
 }
@@ -379,15 +419,18 @@ impl NodeLocks {
                 }
             }
             self.counters.count(LockEvent::Acquired);
+            // Held before the READ: a task dropped while it is in flight
+            // lets the word go in the ledger (`Unreleased`).
+            let held = self.held(word, local);
             let data = match (joined, read_at) {
                 (Some(d), _) => Some(d),
                 (None, Some((at, len))) => Some(read(at, len).await),
                 (None, None) => None,
             };
             return match data.transpose() {
-                Ok(data) => Ok((self.held(word, local), data)),
+                Ok(data) => Ok((held, data)),
                 Err(e) => {
-                    let _ = self.release(self.held(word, local), Vec::new()).await;
+                    let _ = self.release(held, Vec::new()).await;
                     Err(e.into())
                 }
             };
@@ -400,7 +443,13 @@ impl NodeLocks {
         Held {
             word,
             local,
-            unreleased: Unreleased(word.raw()),
+            unreleased: Unreleased {
+                word: word.raw(),
+                tag: match word {
+                    LockWord::Word(_) => self.tag,
+                    LockWord::Lane { .. } => 0,
+                },
+            },
         }
     }
 
@@ -515,27 +564,6 @@ impl NodeLocks {
         );
         ledger((self.tag, w.to_u64()), |e| {
             e.held += 1;
-            e.epoch += 1;
-        });
-    }
-
-    /// Records in the own-tag ledger that this handle no longer holds the
-    /// 64-bit word `w`: it released it, or handed the lock over (HOCL,
-    /// possibly to another core, whose thread has its own ledger). Without
-    /// the hand-over's record the giver's entry stayed held for ever once
-    /// the receiver released the word from another core, and the giver
-    /// could never again recognise a CAS of its own that took the word
-    /// unreported (the sherman-hier hang on soft-RoCE of 2026-11-24,
-    /// docs/rdma.md).
-    fn note_let_go(&self, w: GlobalAddr, why: &'static str) {
-        tracing::trace!(
-            word = format_args!("{:#x}", w.to_u64()),
-            tag = format_args!("{:#x}", self.tag),
-            why,
-            "lock let go"
-        );
-        ledger((self.tag, w.to_u64()), |e| {
-            e.held = e.held.saturating_sub(1);
             e.epoch += 1;
         });
     }

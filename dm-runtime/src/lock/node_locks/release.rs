@@ -11,7 +11,9 @@ use std::pin::Pin;
 use std::task::Poll;
 
 impl NodeLocks {
-    /// Releases `held` after `writes` (node images, in order). Writes on
+    /// Releases `held` after `writes` (node images, in order). The own-tag
+    /// ledger lets the word go once the unlock completed (or the hand-over
+    /// passed it on); a release that fails or is dropped lets it go too. Writes on
     /// another MS than the lock word complete first; the rest and the unlock
     /// go out as one doorbell with `combine`, one by one otherwise; under
     /// HOCL with a local waiter the writes complete and the lock is handed over.
@@ -25,7 +27,6 @@ impl NodeLocks {
             local,
             mut unreleased,
         } = held;
-        unreleased.0 = 0;
         let mut far = Verbs::new();
         let mut near: Writes = SmallVec::new();
         for (a, d) in writes {
@@ -42,13 +43,12 @@ impl NodeLocks {
                 self.post_writes(near, combine).await?;
                 match g.try_hand_over() {
                     Ok(()) => {
-                        if let LockWord::Word(a) = word {
-                            self.note_let_go(a, "handed over");
-                        }
+                        unreleased.let_go("handed over");
                         return Ok(());
                     }
                     Err(g) => {
                         self.unlock_word(word).await?;
+                        unreleased.let_go("released");
                         drop(g);
                         return Ok(());
                     }
@@ -63,6 +63,7 @@ impl NodeLocks {
             self.post_writes(near, false).await?;
             self.unlock_word(word).await?;
         }
+        unreleased.let_go("released");
         drop(local);
         Ok(())
     }
@@ -91,7 +92,6 @@ impl NodeLocks {
                     zero.extend_from_slice(&[0; 8]);
                     write(a, zero).await?;
                 }
-                self.note_let_go(a, "released");
             }
             LockWord::Lane { word, shift } => {
                 let m = 0xffffu64 << shift;

@@ -13,19 +13,31 @@
 //!
 //! A buffer given back on another thread (a core's buffer dropped by a
 //! submitter) joins that thread's pool. Each size class keeps at most
-//! [`KEEP`] buffers, and buffers above [`MAX_CLASS_BYTES`] or with a
-//! capacity that is not a power of two are freed, so a pool stays small
-//! (at most ~2 x KEEP x 64 KiB per thread) whatever it is given.
+//! [`KEEP_BYTES`] of buffers, and at least [`KEEP`] buffers (8-byte words:
+//! 32,768; 4 KiB nodes: 64), so a core with a thousand READs in flight
+//! recycles them all instead of freeing most (`dm-bench runtime`: 1,000
+//! tasks); buffers above [`MAX_CLASS_BYTES`] or with a capacity that is not
+//! a power of two are freed, so a pool stays small (at most about 3.5 MiB
+//! of buffers of classes up to 4 KiB plus 64 x (8 + 16 + 32 + 64) KiB, under
+//! 12 MiB per thread) whatever it is given.
 
 use std::cell::RefCell;
 
-/// Buffers kept per size class and thread.
+/// Buffers kept per size class and thread, at least.
 pub const KEEP: usize = 64;
+/// Bytes of buffers kept per size class and thread, at most (unless
+/// [`KEEP`] buffers of the class are more).
+pub const KEEP_BYTES: usize = 256 << 10;
 /// The largest capacity kept (64 KiB: a node, a leaf, a scan's batch).
 pub const MAX_CLASS_BYTES: usize = 64 << 10;
 /// The smallest class (8 bytes: a lock word).
 const MIN_CLASS: u32 = 3;
 const CLASSES: usize = (MAX_CLASS_BYTES.trailing_zeros() - MIN_CLASS + 1) as usize;
+
+/// How many buffers class `c` keeps.
+fn keep(c: usize) -> usize {
+    (KEEP_BYTES >> (c as u32 + MIN_CLASS)).max(KEEP)
+}
 
 thread_local! {
     static POOL: RefCell<[Vec<Vec<u8>>; CLASSES]> = RefCell::new(Default::default());
@@ -68,7 +80,7 @@ pub fn give(mut v: Vec<u8>) {
     v.clear();
     let _ = POOL.try_with(|p| {
         let mut p = p.borrow_mut();
-        if p[c].len() < KEEP {
+        if p[c].len() < keep(c) {
             p[c].push(v);
         }
     });
@@ -100,9 +112,14 @@ mod tests {
         give(Vec::with_capacity(MAX_CLASS_BYTES * 2));
         assert_eq!(pooled(), before);
         for _ in 0..KEEP * 2 {
-            give(Vec::with_capacity(8));
+            give(Vec::with_capacity(4096));
         }
         assert!(pooled() <= before + KEEP);
+        let before = pooled();
+        for _ in 0..KEEP_BYTES {
+            give(Vec::with_capacity(8));
+        }
+        assert!(pooled() <= before + KEEP_BYTES / 8);
         assert!(take(MAX_CLASS_BYTES + 1).capacity() > MAX_CLASS_BYTES);
         assert!(take(0).capacity() >= 8);
     }

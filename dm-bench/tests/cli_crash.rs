@@ -4,8 +4,9 @@
 //! cut-off operations pending) stays linearizable, down to a final scan.
 //! 100 seeds per index whose locks recover, with torn READs and delays,
 //! half with the first CS dying (`--cores 2`), half the second (`--cores 3`)
-//! and lock CASes that take their word unreported (soft-RoCE's, docs/rdma.md)
-//! on top: the fg hang of 2026-11-27 needed both faults.
+//! and soft-RoCE's CAS anomalies on top (docs/rdma.md): lock CASes that take
+//! their word unreported (the fg hang of 2026-11-27 needed it with crash) and
+//! CASes and FAAs executed a second time (a replayed incarnation FAA lost keys).
 
 mod common;
 
@@ -31,7 +32,7 @@ fn every_recovering_index_survives_100_crash_seeds() {
         let mut recovered = 0;
         for (cores, first, faults) in [
             ("2", "0", "torn,delay,crash"),
-            ("3", "50", "torn,delay,unreported,crash"),
+            ("3", "50", "torn,delay,unreported,replay,crash"),
         ] {
             let args = [
                 "check",

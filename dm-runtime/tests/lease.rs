@@ -260,3 +260,27 @@ fn a_non_member_name_is_stale_once_its_cs_has_joined() {
     assert_eq!(after_y, 1, "a never-joined CS's name is not taken over");
     assert!(took_y >= 5 * LEASE.lease_ns, "{took_y} ns");
 }
+
+/// Every CAS and FAA that changes its word executed a second time (sim's
+/// replay fault, soft-RoCE's re-executed duplicates, docs/rdma.md): a
+/// CS's incarnation word still names the incarnation its process runs.
+/// It used to be an FAA: replayed, the record named an incarnation no
+/// process ran, and every waiter took that live CS's locks for a dead
+/// one's (`check --faults replay,crash --cores 3`, fg seed 55: lost keys).
+#[test]
+fn a_replayed_join_leaves_the_incarnation_as_joined() {
+    let mut cfg = small_cfg();
+    cfg.faults.replay_prob = 1.0;
+    cfg.faults.replay_max_ns = 1_000;
+    let mut r: SimRuntime = rt(cfg);
+    let c0 = r.add_core(0, 0);
+    let out = r.block_on(c0, async move {
+        let a = Member::join(3, LEASE, CHUNK).await.unwrap();
+        let b = Member::join(3, LEASE, CHUNK).await.unwrap();
+        // Past every replay.
+        yield_until(now_ns() + 10_000).await;
+        let (inc, _) = a.read_record(3).await.unwrap();
+        (a.incarnation(), b.incarnation(), inc)
+    });
+    assert_eq!(out.unwrap(), (1, 2, 2));
+}

@@ -47,7 +47,9 @@ pub struct Args {
     pub cache_nodes: u64,
     /// Comma-separated faults the simulator injects: torn (8-byte torn READs),
     /// torn-line (64-byte), delay, unreported (5% of the CASes that take
-    /// their word report a failure, as soft-RoCE did: docs/rdma.md), crash
+    /// their word report a failure, as soft-RoCE did: docs/rdma.md), replay
+    /// (5% of the atomics that change their word run a second time, unreported,
+    /// up to 20 µs later, as soft-RoCE's re-executed duplicates), crash
     /// (one of the two CSs dies at a random verb boundary and restarts with
     /// a new incarnation; its locks are taken over after the lease).
     /// Default on sim: torn,delay. Sim only.
@@ -281,10 +283,15 @@ pub(super) fn parse_faults(a: &Args) -> Result<Faults> {
             // soft-RoCE's unreported CAS success (docs/rdma.md): 5% of the
             // CASes that take their word report a failure.
             "unreported" => faults.unreported_cas_prob = 0.05,
+            // soft-RoCE's duplicate atomics executed twice (docs/rdma.md).
+            "replay" => {
+                faults.replay_prob = 0.05;
+                faults.replay_max_ns = 20_000;
+            }
             // Not the fabric's: `super::crash` kills a CS.
             "crash" => {}
             other => {
-                bail!("unknown fault {other:?}: use torn, torn-line, delay, unreported, crash")
+                bail!("unknown fault {other:?}: use torn, torn-line, delay, unreported, replay, crash")
             }
         }
     }

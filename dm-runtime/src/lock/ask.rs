@@ -42,8 +42,9 @@
 //! ([`CS_WORD_REQUEST`], [`Member::ask_release_cs`]); the holder CS's
 //! serving task releases it to its free value if it names the CS's
 //! current incarnation and the CS ledger shows no task holding or CASing
-//! it (claimed there for the CAS). 16-bit GLT lanes name a CS too but
-//! have no format registered: no requests for them.
+//! it (claimed there for the CAS). 16-bit GLT lanes name a CS too: their
+//! requests set [`LANES_REQUEST`] as well, and the serving task frees the
+//! word's lanes that name it and that its CS ledger shows untouched.
 
 use super::cs_words::CsWords;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
@@ -65,6 +66,11 @@ pub const REQUESTS_OFF: u64 = 16;
 /// Bit 0 of a request (lock words are 8-byte aligned): the word names a
 /// whole CS in the format its [`CsWords`] knows (`super::cs_words`).
 pub const CS_WORD_REQUEST: u64 = 1;
+
+/// Set with [`CS_WORD_REQUEST`] in a release request: the word is a GLT
+/// word of 16-bit lanes; free those naming the served CS that none of its
+/// tasks holds (`CsWords::release_stale_lanes`).
+pub const LANES_REQUEST: u64 = 2;
 
 /// Who runs the handles of each 64-bit lock name of one CS (this process's
 /// incarnation), and the CS's HOCL local tables; see the module docs.
@@ -313,6 +319,17 @@ impl Member {
             .await
     }
 
+    /// A waiter's request that CS `holder` free the 16-bit lanes of GLT
+    /// word `w` that name it and that none of its tasks holds: as
+    /// [`Member::ask_release_cs`]. Errors: a verb's.
+    pub async fn ask_release_lanes(&self, w: GlobalAddr, holder: Holder) -> Result<(), LockError> {
+        if holder.inc == 0 || holder.cs == self.cs() {
+            return Ok(());
+        }
+        self.post_request(holder.cs, w.to_u64() | CS_WORD_REQUEST | LANES_REQUEST)
+            .await
+    }
+
     /// CASes request `raw` into a free request slot of CS `cs`'s record,
     /// unless it is there already (all slots taken: dropped, asked again
     /// after a lease).
@@ -376,7 +393,7 @@ async fn serve_slots(
         if x == 0 || cas(at.add(i as u64 * 8), x, 0).await? != x {
             continue;
         }
-        let w = GlobalAddr::from_u64(x & !CS_WORD_REQUEST);
+        let w = GlobalAddr::from_u64(x & !(CS_WORD_REQUEST | LANES_REQUEST));
         let v = match read(w, 8).await {
             Ok(b) => u64::from_le_bytes(b[..8].try_into().unwrap()),
             Err(e) => {
@@ -384,6 +401,10 @@ async fn serve_slots(
                 continue;
             }
         };
+        if x & LANES_REQUEST != 0 {
+            owners.cs_words.release_stale_lanes(w, v, cs, inc).await?;
+            continue;
+        }
         if x & CS_WORD_REQUEST != 0 {
             owners.cs_words.release_stale(w, v, cs, inc).await?;
             continue;

@@ -155,6 +155,60 @@ impl CsWords {
     }
 }
 
+impl CsWords {
+    /// A hold of `word` that a HOCL hand-over passed on: the giver kept its
+    /// registration (it forgot its [`CsHeld`]); the receiver's guard ends it.
+    pub fn adopt(&self, word: u64) -> CsHeld<'_> {
+        CsHeld { words: self, word }
+    }
+
+    /// Serves another CS's request for the 16-bit lanes of GLT word `w`,
+    /// READ as `v` (on this CS `cs`, incarnation `inc`; `NodeLocks`'
+    /// lanes): frees, with one masked CAS each, the lanes that name this
+    /// incarnation and that no task of the CS holds or CASes (claimed for
+    /// the CAS). How many it freed (counted in [`super::lock_takeovers`],
+    /// warned). Errors: a CAS's.
+    pub(super) async fn release_stale_lanes(
+        &self,
+        w: GlobalAddr,
+        v: u64,
+        cs: u16,
+        inc: u64,
+    ) -> Result<u32, LockError> {
+        let mut freed = 0;
+        for shift in [0u32, 16, 32, 48] {
+            let lane = (v >> shift) & 0xffff;
+            if lane == 0 || !Holder::of_lane(lane).names(cs, inc) {
+                continue;
+            }
+            let Some(claim) = self.claim(lane_key(w, shift)) else {
+                continue;
+            };
+            let m = 0xffffu64 << shift;
+            let old = crate::masked_cas(w, lane << shift, 0, m, m).await?;
+            drop(claim);
+            if (old & m) >> shift == lane {
+                freed += 1;
+                LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    word = format_args!("{:#x}", w.to_u64()),
+                    lane = format_args!("{lane:#x}"),
+                    "released a lock lane naming this CS that none of its tasks held, \
+                     as a waiter of another CS asked"
+                );
+            }
+        }
+        Ok(freed)
+    }
+}
+
+/// The CS ledger's key of lane `shift` (0, 16, 32, 48) of the GLT word
+/// `w`: the word's address plus 1 to 4 (a 64-bit word's key is its
+/// 8-aligned address).
+pub(super) fn lane_key(w: GlobalAddr, shift: u32) -> u64 {
+    w.to_u64() + 1 + (shift / 16) as u64
+}
+
 /// A registered lock CAS (or claim) in flight ([`CsWords::begin`]).
 #[must_use = "dropping it unregisters the CAS"]
 pub struct CsCas<'a> {

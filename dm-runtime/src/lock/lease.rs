@@ -13,6 +13,7 @@
 //! of its own (SMART's rear-embedded leaf lock, `dm_art`) uses
 //! [`LeaseWatch`] directly with the holder its lock word names.
 
+use super::cs_words::CsHeld;
 use super::ledger::InFlight;
 use super::member::{Holder, Member};
 use super::node_locks::LockWord;
@@ -143,13 +144,14 @@ impl NodeLocks {
     /// handle has now taken the lock over from a dead holder
     /// ([`LeaseWatch::dead`], then one CAS), counted as
     /// [`LockEvent::Recovered`] with its recovery time.
-    pub(super) async fn take_over_if_dead(
-        &self,
+    pub(super) async fn take_over_if_dead<'s>(
+        &'s self,
         watch: &mut LeaseWatch,
         a: GlobalAddr,
         word: LockWord,
         value: u64,
         attempt: u32,
+        cs: &mut Option<CsHeld<'s>>,
     ) -> Result<bool, LockError> {
         let Some(me) = self.member() else {
             return Ok(false);
@@ -159,14 +161,22 @@ impl NodeLocks {
             LockWord::Lane { .. } => Holder::of_lane(value),
         };
         let Some(ns) = watch.dead(me, value, h).await? else {
-            if let LockWord::Word(w) = word {
-                if value != self.tag() && watch.ask_due(value, me.lease().lease_ns) {
-                    me.ask_release(w, value).await?;
+            match word {
+                LockWord::Word(w) => {
+                    if value != self.tag() && watch.ask_due(value, me.lease().lease_ns) {
+                        me.ask_release(w, value).await?;
+                    }
+                }
+                LockWord::Lane { word: w, .. } => {
+                    // A live CS's name for a lease (`node_locks/lanes.rs`).
+                    if h.inc != 0 && h.cs != me.cs() && watch.ask_due(value, me.lease().lease_ns) {
+                        me.ask_release_lanes(w, h).await?;
+                    }
                 }
             }
             return Ok(false);
         };
-        if !self.cas_stale(word, value).await? {
+        if !self.cas_stale(word, value, cs).await? {
             watch.reset();
             return Ok(false);
         }
@@ -184,7 +194,14 @@ impl NodeLocks {
     }
 
     /// One CAS of `stale` to this handle's name on `word`: whether it took.
-    pub(super) async fn cas_stale(&self, word: LockWord, stale: u64) -> Result<bool, LockError> {
+    /// A member's lane taken is registered in its CS ledger before the
+    /// CAS and held in `cs` (`node_locks/lanes.rs`).
+    pub(super) async fn cas_stale<'s>(
+        &'s self,
+        word: LockWord,
+        stale: u64,
+        cs: &mut Option<CsHeld<'s>>,
+    ) -> Result<bool, LockError> {
         Ok(match word {
             LockWord::Word(w) => {
                 // In the own-tag ledger while in flight, as every lock CAS
@@ -201,8 +218,13 @@ impl NodeLocks {
             }
             LockWord::Lane { word: w, shift } => {
                 let m = 0xffffu64 << shift;
+                let reg = self.lane_begin(w, shift);
                 let old = masked_cas(w, stale << shift, self.lane_id() << shift, m, m).await?;
-                (old & m) >> shift == stale
+                let took = (old & m) >> shift == stale;
+                if took {
+                    *cs = reg.map(|r| r.took());
+                }
+                took
             }
         })
     }

@@ -12,7 +12,7 @@
 //!
 //! | offset | bytes | what | written by |
 //! |---|---|---|---|
-//! | 0 | 8 | incarnation: how many times `cs` joined (FAA +1 at join; the joiner's incarnation is the new value, from 1) | the joining CS |
+//! | 0 | 8 | incarnation: how many times `cs` joined (READ, then CAS +1 at join: replay-safe, unlike FAA; the joiner's incarnation is the new value, from 1) | the joining CS |
 //! | 8 | 8 | heartbeat: a count the CS's heartbeat task WRITEs every [`LeaseConfig::heartbeat_ns`] | the CS |
 //! | 16 | 6 x 8 | release requests: the address of a lock word that names this CS, 0 for a free slot (`super::ask`) | a waiter sets one (CAS 0 -> address), the CS's heartbeat clears it (CAS address -> 0) |
 //!
@@ -53,7 +53,7 @@
 use super::ask::Owners;
 use super::cs_words::CsWords;
 use super::LockError;
-use crate::{cas, faa, read, rpc, write, yield_now};
+use crate::{cas, read, rpc, write, yield_now};
 use dm_verbs::ms::{superblock, RPC_ALLOC_CHUNK};
 use dm_verbs::GlobalAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -117,8 +117,9 @@ pub struct Member {
 }
 
 impl Member {
-    /// Registers CS `cs` on MS 0 (one READ, then FAA +1 on its incarnation
-    /// word; the first joiner also allocates the table: an RPC and a CAS).
+    /// Registers CS `cs` on MS 0 (one READ, then a READ and a CAS +1 on
+    /// its incarnation word, repeated if another joiner moved it; the first
+    /// joiner also allocates the table: an RPC and a CAS).
     /// Run inside a dm-runtime task. Errors: a verb's, or
     /// [`LockError::BadConfig`] if `cs`'s record lies past a
     /// `chunk_bytes` chunk or the incarnation count wrapped.
@@ -142,7 +143,12 @@ impl Member {
         }
         let table = GlobalAddr::from_u64(t);
         let rec = table.add(cs as u64 * RECORD_BYTES);
-        let inc = faa(rec, 1).await?.wrapping_add(1);
+        // READ, then CAS v -> v + 1 (not FAA +1): the word only grows, so a
+        // CAS executed a second time (soft-RoCE's re-executed duplicate,
+        // `check --faults replay`) finds it moved on and does nothing. A
+        // second FAA made the record name an incarnation no process ran,
+        // and every waiter took the live CS's locks for a dead one's.
+        let inc = next_incarnation(rec).await?;
         let incarnation = u32::try_from(inc).map_err(|_| {
             LockError::BadConfig(format!("CS {cs} joined {inc} times: incarnations wrapped"))
         })?;
@@ -311,5 +317,18 @@ pub fn short_inc(inc: u32) -> u16 {
         0
     } else {
         ((inc - 1) % 63 + 1) as u16
+    }
+}
+
+/// Moves the incarnation word at `rec` from its value v to v + 1 with a
+/// CAS (retried while another joiner moves it) and returns v + 1.
+async fn next_incarnation(rec: GlobalAddr) -> Result<u64, LockError> {
+    let mut v = u64::from_le_bytes(read(rec, 8).await?[..8].try_into().unwrap());
+    loop {
+        let old = cas(rec, v, v.wrapping_add(1)).await?;
+        if old == v {
+            return Ok(v.wrapping_add(1));
+        }
+        v = old;
     }
 }

@@ -69,7 +69,8 @@
 //! legitimately report a tag of ours that a release completed since.
 //! Sound because a 64-bit tag is written only by its one handle's thread
 //! (`(cs, core)` unique among running handles, see `dm_tree::FgTree::open`).
-//! 16-bit lanes hold a CS id shared by that CS's cores, so they are not covered.
+//! 16-bit lanes hold a CS id shared by that CS's cores, so they are not
+//! covered here (a member's lanes are in its CS ledger, below).
 //! A task dropped while it holds a lock or mid-release (a cancelled
 //! future, a killed CS) lets the word go in the ledger (`Held`'s drop): the
 //! word then names no task here, and the tag's next CAS on it takes it back.
@@ -94,7 +95,10 @@
 //! [`Member`]'s CS ledger ([`cs_words`]) registers every such word a task
 //! of the CS CASes or holds, across its cores, so a task that finds its
 //! own CS's name on a word the ledger shows untouched claims it with one
-//! CAS of the same value.
+//! CAS of the same value. A member's 16-bit GLT lanes are in it too
+//! (`node_locks/lanes.rs`): a lane left naming the CS by a task dropped
+//! while holding it, or by an unreported masked CAS, is claimed by the
+//! CS's next taker, or freed by the CS when another CS's waiter asks.
 //!
 //! **A word left named by another core** (of this CS or another, in this
 //! process or another) is released by that core when a member waiter asks
@@ -107,6 +111,16 @@
 //! soft-RoCE (docs/rdma.md, "A lost key in the nam-hybrid kill step").
 //! Handles without a member do not ask: a word left naming another core
 //! waits for that core's next attempt on it (its ledger).
+//!
+//! **Atomics executed twice** (sim's `Faults::replay_prob`, soft-RoCE's
+//! re-executed duplicates): a replayed lock CAS `0 -> name` leaves a word
+//! naming a holder that holds nothing, which the ledgers and release
+//! requests above recover. A replayed CAS whose expected value can come
+//! back (a takeover's stale name, a release request's `name -> 0`) could
+//! take or free a word a live task holds; `check --faults
+//! torn,delay,unreported,replay,crash` over 50 seeds found none, and the
+//! incarnation word, which an FAA used to move (a replay made a live CS
+//! look restarted), now moves by CAS.
 //!
 //! **Dead holders** (issue 33, not in the papers): a CS that joined the
 //! membership table ([`member`]: an incarnation and a heartbeat word per CS

@@ -5,11 +5,12 @@
 //! over); see the [module docs](super) for the protocol.
 
 use super::config::{LockTableConfig, LockTechniques};
+use super::cs_words::CsHeld;
 use super::lease::LeaseWatch;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
 use super::member::{Holder, Member};
 use super::{LockCounters, LockError, LockEvent};
-use crate::sync::{LocalLockGuard, LocalLockTable};
+use crate::sync::LocalLockTable;
 use crate::{cas, masked_cas, read, rpc, write, yield_now};
 use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::GlobalAddr;
@@ -30,71 +31,6 @@ impl LockWord {
     fn ms(&self) -> u16 {
         match self {
             LockWord::Word(a) | LockWord::Lane { word: a, .. } => a.ms(),
-        }
-    }
-}
-
-/// A held node lock (remote, plus the local one under HOCL). Give it back
-/// with [`NodeLocks::release`]: dropped, it leaves the remote lock word
-/// taken (a `debug` line of target `dm_runtime::lock` says so; a task
-/// dropped mid-operation, as `check --faults crash` does or a service
-/// that cancels an operation's future, leaves it so). The own-tag ledger
-/// then shows no holder, so this core's next attempt on the word takes it
-/// back, and a release request from another CS is granted
-/// ([`super::ask`]); what the dropped task had posted still lands, as
-/// after a crash (the index docs say why a taker needs no repair).
-pub struct Held<'t> {
-    word: LockWord,
-    local: Option<LocalLockGuard<'t>>,
-    unreleased: Unreleased,
-}
-
-/// A [`Held`]'s entry in the own-tag ledger, let go by
-/// [`Unreleased::let_go`] or, with a `debug` line, on drop. `word`: the
-/// lock word's address (0: let go); `tag`: the handle's tag, 0 for a lane.
-struct Unreleased {
-    word: u64,
-    tag: u64,
-}
-
-impl Unreleased {
-    /// Records in the own-tag ledger that this handle no longer holds the
-    /// word: it released it, or handed the lock over (HOCL, possibly to
-    /// another core, whose thread has its own ledger), or the task holding
-    /// it was dropped. Without the hand-over's record the giver's entry
-    /// stayed held for ever once the receiver released the word from
-    /// another core, and the giver could never again recognise a CAS of its
-    /// own that took the word unreported (the sherman-hier hang on
-    /// soft-RoCE of 2026-11-24, docs/rdma.md); without the drop's, neither
-    /// this core's next attempt nor a release request could take the word
-    /// back (`check --faults unreported,crash` hung on the seed after a
-    /// crash that cut a release off, whose CS reused the dead one's tag).
-    fn let_go(&mut self, why: &'static str) {
-        let word = std::mem::take(&mut self.word);
-        if word == 0 || self.tag == 0 {
-            return;
-        }
-        tracing::trace!(
-            word = format_args!("{word:#x}"),
-            tag = format_args!("{:#x}", self.tag),
-            why,
-            "lock let go"
-        );
-        ledger((self.tag, word), |e| {
-            e.held = e.held.saturating_sub(1);
-            e.epoch += 1;
-        });
-    }
-}
-
-impl Drop for Unreleased {
-    fn drop(&mut self) {
-        if self.word != 0 {
-            tracing::debug!(
-                word = format_args!("{:#x}", self.word),
-                "node lock dropped without release: its lock word stays taken"
-            );
-            self.let_go("dropped");
         }
     }
 }
@@ -374,7 +310,10 @@ impl NodeLocks {
             self.counters.count(LockEvent::Waited);
         }
         let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
+        // A member's lane hold in the CS ledger (`lanes.rs`).
+        let mut cs: Option<CsHeld<'_>> = None;
         if taken {
+            cs = self.lane_adopt(word);
             self.counters.count(LockEvent::HandedOver);
             tracing::trace!(
                 word = format_args!("{:#x}", word.raw()),
@@ -390,21 +329,25 @@ impl NodeLocks {
             if !taken {
                 let holder = match read_at {
                     Some((at, len)) if at.ms() == word.ms() => {
-                        let (h, d) = futures::join!(self.try_take(a, word, attempt), read(at, len));
+                        let (h, d) =
+                            futures::join!(self.try_take(a, word, attempt, &mut cs), read(at, len));
                         let h = h?;
                         if h == 0 {
                             joined = Some(d);
                         }
                         h
                     }
-                    _ => self.try_take(a, word, attempt).await?,
+                    _ => self.try_take(a, word, attempt, &mut cs).await?,
                 };
                 taken = holder == 0
                     || (self.names_this_cs(word, holder)
-                        && self.take_from_this_cs(a, word, holder, attempt).await?)
+                        && self
+                            .take_from_this_cs(a, word, holder, attempt, &mut cs)
+                            .await?)
+                    || self.claim_own_lane(a, word, holder, &mut cs).await?
                     || (self.member.is_some()
                         && self
-                            .take_over_if_dead(&mut watch, a, word, holder, attempt)
+                            .take_over_if_dead(&mut watch, a, word, holder, attempt, &mut cs)
                             .await?);
                 if !taken {
                     self.counters.count(LockEvent::CasFailed);
@@ -421,7 +364,7 @@ impl NodeLocks {
             self.counters.count(LockEvent::Acquired);
             // Held before the READ: a task dropped while it is in flight
             // lets the word go in the ledger (`Unreleased`).
-            let held = self.held(word, local);
+            let held = self.held(word, local, cs);
             let data = match (joined, read_at) {
                 (Some(d), _) => Some(d),
                 (None, Some((at, len))) => Some(read(at, len).await),
@@ -439,27 +382,14 @@ impl NodeLocks {
         Err(LockError::LockStuck(a))
     }
 
-    fn held<'t>(&self, word: LockWord, local: Option<LocalLockGuard<'t>>) -> Held<'t> {
-        Held {
-            word,
-            local,
-            unreleased: Unreleased {
-                word: word.raw(),
-                tag: match word {
-                    LockWord::Word(_) => self.tag,
-                    LockWord::Lane { .. } => 0,
-                },
-            },
-        }
-    }
-
     /// One attempt at the remote lock word of the node at `a`: the holder
     /// seen (0: taken by this attempt).
-    async fn try_take(
-        &self,
+    async fn try_take<'s>(
+        &'s self,
         a: GlobalAddr,
         word: LockWord,
         attempt: u32,
+        cs: &mut Option<CsHeld<'s>>,
     ) -> Result<u64, LockError> {
         Ok(match word {
             LockWord::Word(w) => {
@@ -493,7 +423,12 @@ impl NodeLocks {
             }
             LockWord::Lane { word: w, shift } => {
                 let m = 0xffffu64 << shift;
-                (masked_cas(w, 0, self.lane_id() << shift, m, m).await? & m) >> shift
+                let reg = self.lane_begin(w, shift);
+                let h = (masked_cas(w, 0, self.lane_id() << shift, m, m).await? & m) >> shift;
+                if h == 0 {
+                    *cs = reg.map(|r| r.took());
+                }
+                h
             }
         })
     }
@@ -527,14 +462,15 @@ impl NodeLocks {
     /// Takes over a slot left named by this CS ([`NodeLocks::names_this_cs`])
     /// with one CAS of `holder` to this handle's name; counted as a takeover
     /// (as the own-tag ledger's).
-    async fn take_from_this_cs(
-        &self,
+    async fn take_from_this_cs<'s>(
+        &'s self,
         a: GlobalAddr,
         word: LockWord,
         holder: u64,
         attempt: u32,
+        cs: &mut Option<CsHeld<'s>>,
     ) -> Result<bool, LockError> {
-        if !self.cas_stale(word, holder).await? {
+        if !self.cas_stale(word, holder, cs).await? {
             return Ok(false);
         }
         self.count_takeover();
@@ -594,5 +530,9 @@ fn no_local_table() -> LockError {
     )
 }
 
+mod held;
+mod lanes;
 mod owner;
 mod release;
+
+pub use held::Held;

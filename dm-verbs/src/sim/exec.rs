@@ -55,6 +55,9 @@ impl World {
                 let mut res = self.atomic(addr, |old| (old == expect).then_some(swap));
                 if res == Ok(expect) {
                     self.cas_write_back(addr);
+                    if expect != swap {
+                        self.maybe_replay(Verb::Cas { addr, expect, swap });
+                    }
                     let p = self.cfg.faults.unreported_cas_prob;
                     if p > 0.0 && expect != swap && self.rng.gen_bool(p.min(1.0)) {
                         res = Ok(swap);
@@ -85,6 +88,9 @@ impl World {
             }
             Verb::Faa { addr, add } => {
                 let res = self.atomic(addr, |old| Some(old.wrapping_add(add)));
+                if res.is_ok() && add != 0 {
+                    self.maybe_replay(Verb::Faa { addr, add });
+                }
                 let t = self.return_path(core, now, 8);
                 self.complete(core, wr_id, t, res.map(VerbOutput::Atomic));
             }
@@ -139,6 +145,40 @@ impl World {
         let t = self.link(addr.ms(), self.now, 0);
         let t = self.return_path(core, t, len);
         self.complete(core, wr_id, t, Ok(VerbOutput::Read(out)));
+    }
+
+    /// After an atomic `verb` changed its word: with
+    /// `Faults::replay_prob`, its second execution is scheduled
+    /// ([`World::replay`]).
+    fn maybe_replay(&mut self, verb: Verb) {
+        let f = &self.cfg.faults;
+        if f.replay_prob > 0.0 && self.rng.gen_bool(f.replay_prob.min(1.0)) {
+            let max = f.replay_max_ns.max(1);
+            let at = self.now + self.rng.gen_range(1..=max);
+            self.push(at, Event::Replay(verb));
+        }
+    }
+
+    /// The second execution of an atomic (`Faults::replay_prob`): applied
+    /// as the first was, with no completion; a replayed CAS takes effect
+    /// only if its word holds `expect` again.
+    pub(super) fn replay(&mut self, verb: Verb) {
+        self.trace_hash = mix(self.trace_hash, self.now);
+        let changed = match verb {
+            Verb::Cas { addr, expect, swap } => {
+                let r = self.atomic(addr, |old| (old == expect).then_some(swap));
+                r.is_ok_and(|old| old == expect).then_some(addr)
+            }
+            Verb::Faa { addr, add } => {
+                let r = self.atomic(addr, |old| Some(old.wrapping_add(add)));
+                r.is_ok().then_some(addr)
+            }
+            _ => None,
+        };
+        if let Some(addr) = changed {
+            tracing::trace!(addr = ?addr, "sim: an atomic executed a second time (replay fault)");
+            self.cas_write_back(addr);
+        }
     }
 
     /// A CAS verb on `addr` succeeded: on host memory its write-back's PCIe

@@ -213,6 +213,21 @@ pub struct Faults {
     /// the requester kept; docs/rdma.md). Default 0: the indexes' tests
     /// turn it on where their recovery covers it.
     pub unreported_cas_prob: f64,
+    /// Probability that a CAS or FAA that changed its word is executed a
+    /// second time later, unreported: soft-RoCE's
+    /// duplicate of a retransmitted atomic that the responder executed
+    /// again instead of answering from its saved result (a lock word
+    /// seen naming a handle again right after its unlock WRITE completed,
+    /// docs/rdma.md). The second execution applies the same verb (a CAS
+    /// takes effect only if the word holds its `expect` again) at a time
+    /// uniform in `(now, now + replay_max_ns]`, with no completion.
+    /// Masked CAS (a ConnectX extended atomic soft-RoCE lacks) is not
+    /// replayed: a replayed lane unlock would free the lane under another
+    /// core of its CS, whose name is the same, and no lock protocol on
+    /// CS-wide names survives that. Default 0.
+    pub replay_prob: f64,
+    /// Latest virtual ns after the first execution a replay runs.
+    pub replay_max_ns: u64,
 }
 
 impl Default for Faults {
@@ -223,6 +238,8 @@ impl Default for Faults {
             delay_prob: 0.0,
             delay_max_ns: 0,
             unreported_cas_prob: 0.0,
+            replay_prob: 0.0,
+            replay_max_ns: 0,
         }
     }
 }
@@ -238,6 +255,8 @@ impl Faults {
             delay_prob: 0.2,
             delay_max_ns: 3000,
             unreported_cas_prob: 0.0,
+            replay_prob: 0.0,
+            replay_max_ns: 0,
         }
     }
 }

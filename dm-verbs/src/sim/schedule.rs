@@ -17,6 +17,7 @@ impl World {
                     return Some(c);
                 }
                 Event::Exec { core, wr_id, verb } => self.exec(core, wr_id, verb),
+                Event::Replay(verb) => self.replay(verb),
                 Event::ReadEnd {
                     core,
                     wr_id,

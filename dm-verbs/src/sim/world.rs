@@ -79,6 +79,8 @@ pub(super) enum Event {
         core: usize,
         c: Completion,
     },
+    /// A second, unreported execution of an atomic (`Faults::replay_prob`).
+    Replay(Verb),
 }
 
 pub(super) struct World {

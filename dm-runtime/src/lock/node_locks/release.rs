@@ -2,6 +2,7 @@
 //! then the unlock (combined in one doorbell or not), or a HOCL hand-over.
 
 use super::super::LockError;
+use super::lanes::Releasing;
 use super::{Held, LockWord, NodeLocks};
 use crate::{faa, masked_cas, write, Verbed};
 use dm_verbs::GlobalAddr;
@@ -26,6 +27,7 @@ impl NodeLocks {
             word,
             local,
             mut unreleased,
+            cs,
         } = held;
         let mut far = Verbs::new();
         let mut near: Writes = SmallVec::new();
@@ -44,10 +46,15 @@ impl NodeLocks {
                 match g.try_hand_over() {
                     Ok(()) => {
                         unreleased.let_go("handed over");
+                        // The receiver adopts the CS ledger's hold.
+                        std::mem::forget(cs);
                         return Ok(());
                     }
                     Err(g) => {
-                        self.unlock_word(word).await?;
+                        let cs = Releasing::new(cs);
+                        let r = self.unlock_word(word).await;
+                        cs.done();
+                        r?;
                         unreleased.let_go("released");
                         drop(g);
                         return Ok(());
@@ -58,10 +65,16 @@ impl NodeLocks {
         };
         if combine {
             // The WRITEs, then the unlock, in one doorbell.
-            futures::try_join!(self.post_writes(near, true), self.unlock_word(word))?;
+            let cs = Releasing::new(cs);
+            let r = futures::try_join!(self.post_writes(near, true), self.unlock_word(word));
+            cs.done();
+            r?;
         } else {
             self.post_writes(near, false).await?;
-            self.unlock_word(word).await?;
+            let cs = Releasing::new(cs);
+            let r = self.unlock_word(word).await;
+            cs.done();
+            r?;
         }
         unreleased.let_go("released");
         drop(local);

@@ -162,7 +162,7 @@ impl SmartTree {
                 };
                 let got = cas(lock_a, lock, lock_taken(l.seq, self.rear_name())).await?;
                 if got == lock {
-                    let _held = match stale {
+                    let held = match stale {
                         Some(s) => reg.map(|r| self.took_stale(a, lock, s, r)),
                         None => reg.map(|r| r.took()),
                     };
@@ -171,7 +171,15 @@ impl SmartTree {
                     let mut tail = dm_verbs::buf::take(img.len() - LEAF_OFF_META);
                     tail.extend_from_slice(&img[LEAF_OFF_META..]);
                     dm_verbs::buf::give(img);
-                    write(a.add(LEAF_OFF_META as u64), tail).await?;
+                    // Cancelled mid-WRITE, the hold stays: a claimer on
+                    // another core must not take the word before the
+                    // WRITE that frees it lands (`CsHeld::releasing`).
+                    let held = held.map(|h| h.releasing());
+                    let r = write(a.add(LEAF_OFF_META as u64), tail).await;
+                    if let Some(h) = held {
+                        h.done();
+                    }
+                    r?;
                     return Ok(true);
                 }
                 watch = StaleWatch::default();

@@ -259,6 +259,39 @@ impl Drop for CsHeld<'_> {
     }
 }
 
+impl<'a> CsHeld<'a> {
+    /// The hold while its release verb may be in flight: end it with
+    /// [`CsReleasing::done`] once the verb completed (or failed). Dropped
+    /// before (the releasing future was dropped: a cancelled operation),
+    /// it keeps the word held in this ledger for ever: otherwise a claimer
+    /// on another core, whose CAS goes out on another QP, could take the
+    /// word before the posted release lands and then lose it, or its
+    /// write, to that release. The cost: no claim or release request ever
+    /// frees that word again in this incarnation.
+    pub fn releasing(self) -> CsReleasing<'a> {
+        CsReleasing(Some(self))
+    }
+}
+
+/// A [`CsHeld`] whose release verb may be in flight ([`CsHeld::releasing`]).
+#[must_use = "dropping it keeps the word held in the CS ledger for ever"]
+pub struct CsReleasing<'a>(Option<CsHeld<'a>>);
+
+impl CsReleasing<'_> {
+    /// The release verb completed (or failed): the hold ends.
+    pub fn done(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl Drop for CsReleasing<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            std::mem::forget(h);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,5 +314,17 @@ mod tests {
         let c = w.begin(16);
         drop(c);
         assert!(w.claim(16).is_some(), "a failed CAS leaves nothing behind");
+    }
+
+    #[test]
+    fn a_release_cut_off_keeps_its_hold_and_a_finished_one_ends_it() {
+        let w = CsWords::default();
+        w.begin(8).took().releasing().done();
+        assert!(w.claim(8).is_some(), "released");
+        drop(w.begin(24).took().releasing());
+        assert!(
+            w.claim(24).is_none(),
+            "a release whose verb may still land is never claimable"
+        );
     }
 }

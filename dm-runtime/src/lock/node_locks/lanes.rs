@@ -19,7 +19,7 @@
 //!   untouched ([`CsWords::release_stale_lanes`]).
 //!
 //! A release dropped while its unlock may be in flight keeps the hold
-//! ([`Releasing`]): the ledger then never frees that lane for a claim or a
+//! ([`CsHeld::releasing`]): the ledger then never frees that lane for a claim or a
 //! request in this incarnation, since a claimer on another core (another
 //! QP) could otherwise take the lane before the posted unlock lands and
 //! lose it to that unlock. Without a membership nothing changes (lanes
@@ -89,29 +89,5 @@ impl NodeLocks {
              unreported, or re-executed, or its holder was dropped); taking it"
         );
         Ok(true)
-    }
-}
-
-/// A lane's CS-ledger hold while its unlock may be in flight: released by
-/// [`Releasing::done`] once the unlock completed (or failed); dropped
-/// before that (the release's future was dropped), it keeps the hold for
-/// ever (module docs).
-pub(super) struct Releasing<'t>(Option<CsHeld<'t>>);
-
-impl<'t> Releasing<'t> {
-    pub(super) fn new(h: Option<CsHeld<'t>>) -> Self {
-        Releasing(h)
-    }
-
-    pub(super) fn done(mut self) {
-        drop(self.0.take());
-    }
-}
-
-impl Drop for Releasing<'_> {
-    fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            std::mem::forget(h);
-        }
     }
 }

@@ -1,8 +1,8 @@
 //! Releasing a node lock ([`NodeLocks::release`]): the write-back WRITEs,
 //! then the unlock (combined in one doorbell or not), or a HOCL hand-over.
 
+use super::super::cs_words::CsHeld;
 use super::super::LockError;
-use super::lanes::Releasing;
 use super::{Held, LockWord, NodeLocks};
 use crate::{faa, masked_cas, write, Verbed};
 use dm_verbs::GlobalAddr;
@@ -51,9 +51,11 @@ impl NodeLocks {
                         return Ok(());
                     }
                     Err(g) => {
-                        let cs = Releasing::new(cs);
+                        let cs = cs.map(CsHeld::releasing);
                         let r = self.unlock_word(word).await;
-                        cs.done();
+                        if let Some(c) = cs {
+                            c.done();
+                        }
                         r?;
                         unreleased.let_go("released");
                         drop(g);
@@ -65,15 +67,19 @@ impl NodeLocks {
         };
         if combine {
             // The WRITEs, then the unlock, in one doorbell.
-            let cs = Releasing::new(cs);
+            let cs = cs.map(CsHeld::releasing);
             let r = futures::try_join!(self.post_writes(near, true), self.unlock_word(word));
-            cs.done();
+            if let Some(c) = cs {
+                c.done();
+            }
             r?;
         } else {
             self.post_writes(near, false).await?;
-            let cs = Releasing::new(cs);
+            let cs = cs.map(CsHeld::releasing);
             let r = self.unlock_word(word).await;
-            cs.done();
+            if let Some(c) = cs {
+                c.done();
+            }
             r?;
         }
         unreleased.let_go("released");

@@ -87,6 +87,10 @@ fn count_crash(restart: bool) {
 /// What a seed's crash tasks share.
 struct State {
     victim: u16,
+    /// The victim's membership, stopped when it dies: a dead process
+    /// serves no release request (its serving task would outlive the
+    /// dropped heartbeat here).
+    victim_member: Arc<Member>,
     /// The history so far: the CS dies once it holds `kill_at` operations
     /// (each logged at its call), a point anywhere in the run.
     log: Rc<RefCell<Vec<Event>>>,
@@ -110,6 +114,7 @@ impl<F: Future<Output = Result<(), String>>> Future for Task<F> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if self.victim && !self.st.killed.get() && self.st.log.borrow().len() >= self.st.kill_at {
             self.st.killed.set(true);
+            self.st.victim_member.stop();
             count_crash(false);
         }
         let r = if self.victim && self.st.killed.get() {
@@ -181,6 +186,7 @@ pub(super) fn spawn_seed(rt: &mut SimRuntime, s: Seed<'_>) -> Vec<JoinHandle<Res
     let restart_leases = rng.gen_range(0..4u64);
     let st = Rc::new(State {
         victim,
+        victim_member: s.members.borrow()[victim as usize].clone(),
         log: s.log.clone(),
         kill_at,
         killed: Cell::new(false),

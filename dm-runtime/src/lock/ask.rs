@@ -80,6 +80,9 @@ pub(super) struct Owners {
     hocl: Mutex<Vec<Hocl>>,
     /// A task serving the record's requests runs ([`Member::serve_requests`]).
     serving: AtomicBool,
+    /// [`Member::stop`] ran: the CS left (or a test killed it), so it frees
+    /// nothing on request any more; its words go to the lease.
+    pub(super) stopped: AtomicBool,
     /// Lock words naming this whole CS that its tasks hold or CAS
     /// (`super::cs_words`).
     pub(super) cs_words: CsWords,
@@ -265,7 +268,7 @@ impl Owners {
         }
         // The READs above let the core's tasks run: look again, then post
         // the CAS with nothing in between.
-        if exec.is_some() && !free() {
+        if (exec.is_some() && !free()) || self.stopped.load(Ordering::Relaxed) {
             return Ok(false);
         }
         let in_flight = InFlight::new(key);
@@ -390,6 +393,9 @@ async fn serve_slots(
 ) -> Result<(), LockError> {
     let r = read(at, REQUEST_SLOTS as u32 * 8).await?;
     for (i, x) in request_words(&r).enumerate() {
+        if owners.stopped.load(Ordering::Relaxed) {
+            break;
+        }
         if x == 0 || cas(at.add(i as u64 * 8), x, 0).await? != x {
             continue;
         }

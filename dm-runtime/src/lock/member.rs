@@ -218,9 +218,12 @@ impl Member {
     }
 
     /// Ends [`Member::heartbeat`] at its next wake-up (a CS leaving, or a
-    /// test's crash: the heartbeat stops, so others take its locks over).
+    /// test's crash: the heartbeat stops, so others take its locks over),
+    /// and release requests are no longer served (`super::ask`): a
+    /// stopped CS's words go to the lease.
     pub fn stop(&self) {
         self.stopped.store(true, Relaxed);
+        self.owners.stopped.store(true, Relaxed);
     }
 
     /// Whether [`Member::stop`] was called.

@@ -8,12 +8,12 @@
 
 mod common;
 
-use common::{rt, small_cfg};
+use common::{rt, small_cfg, TwoMembers};
 use dm_runtime::lock::{
     LeaseConfig, LockCounters, LockTableConfig, LockTechniques, Member, NodeLocks,
 };
 use dm_runtime::sync::LocalLockTable;
-use dm_runtime::{now_ns, spawn, yield_now, yield_until};
+use dm_runtime::{now_ns, yield_now, yield_until};
 use dm_verbs::GlobalAddr;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -124,10 +124,8 @@ fn scenario(c: Case) -> Seen {
         rel.set(a.counters().snapshot().takeovers);
     });
     let out = r.block_on(c0, async move {
-        let member0 = Member::join(0, LEASE, CHUNK).await.unwrap();
-        let member1 = Member::join(1, LEASE, CHUNK).await.unwrap();
-        let hb0 = spawn(member0.clone().heartbeat());
-        let hb1 = spawn(member1.clone().heartbeat());
+        let ms = TwoMembers::join(LEASE, CHUNK).await;
+        let (member0, member1) = (ms.m0.clone(), ms.m1.clone());
         let (wm, local_w) = if c.waiter_cs == 0 {
             (member0.clone(), local0.clone())
         } else {
@@ -164,9 +162,7 @@ fn scenario(c: Case) -> Seen {
         b.release(got.unwrap(), Vec::new()).await.unwrap();
         phase.set(2);
         yield_until(now_ns() + 2 * LEASE.heartbeat_ns).await;
-        member0.stop();
-        member1.stop();
-        let _ = (hb0.await, hb1.await);
+        ms.stop().await;
         let s = b.counters().snapshot();
         (got_after, (s.recovered, s.takeovers))
     });

@@ -8,11 +8,11 @@
 
 mod common;
 
-use common::{rt, small_cfg};
+use common::{rt, small_cfg, TwoMembers};
 use dm_runtime::lock::{
     LeaseConfig, LockCounters, LockTableConfig, LockTechniques, Member, NodeLocks,
 };
-use dm_runtime::{now_ns, spawn, yield_now, yield_until};
+use dm_runtime::{now_ns, yield_now, yield_until};
 use dm_verbs::GlobalAddr;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -69,12 +69,9 @@ fn scenario(waiter_cs: u16, drop_it: bool, hold_leases: u64) -> (u64, (u64, u64)
         }
     });
     let out = r.block_on(c0, async move {
-        let member0 = Member::join(0, LEASE, CHUNK).await.unwrap();
-        let member1 = Member::join(1, LEASE, CHUNK).await.unwrap();
-        let hb0 = spawn(member0.clone().heartbeat());
-        let hb1 = spawn(member1.clone().heartbeat());
-        let b = handle(if waiter_cs == 0 { &member0 } else { &member1 }, 0);
-        *m0.borrow_mut() = Some(member0.clone());
+        let ms = TwoMembers::join(LEASE, CHUNK).await;
+        let b = handle(if waiter_cs == 0 { &ms.m0 } else { &ms.m1 }, 0);
+        *m0.borrow_mut() = Some(ms.m0.clone());
         while phase.get() != 1 {
             yield_now().await;
         }
@@ -84,9 +81,7 @@ fn scenario(waiter_cs: u16, drop_it: bool, hold_leases: u64) -> (u64, (u64, u64)
         b.release(h, Vec::new()).await.unwrap();
         phase.set(2);
         yield_until(now_ns() + 2 * LEASE.heartbeat_ns).await;
-        member0.stop();
-        member1.stop();
-        let _ = (hb0.await, hb1.await);
+        ms.stop().await;
         let s = b.counters().snapshot();
         (got_after, (s.recovered, s.takeovers))
     });

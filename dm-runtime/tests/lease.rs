@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{rt, small_cfg};
+use common::{rt, small_cfg, TwoMembers};
 use dm_runtime::lock::{
     LeaseConfig, LockCounters, LockTableConfig, LockTechniques, Member, NodeLocks,
 };
@@ -217,12 +217,14 @@ fn a_non_member_name_is_stale_once_its_cs_has_joined() {
     let c0 = r.add_core(0, 0);
     let out = r.block_on(c0, async move {
         let (x, y) = (GlobalAddr::new(1, 4096 + 64), GlobalAddr::new(1, 8192));
-        let m0 = Member::join(0, LEASE, CHUNK).await.unwrap();
-        let m1 = Member::join(1, LEASE, CHUNK).await.unwrap();
-        let hb0 = spawn(m0.clone().heartbeat());
-        let hb1 = spawn(m1.clone().heartbeat());
+        let ms = TwoMembers::join(LEASE, CHUNK).await;
         let c = Arc::new(LockCounters::new());
-        let b = handle(LockTechniques::FG_PLUS, LockTableConfig::default(), &m1, &c);
+        let b = handle(
+            LockTechniques::FG_PLUS,
+            LockTableConfig::default(),
+            &ms.m1,
+            &c,
+        );
         // CS 0, core 1, no incarnation: (0 << 16 | 1) + 1.
         dm_runtime::write(x, 2u64.to_le_bytes().to_vec())
             .await
@@ -246,9 +248,7 @@ fn a_non_member_name_is_stale_once_its_cs_has_joined() {
         });
         let took_y = now_ns() - start;
         b.release(got.unwrap(), Vec::new()).await.unwrap();
-        m0.stop();
-        m1.stop();
-        let _ = (hb0.await, hb1.await);
+        ms.stop().await;
         (after_x, took_x, c.snapshot().recovered, took_y)
     });
     let (after_x, took_x, after_y, took_y) = out.unwrap();

@@ -9,7 +9,7 @@ use crate::layout::{lock_free, lock_holder, lock_taken, Leaf, LEAF_OFF_META, SEQ
 use crate::rdwc::{Lead, WriteResult};
 use crate::tree::{SmartTree, MAX_RETRIES};
 use dm_runtime::lock::member::short_inc;
-use dm_runtime::lock::{CsCas, CsHeld, LeaseWatch, LockEvent};
+use dm_runtime::lock::{while_releasing, CsCas, CsHeld, LeaseWatch, LockEvent};
 use dm_runtime::{cas, write, yield_now};
 use dm_verbs::GlobalAddr;
 
@@ -173,13 +173,8 @@ impl SmartTree {
                     dm_verbs::buf::give(img);
                     // Cancelled mid-WRITE, the hold stays: a claimer on
                     // another core must not take the word before the
-                    // WRITE that frees it lands (`CsHeld::releasing`).
-                    let held = held.map(|h| h.releasing());
-                    let r = write(a.add(LEAF_OFF_META as u64), tail).await;
-                    if let Some(h) = held {
-                        h.done();
-                    }
-                    r?;
+                    // WRITE that frees it lands (`while_releasing`).
+                    while_releasing(held, write(a.add(LEAF_OFF_META as u64), tail)).await?;
                     return Ok(true);
                 }
                 watch = StaleWatch::default();

@@ -40,6 +40,7 @@ use crate::cas;
 use dm_verbs::GlobalAddr;
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 
@@ -271,6 +272,18 @@ impl<'a> CsHeld<'a> {
     pub fn releasing(self) -> CsReleasing<'a> {
         CsReleasing(Some(self))
     }
+}
+
+/// Awaits `release`, the verb that frees the word `held` holds (if any),
+/// with the hold kept as [`CsHeld::releasing`] meanwhile: ended once the
+/// verb completed or failed, kept for ever if this future is dropped first.
+pub async fn while_releasing<T>(held: Option<CsHeld<'_>>, release: impl Future<Output = T>) -> T {
+    let held = held.map(CsHeld::releasing);
+    let r = release.await;
+    if let Some(h) = held {
+        h.done();
+    }
+    r
 }
 
 /// A [`CsHeld`] whose release verb may be in flight ([`CsHeld::releasing`]).

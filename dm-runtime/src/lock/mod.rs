@@ -155,7 +155,7 @@ mod node_locks;
 mod stats;
 
 pub use config::{LockTableConfig, LockTechniques};
-pub use cs_words::{CsCas, CsHeld, CsReleasing, CsWords};
+pub use cs_words::{while_releasing, CsCas, CsHeld, CsReleasing, CsWords};
 pub use lease::LeaseWatch;
 pub use ledger::lock_takeovers;
 pub use member::{Holder, LeaseConfig, Member};

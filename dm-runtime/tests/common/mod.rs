@@ -2,11 +2,12 @@
 //! and a small loopback fabric. Each test binary uses some of them.
 #![allow(dead_code)]
 
-use dm_runtime::lock::{LockTableConfig, LockTechniques};
-use dm_runtime::SimRuntime;
+use dm_runtime::lock::{LeaseConfig, LockError, LockTableConfig, LockTechniques, Member};
+use dm_runtime::{spawn, JoinHandle, SimRuntime};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{SimConfig, SimFabric};
 use dm_verbs::MsConfig;
+use std::sync::Arc;
 
 pub fn small_cfg() -> SimConfig {
     SimConfig {
@@ -55,4 +56,29 @@ pub fn hocl(slots: u64, device: bool) -> (LockTechniques, LockTableConfig) {
         slots,
     };
     (t, table)
+}
+
+/// CSs 0 and 1 joined to the membership with `lease`, each beating its
+/// heartbeat as a task on the current core; [`TwoMembers::stop`] ends both.
+pub struct TwoMembers {
+    pub m0: Arc<Member>,
+    pub m1: Arc<Member>,
+    beats: [JoinHandle<Result<(), LockError>>; 2],
+}
+
+impl TwoMembers {
+    pub async fn join(lease: LeaseConfig, chunk: u64) -> Self {
+        let m0 = Member::join(0, lease, chunk).await.unwrap();
+        let m1 = Member::join(1, lease, chunk).await.unwrap();
+        let beats = [spawn(m0.clone().heartbeat()), spawn(m1.clone().heartbeat())];
+        TwoMembers { m0, m1, beats }
+    }
+
+    /// Stops both heartbeats and waits for their tasks.
+    pub async fn stop(self) {
+        self.m0.stop();
+        self.m1.stop();
+        let [a, b] = self.beats;
+        let _ = (a.await, b.await);
+    }
 }

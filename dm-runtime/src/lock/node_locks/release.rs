@@ -1,7 +1,7 @@
 //! Releasing a node lock ([`NodeLocks::release`]): the write-back WRITEs,
 //! then the unlock (combined in one doorbell or not), or a HOCL hand-over.
 
-use super::super::cs_words::CsHeld;
+use super::super::cs_words::while_releasing;
 use super::super::LockError;
 use super::{Held, LockWord, NodeLocks};
 use crate::{faa, masked_cas, write, Verbed};
@@ -51,12 +51,7 @@ impl NodeLocks {
                         return Ok(());
                     }
                     Err(g) => {
-                        let cs = cs.map(CsHeld::releasing);
-                        let r = self.unlock_word(word).await;
-                        if let Some(c) = cs {
-                            c.done();
-                        }
-                        r?;
+                        while_releasing(cs, self.unlock_word(word)).await?;
                         unreleased.let_go("released");
                         drop(g);
                         return Ok(());
@@ -67,20 +62,12 @@ impl NodeLocks {
         };
         if combine {
             // The WRITEs, then the unlock, in one doorbell.
-            let cs = cs.map(CsHeld::releasing);
-            let r = futures::try_join!(self.post_writes(near, true), self.unlock_word(word));
-            if let Some(c) = cs {
-                c.done();
-            }
-            r?;
+            let both =
+                async { futures::try_join!(self.post_writes(near, true), self.unlock_word(word)) };
+            while_releasing(cs, both).await?;
         } else {
             self.post_writes(near, false).await?;
-            let cs = cs.map(CsHeld::releasing);
-            let r = self.unlock_word(word).await;
-            if let Some(c) = cs {
-                c.done();
-            }
-            r?;
+            while_releasing(cs, self.unlock_word(word)).await?;
         }
         unreleased.let_go("released");
         drop(local);

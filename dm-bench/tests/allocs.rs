@@ -45,10 +45,18 @@ fn warm_gets_and_updates_barely_allocate() {
 /// The JSON report of `ycsb --index index --workload w` on loopback (one
 /// CS, one thread, 8 coroutines, 20,000 keys, `ops` operations, after a
 /// warm-up of `warm` operations if given); fails the test if it fails.
+/// `dolphin-ordered` is dolphin with `--key-order ordered` (dense keys:
+/// leaves under special nodes, whose cached entries a walk reads).
 fn loopback_ycsb(index: &str, w: &str, ops: u64, warm: Option<u64>) -> serde_json::Value {
     let (ops, warm) = (ops.to_string(), warm.map(|n| n.to_string()));
+    let (index, order) = match index {
+        "dolphin-ordered" => ("dolphin", "ordered"),
+        _ => (index, "hashed"),
+    };
     let mut args = vec![
         "ycsb",
+        "--key-order",
+        order,
         "--index",
         index,
         "--workload",
@@ -113,6 +121,7 @@ fn warm_gets_and_updates_allocate_nothing() {
         "smart",
         "smart-inplace",
         "dolphin",
+        "dolphin-ordered",
         "art",
         "lockfree-art",
     ];

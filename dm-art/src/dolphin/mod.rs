@@ -209,12 +209,15 @@ impl DolphinCache {
         }
     }
 
-    fn special(&self, prefix: u64, d: GlobalAddr) -> Option<Vec<u64>> {
+    /// The cached entries of special node `d` of `prefix`, through `f`
+    /// under the lock (no copy: a warm operation allocates nothing), or
+    /// `None` on a miss.
+    fn special<T>(&self, prefix: u64, d: GlobalAddr, f: impl FnOnce(&[u64]) -> T) -> Option<T> {
         let g = self.specials.lock().unwrap();
         match g.map.get(&prefix) {
             Some((a, e)) if *a == d => {
                 self.hits.fetch_add(1, Relaxed);
-                Some(e.clone())
+                Some(f(e))
             }
             _ => {
                 self.misses.fetch_add(1, Relaxed);

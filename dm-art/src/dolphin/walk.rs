@@ -156,9 +156,13 @@ impl DolphinTree {
                     addr,
                     ..
                 } => {
-                    let cached = self.cache.as_ref().and_then(|k| k.special(prefix, addr));
-                    let entries = match cached {
-                        Some(e) => e,
+                    let last = path[7];
+                    let cached = self
+                        .cache
+                        .as_ref()
+                        .and_then(|k| k.special(prefix, addr, |e| floor(e, last)));
+                    let leaf = match cached {
+                        Some(l) => l,
                         None => {
                             let s = self.read_special(addr).await?;
                             self.art.reverse_check(&c, s.rev, path, hit);
@@ -169,10 +173,10 @@ impl DolphinTree {
                                 };
                                 return Ok(Place::Absent(a, hit));
                             }
-                            s.entries
+                            floor(&s.entries, last)
                         }
                     };
-                    let leaf = floor(&entries, path[7]).ok_or(ArtError::Corrupt(addr))?;
+                    let leaf = leaf.ok_or(ArtError::Corrupt(addr))?;
                     return Ok(Place::Leaf(Target {
                         leaf,
                         c,

@@ -66,8 +66,12 @@
 //!   ledger (`dm_runtime::lock::CsWords`) shows untouched, at once; one
 //!   naming another live CS, released by that CS when asked; one no
 //!   writer leaves, after a lease (`insert/leaf.rs`, docs/rdma.md).
-//!   The lock-free ART takes no locks. Dolphin's Spear lock does not
-//!   recover yet.
+//!   The lock-free ART takes no locks. Dolphin recovers in its lease mode
+//!   ([`DolphinTree::with_member`]): the leaf lock word becomes a
+//!   `NodeLocks` node lock naming its holder (Spear's FAA shares are
+//!   anonymous), and a split cut between publishing its new leaf and
+//!   rewriting the old one is rolled forward by the next taker of either
+//!   (`dolphin` docs, "A compute server that dies").
 //!
 //! ## Use
 //! Create the tree once with [`SmartTree::create`], then [`SmartTree::open`]

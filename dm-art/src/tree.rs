@@ -31,7 +31,9 @@ pub(crate) const MAX_RETRIES: u32 = 1_000_000;
 /// execution (soft-RoCE, docs/rdma.md, "Node locks taken without the CAS
 /// reporting it"). Read as a failure, the spare would be reused and its
 /// published image overwritten: keys under it lost (a guest `ycsb --index
-/// art` step, 2026-11-27). Never true on `sim` or `loopback`.
+/// art` step, 2026-11-27). On `sim` only with `Faults::unreported_cas_prob`
+/// (which plays exactly this); never on `loopback`. Dolphin's publishing
+/// CASes (`dolphin::smo`) use it too.
 pub(crate) fn publish_took(got: u64, expected: u64, new: u64) -> bool {
     if got == new && got != expected {
         tracing::warn!(

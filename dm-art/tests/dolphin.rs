@@ -7,7 +7,7 @@ mod common;
 
 use dm_art::dolphin::{DolphinCounters, DolphinStats};
 use dm_art::{ArtError, DolphinCache, DolphinConfig, DolphinTree};
-use dm_runtime::lock::LockCounters;
+use dm_runtime::lock::{LeaseConfig, LockCounters, Member};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
 use proptest::prelude::*;
 use std::cell::RefCell;
@@ -62,16 +62,30 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 /// Runs `ops` against `BTreeMap` and the tree through three handles (no
 /// cache, a roomy cache, a cache too small for the tree), alternating, so
 /// each cache goes stale behind the others' splits as another CS's would.
-fn differential(ops: Vec<Op>) {
+/// `lease`: each handle's CS joins a membership (lease mode, the leaf lock
+/// a node lock naming its holder: `DolphinTree::with_member`).
+fn differential(ops: Vec<Op>, lease: bool) {
     let (mut rt, dcfg) = cluster(1);
     let c = rt.add_core(0, 0);
     rt.block_on(c, async move {
-        let t0 = DolphinTree::create(dcfg, 0, 0).await.unwrap();
-        let t1 = DolphinTree::open(dcfg, 1, 0)
-            .unwrap()
+        let mut members = Vec::new();
+        if lease {
+            for cs in 0..3 {
+                members.push(
+                    Member::join(cs, LeaseConfig::SIM, common::CHUNK)
+                        .await
+                        .unwrap(),
+                );
+            }
+        }
+        let join = |t: DolphinTree, cs: usize| match members.get(cs) {
+            Some(m) => t.with_member(m.clone()).unwrap(),
+            None => t,
+        };
+        let t0 = join(DolphinTree::create(dcfg, 0, 0).await.unwrap(), 0);
+        let t1 = join(DolphinTree::open(dcfg, 1, 0).unwrap(), 1)
             .with_cache(Arc::new(DolphinCache::new(1 << 20)));
-        let t2 = DolphinTree::open(dcfg, 2, 0)
-            .unwrap()
+        let t2 = join(DolphinTree::open(dcfg, 2, 0).unwrap(), 2)
             .with_cache(Arc::new(DolphinCache::new(700)));
         let handles = [&t0, &t1, &t2];
         let mut m: BTreeMap<u64, u64> = BTreeMap::new();
@@ -134,7 +148,15 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
     fn dense_keys_match_btreemap(ops in ops()) {
-        differential(ops);
+        differential(ops, false);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    #[test]
+    fn dense_keys_match_btreemap_in_lease_mode(ops in ops()) {
+        differential(ops, true);
     }
 }
 
@@ -160,7 +182,8 @@ fn full_prefixes_split_within_one_special_node() {
         ops.push(Op::Remove(0x0c00 | i));
     }
     ops.push(Op::Scan(0x0a80, 1000));
-    differential(ops);
+    differential(ops.clone(), false);
+    differential(ops, true);
 }
 
 /// (READ, WRITE, CAS, FAA, round trips) the calling task posted since `before`.
@@ -181,13 +204,38 @@ fn verbs(before: dm_verbs::VerbStats) -> (u64, u64, u64, u64, u64) {
 /// and leaf sizes are errors.
 #[test]
 fn round_trips_per_operation_with_a_warm_cache() {
+    round_trips(false);
+}
+
+/// Lease mode: the same round trips; the Spear FAAs become the node lock's
+/// CAS and unlock WRITE, the update's key-word CAS a WRITE.
+#[test]
+fn round_trips_per_operation_in_lease_mode() {
+    round_trips(true);
+}
+
+fn round_trips(lease: bool) {
+    // (READ, WRITE, CAS, FAA, round trips) of an update and of a remove,
+    // insert or upsert, and the bytes an update writes.
+    let (update, write, update_bytes) = if lease {
+        ((1, 3, 1, 0, 2), (1, 3, 1, 0, 2), 24)
+    } else {
+        ((1, 1, 1, 2, 2), (1, 1, 0, 2, 2), 8)
+    };
+    let remove = if lease { (1, 2, 1, 0, 2) } else { write };
     let (mut rt, dcfg) = cluster(2);
     let c = rt.add_core(0, 0);
     rt.block_on(c, async move {
-        let t = DolphinTree::create(dcfg, 0, 0)
+        let mut t = DolphinTree::create(dcfg, 0, 0)
             .await
             .unwrap()
             .with_cache(Arc::new(DolphinCache::new(1 << 20)));
+        if lease {
+            let m = Member::join(0, LeaseConfig::SIM, common::CHUNK)
+                .await
+                .unwrap();
+            t = t.with_member(m).unwrap();
+        }
         // Two prefixes that share 6 bytes (an ART node), one split (a special node).
         for b in 0..60u64 {
             t.insert(&(0x0100 | b).to_be_bytes(), b).await.unwrap();
@@ -202,23 +250,24 @@ fn round_trips_per_operation_with_a_warm_cache() {
             assert_eq!(verbs(b), (1, 0, 0, 0, 1), "get {k:x}");
             let b = task_stats();
             assert!(t.update(&k.to_be_bytes(), 7).await.unwrap());
-            assert_eq!(verbs(b), (1, 1, 1, 2, 2), "update {k:x}");
+            assert_eq!(verbs(b), update, "update {k:x}");
             assert_eq!(t.get(&k.to_be_bytes()).await.unwrap(), Some(7));
             let b = task_stats();
             assert!(t.remove(&k.to_be_bytes()).await.unwrap());
-            assert_eq!(verbs(b), (1, 1, 0, 2, 2), "remove {k:x}");
+            assert_eq!(verbs(b), remove, "remove {k:x}");
             let b = task_stats();
             t.insert(&k.to_be_bytes(), 9).await.unwrap();
-            assert_eq!(verbs(b), (1, 1, 0, 2, 2), "insert {k:x}");
+            assert_eq!(verbs(b), write, "insert {k:x}");
             let b = task_stats();
             t.insert(&k.to_be_bytes(), 10).await.unwrap();
-            assert_eq!(verbs(b), (1, 1, 0, 2, 2), "upsert {k:x}");
+            assert_eq!(verbs(b), write, "upsert {k:x}");
             assert_eq!(t.get(&k.to_be_bytes()).await.unwrap(), Some(10));
         }
-        // An update writes one 8-byte value buffer, not the leaf.
+        // An update writes one 8-byte value buffer (and in lease mode its
+        // key word and the unlock), not the leaf.
         let b = task_stats();
         t.update(&0x0101u64.to_be_bytes(), 1).await.unwrap();
-        assert_eq!(task_stats().bytes_written - b.bytes_written, 8);
+        assert_eq!(task_stats().bytes_written - b.bytes_written, update_bytes);
         assert!(!t.update(&0x0300u64.to_be_bytes(), 1).await.unwrap());
         assert!(matches!(t.get(b"short").await, Err(ArtError::KeyLength(_))));
         assert!(matches!(

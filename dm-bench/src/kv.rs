@@ -29,9 +29,9 @@ pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
 
 /// The indexes whose every lock recovers from a dead holder
 /// (`dm_runtime::lock::member`): what `check --faults crash` and `ycsb
-/// --lease-ms` run. Not yet: Dolphin (its FAA Spear lock counts anonymous
-/// shares) and DEX (a dead CS takes its partition's cached pages with it).
-pub(crate) const CRASH_RECOVERS: [&str; 11] = [
+/// --lease-ms` run (Dolphin in its lease mode, `dm_art::DolphinTree::with_member`).
+/// Not yet: DEX (a dead CS takes its partition's cached pages with it).
+pub(crate) const CRASH_RECOVERS: [&str; 12] = [
     "fg",
     "sherman-combine",
     "sherman-onchip",
@@ -43,6 +43,7 @@ pub(crate) const CRASH_RECOVERS: [&str; 11] = [
     "lockfree-art",
     "smart-inplace",
     SMART,
+    DOLPHIN,
 ];
 
 /// What `--index NAME` selects (`dm_index::IndexKind`, the library's one

@@ -119,8 +119,9 @@ impl Instance {
     /// so that the handles [`Instance::open`] gives for `cs` from now on
     /// name it in their lock words and take over dead members' locks (the
     /// B+tree family, DEX's B-link tree and the ART baseline's locks;
-    /// SMART's rear lock, Dolphin's Spear lock and the 16-bit lanes of
-    /// `sherman-onchip` under HOCL are covered as `dm_runtime::lock` says).
+    /// SMART's rear lock and the 16-bit lanes of `sherman-onchip` under
+    /// HOCL are covered as `dm_runtime::lock` says; Dolphin switches to its
+    /// lease mode, `dm_art::DolphinTree::with_member`).
     /// Run inside a dm-runtime task, once per CS, before opening its
     /// handles; then run [`Member::heartbeat`] as a task on one of the CS's
     /// cores (every CS of an index joins, or none). Errors: a verb's,
@@ -224,6 +225,9 @@ impl Instance {
                     .with_carved_counter(self.carved.clone());
                 if let Some(c) = &st.dolphin_cache {
                     t = t.with_cache(c.clone());
+                }
+                if let Some(m) = member {
+                    t = t.with_member(m)?;
                 }
                 Handle::Dolphin(t)
             }

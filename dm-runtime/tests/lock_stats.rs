@@ -191,8 +191,11 @@ fn a_dropped_lock_and_a_cut_release_are_taken_back_by_their_core() {
         };
         let a = handle(t, LockTableConfig::default(), 0);
         let x = GlobalAddr::new(1, 4096);
-        drop(a.lock(x).await.unwrap());
+        let h = a.lock(x).await.unwrap();
+        assert!(!h.taken_stale(), "taken from the free word");
+        drop(h);
         let h = a.lock(x).await.expect("the dropped lock is taken back");
+        assert!(h.taken_stale(), "taken back from a name nobody released");
         // The write-back is posted at the first poll; the unlock never is.
         let mut cut = Box::pin(a.release(h, vec![(x.add(8), vec![7; 8])]));
         assert!(futures::poll!(cut.as_mut()).is_pending());

@@ -94,7 +94,7 @@ pair() {
 # runs once more; a second failure fails the suite (the reruns are counted
 # at the end). Without, a failure prints the same and fails the suite.
 # Only the steps whose clients are not members (the ycsb and check steps
-# of dex and dolphin, which have no lease mode yet) are rerun: rxe in this
+# of dex, which has no lease mode yet) are rerun: rxe in this
 # guest sometimes executes a retransmitted lock CAS a second time after
 # the unlock, and a word left naming another core of a process that is
 # not a member waits for that core's next attempt on it (docs/rdma.md,
@@ -234,16 +234,16 @@ for index in $INDEXES; do
     dolphin) cache="--cache-mb 16 --key-order ordered" ;;
     *) cache="--cache-mb 0" ;;
   esac
-  # Leases where the locks recover (every index but dex and dolphin):
-  # the clients are members, so a lock word left naming a live core is
-  # released when asked (dm_runtime::lock::ask), and a failure is not
-  # rerun. Dex and dolphin run without, and keep their rerun.
+  # Leases where the locks recover (every index but dex; dolphin in its
+  # lease mode): the clients are members, so a lock word left naming a
+  # live core is released when asked (dm_runtime::lock::ask), and a
+  # failure is not rerun. Dex runs without, and keeps its rerun.
   # art keeps one rerun for now: a clean-clone rehearsal (2026-11-27)
   # saw one client verify 2 keys missing that the other found
   # (docs/rdma.md, "A key missing in art's ycsb step"); not yet explained,
   # and its first failure still prints under === RERUN.
   case $index in
-    dex|dolphin) lease=""; runner=with_rerun ;;
+    dex) lease=""; runner=with_rerun ;;
     art) lease="--lease-ms 200"; runner=with_rerun ;;
     *) lease="--lease-ms 200"; runner=run_step ;;
   esac
@@ -272,7 +272,7 @@ check_step() {
 for index in $INDEXES; do
   # Leases and no rerun where the locks recover, as in the ycsb steps.
   case $index in
-    dex|dolphin) lease=""; runner=with_rerun ;;
+    dex) lease=""; runner=with_rerun ;;
     *) lease="--lease-ms 200"; runner=run_step ;;
   esac
   step "dm-bench check --fabric rdma --index $index $lease, two client processes, 3 seeds"
@@ -289,8 +289,9 @@ done
 # barrier no longer waiting for it) and both must verify every key. A
 # failure fails the suite: no rerun (a word left naming a live core is
 # released by that core when a waiter asks, dm_runtime::lock::ask; the
-# sherman-hier hangs of 2026-11-24 and -26, docs/rdma.md). Dolphin and DEX refuse --lease-ms
-# (their locks do not recover yet): the step checks that they say so.
+# sherman-hier hangs of 2026-11-24 and -26, docs/rdma.md). DEX refuses
+# --lease-ms (its partitions do not recover yet): the step checks that it
+# says so. Dolphin runs in its lease mode (dm_art::DolphinTree::with_member).
 # It runs for KILL_INDEXES: INDEXES plus lockfree-art and smart-inplace.
 # --ops per index: a run of several seconds in this guest (nam-*: about 220
 # ops/s per process, through the MS's one RPC core; smart: about 5,800).
@@ -325,13 +326,13 @@ kill_step() {
 }
 for index in $KILL_INDEXES; do
   case $index in
-    dex|dolphin)
+    dex)
       step "dm-bench ycsb --lease-ms refuses $index (its locks do not recover yet)"
       if "$BIN/dm-bench" ycsb $KILL --index $index --client 0/2 > $L/kill-$index.out 2>&1; then fail "$index accepted --lease-ms"; fi
       grep -q "do not recover from a dead CS yet" $L/kill-$index.out || fail "no reason given for refusing $index"
       continue ;;
     nam-*) extra="--ops 2000" ;;
-    art|smart|lockfree-art|smart-inplace) extra="--cache-mb 16 --ops 60000" ;;
+    art|smart|lockfree-art|smart-inplace|dolphin) extra="--cache-mb 16 --ops 60000" ;;
     *) extra="--cache-mb 0 --ops 20000" ;;
   esac
   step "kill -9 of one of two ycsb client processes --fabric rdma --index $index; a new one replaces it"

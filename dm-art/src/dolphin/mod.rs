@@ -14,8 +14,10 @@
 //! - `walk`: pathfinding (§III-B): cached ART descent, exact match on the
 //!   first 7 bytes, floor match in the special node, backtracking when a
 //!   leaf's range no longer covers the key;
-//! - `ops`: `get`, `insert` (upsert), `update`, `remove` and the Spear lock;
+//! - `ops`: `get`, `insert` (upsert), `update`, `remove` and the Spear lock
+//!   (or, in lease mode, the node lock);
 //! - `smo`: hanging new leaves into the ART and leaf splits (Fig. 4b, d, e);
+//! - `settle`: lease mode, rolling forward a split its holder left cut;
 //! - `scan`: ordered, count-bounded range scans.
 //!
 //! ## Concurrency: what we keep from the paper and what soundness changes
@@ -69,6 +71,52 @@
 //!    a key is reachable in both; readers that reach the shrunk leaf for a
 //!    key past its range backtrack through the special node.
 //!
+//! ## A compute server that dies (issue 33, not in the paper)
+//!
+//! Spear's shares are anonymous FAA counts: a dead CS's share, or its
+//! exclusive add, can never be told from a live one's, and the word stays
+//! held for ever. In **lease mode** ([`DolphinTree::with_member`], every CS
+//! joined to the membership table) the same 8-byte word at the leaf's end
+//! is taken as an FG+-style node lock instead (`dm_runtime::lock::
+//! NodeLocks`: CAS `0 -> (incarnation << 32 | tag)`, the leaf READ in the
+//! CAS's doorbell, WRITE 0 to release, command combination on), by
+//! updates, inserts, removes and splits alike; gets and scans take no lock,
+//! as before. A dead holder's lock is taken over after the lease
+//! (`dm_runtime::lock::lease`). What it may have left, and how a taker
+//! recognises it:
+//!
+//! - **An item** is written as its value buffer, then its key word (the
+//!   word naming the buffer and binding the value by its digest), each an
+//!   8-byte WRITE in one doorbell with the unlock on the leaf's QP, which
+//!   executes them in order: a cut leaves the old item or the new one,
+//!   never a key word naming an unwritten value. A remove is one 8-byte
+//!   WRITE of the key word. No repair.
+//! - **A split** (`smo`) holds the new leaf from before its publication
+//!   (WRITTEN free, then locked by CAS while nobody can reach it). Cut
+//!   before the publishing CAS, the new leaf is leaked and the old one
+//!   whole; cut after the old leaf's rewrite, nothing overlaps. Cut in
+//!   between, the new leaf is reachable while the old one's image still
+//!   covers its keys, which a stale path (a cached ART slot) still reads:
+//!   `settle` (module `settle`) rolls it forward, run by whoever takes
+//!   either leaf from a holder that never released it
+//!   (`dm_runtime::lock::Held::taken_stale`): the old leaf is rewritten
+//!   to end below the new one before either is written again. Its test
+//!   (`tests/dolphin_lease.rs`) cuts a split there and shows the stale
+//!   reader's wrong answers without it.
+//! - **Publishing CASes** (a new leaf into the ART, a special node, an
+//!   entry) read an unreported success as one (`crate::tree::publish_took`):
+//!   read as a loss, the spare leaf would be reused while published.
+//!
+//! The lock is taken by every writer of a leaf, so same-leaf updates no
+//! longer run in parallel under a share; an update still costs 2 round
+//! trips ([CAS lock, READ leaf], then [WRITE value, WRITE key word, WRITE
+//! 0]; `tests/dolphin.rs` counts them). Gap: a split dropped by a live CS
+//! (a cancelled future) whose words are later released at another core's
+//! request (`dm_runtime::lock::ask`) is taken from the free word, so no
+//! taker repairs it; a dead CS, or the same core's next attempt, does.
+//! `dm-bench check --index dolphin --faults crash` runs it; recovery times
+//! on sim are in `docs/experiments/recovery.md`.
+//!
 //! Read delegation and write combining (the authors' code borrows them from
 //! SMART, digest B5 #12) are not part of Dolphin's design and not used here.
 //! Keys must be 8 bytes (the authors' code stores 8-byte keys only; B5 #4).
@@ -78,6 +126,7 @@
 pub mod layout;
 mod ops;
 mod scan;
+mod settle;
 mod smo;
 mod stats;
 mod walk;
@@ -89,7 +138,7 @@ use crate::cache::ArtCache;
 use crate::config::SmartConfig;
 use crate::error::ArtError;
 use crate::tree::SmartTree;
-use dm_runtime::lock::LockCounters;
+use dm_runtime::lock::{LockCounters, LockTableConfig, LockTechniques, Member, NodeLocks};
 use dm_verbs::ms::superblock;
 use dm_verbs::GlobalAddr;
 use layout::{LeafGeometry, SPECIAL_BYTES};
@@ -268,6 +317,11 @@ pub struct DolphinTree {
     /// Spear holds and waits as lock statistics
     /// ([`DolphinTree::with_lock_counters`]).
     pub(crate) lock_counters: Arc<LockCounters>,
+    /// This handle's compute server and core (its lock tag in lease mode).
+    pub(crate) id: (u16, u16),
+    /// Lease mode ([`DolphinTree::with_member`]): the leaf lock word taken
+    /// as a node lock naming its holder, instead of Spear's shares.
+    pub(crate) locks: Option<NodeLocks>,
 }
 
 impl DolphinTree {
@@ -307,7 +361,36 @@ impl DolphinTree {
             spare: Cell::new(None),
             counters: Arc::default(),
             lock_counters: Arc::default(),
+            id: (cs, core),
+            locks: None,
         })
+    }
+
+    /// Lease mode (issue 33, not in the paper): joins this handle to its
+    /// CS's membership `m` ([`dm_runtime::lock::member`]). Spear's FAA
+    /// shares are anonymous, so a dead CS's share could never be told from
+    /// a live one; with a member the leaf's lock word (the Spear word's
+    /// place, offset [`LeafGeometry::lock_off`]) is instead taken as an
+    /// FG+-style node lock naming its holder's CS, core and incarnation
+    /// (`dm_runtime::lock::NodeLocks`, command combination on), by every
+    /// update, insert, remove and split: an update costs the same 2 round
+    /// trips ([CAS, READ], then [WRITE value, WRITE key word, WRITE 0]),
+    /// but updates of one leaf no longer run in parallel. A dead holder's
+    /// lock is taken over after the lease, and what its split left half
+    /// done is rolled forward (`settle`, module docs). Every CS of the tree
+    /// joins, or none (the two lock disciplines do not mix). Errors:
+    /// [`ArtError::BadConfig`] as `NodeLocks::set_member` (`m` of another CS).
+    pub fn with_member(mut self, m: Arc<Member>) -> Result<Self, ArtError> {
+        let t = LockTechniques {
+            combine: true,
+            ..LockTechniques::FG_PLUS
+        };
+        let (cs, core) = self.id;
+        let mut l = NodeLocks::new(t, LockTableConfig::default(), cs, core, 0, u64::MAX)?
+            .with_counters(self.lock_counters.clone());
+        l.set_member(m)?;
+        self.locks = Some(l);
+        Ok(self)
     }
 
     /// Creates an empty tree (root slot empty) and returns this core's handle.

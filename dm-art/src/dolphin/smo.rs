@@ -8,11 +8,13 @@
 use super::layout::{
     special_entry, Item, KeyWord, LeafImage, SpecialImage, KIND_LEAF, KIND_SPECIAL, SPECIAL_ALIGN,
 };
+use super::ops::{Guard, Lease};
 use super::walk::{Absent, Target, ART_BYTES};
 use super::{DolphinTree, EXCLUSIVE};
 use crate::error::ArtError;
 use crate::insert::{internal_word, node_image};
 use crate::layout::{capacity, slot_addr, Header, Slot};
+use crate::tree::publish_took;
 use dm_runtime::{cas, faa, write};
 use dm_verbs::GlobalAddr;
 
@@ -29,7 +31,7 @@ pub(crate) fn object_word(partial: u8, kind: u8, a: GlobalAddr) -> Result<u64, A
 }
 
 /// `(key, value)` pairs as the items of a leaf at `version`.
-fn fill(img: &mut LeafImage, kvs: &[(u64, u64)]) {
+pub(super) fn fill(img: &mut LeafImage, kvs: &[(u64, u64)]) {
     for (i, &(k, v)) in kvs.iter().enumerate() {
         img.items[i] = Item {
             key: KeyWord::valid(img.version, i, k as u8, 0, v),
@@ -67,7 +69,8 @@ impl DolphinTree {
             Absent::Root(c) => {
                 img.rev = c.slot_a;
                 write(la, self.new_leaf_bytes(&img, 0)).await?;
-                cas(c.slot_a, 0, object_word(0, KIND_LEAF, la)?).await? == 0
+                let w = object_word(0, KIND_LEAF, la)?;
+                publish_took(cas(c.slot_a, 0, w).await?, 0, w)
             }
             Absent::NoSlot { c, node, n, p } => {
                 let first = n.first_empty().unwrap_or(n.slots.len());
@@ -80,7 +83,7 @@ impl DolphinTree {
                     write(la, self.new_leaf_bytes(&img, 0)).await?;
                     let w = object_word(path[p], KIND_LEAF, la)?;
                     let got = cas(sa, 0, w).await?;
-                    if got == 0 {
+                    if publish_took(got, 0, w) {
                         if i >= capacity(n.header.ty) {
                             self.art.type_switch(node, i, n.header_word, c).await?;
                         }
@@ -152,8 +155,9 @@ impl DolphinTree {
                 );
                 x?;
                 y?;
-                let got = cas(c.slot_a, c.word, internal_word(c.word as u8, 1, na)?).await?;
-                if got == c.word {
+                let nw = internal_word(c.word as u8, 1, na)?;
+                let got = cas(c.slot_a, c.word, nw).await?;
+                if publish_took(got, c.word, nw) {
                     // The moved object's reverse pointer (a cache hint only:
                     // backtracking uses the leaf's special-node field).
                     write(obj, dm_verbs::buf::le64(slot_addr(na, 0).to_u64())).await?;
@@ -169,9 +173,11 @@ impl DolphinTree {
         Ok(done)
     }
 
-    /// Splits the full leaf `t.leaf` (image `img`, held exclusively) evenly
-    /// while inserting `key` (Fig. 4d/e). The new leaf is WRITTEN already
-    /// held (lock word `-EXCLUSIVE`) and released only after the old leaf's
+    /// Splits the full leaf `t.leaf` (image `img`, held exclusively; `g`
+    /// its lease-mode lock) evenly while inserting `key` (Fig. 4d/e). The
+    /// new leaf is held before it is published (WRITTEN with lock word
+    /// `-EXCLUSIVE`; in lease mode WRITTEN free and locked by CAS while
+    /// nobody else can reach it) and released only after the old leaf's
     /// rewrite has landed, so no value changes while a key is in both.
     /// Releases the old leaf in every case; `false` if the ART slot moved
     /// on (walk again).
@@ -179,44 +185,96 @@ impl DolphinTree {
         &self,
         t: &Target,
         img: LeafImage,
+        g: Guard<'_>,
         key: u64,
         value: u64,
     ) -> Result<bool, ArtError> {
-        let (old, fa) = match self.split_prepare(t, &img, key, value).await {
+        let (old, fa, fg) = match self.split_prepare(t, &img, key, value).await {
             Ok(Some(x)) => x,
             Ok(None) => {
-                self.unlock_exclusive(t.leaf).await?;
+                self.release_exclusive(t.leaf, g, None).await?;
                 return Ok(false);
             }
             Err(e) => {
                 // The first error is the one to report (a broken QP fails both).
-                let _ = self.unlock_exclusive(t.leaf).await;
+                let _ = self.release_exclusive(t.leaf, g, None).await;
                 return Err(e);
             }
         };
-        let (x, y) = futures::join!(
-            write(t.leaf, old.encode(&self.g)),
-            self.unlock_exclusive(t.leaf)
-        );
-        x?;
-        y?;
-        faa(self.lock_addr(fa), EXCLUSIVE as u64).await?;
+        self.release_exclusive(t.leaf, g, Some(old.encode(&self.g)))
+            .await?;
+        match fg {
+            Some(fg) => fg.release([]).await?,
+            None => {
+                faa(self.lock_addr(fa), EXCLUSIVE as u64).await?;
+            }
+        }
         if let Some(k) = &self.cache {
             k.drop_special(img.prefix);
         }
         Ok(true)
     }
 
+    /// Releases the exclusive hold of leaf `a` (`g`: its lease-mode lock)
+    /// after WRITING `image` (whole, from offset 0) if given: one doorbell.
+    async fn release_exclusive(
+        &self,
+        a: GlobalAddr,
+        g: Guard<'_>,
+        image: Option<Vec<u8>>,
+    ) -> Result<(), ArtError> {
+        match (g, image) {
+            (Some(g), image) => g.release(image.map(|b| (a, b))).await,
+            (None, Some(b)) => {
+                let (x, y) = futures::join!(write(a, b), self.unlock_exclusive(a));
+                x?;
+                y
+            }
+            (None, None) => self.unlock_exclusive(a).await,
+        }
+    }
+
+    /// Holds the new leaf `fa`, WRITTEN but not yet published: in lease
+    /// mode its node lock (nobody else can reach the leaf, so the CAS
+    /// takes it at once); with Spear its image carried `-EXCLUSIVE`.
+    async fn hold_new_leaf(&self, fa: GlobalAddr) -> Result<Guard<'_>, ArtError> {
+        match &self.locks {
+            Some(l) => Ok(Some(Lease::new(l, l.lock(self.lock_addr(fa)).await?))),
+            None => Ok(None),
+        }
+    }
+
+    /// The lock word a new leaf is WRITTEN with before it is published:
+    /// Spear's exclusive hold, or free in lease mode (`hold_new_leaf`).
+    fn new_leaf_lock(&self) -> i64 {
+        if self.locks.is_some() {
+            0
+        } else {
+            -EXCLUSIVE
+        }
+    }
+
+    /// A split's new leaf that lost its publication: released, kept as
+    /// the next publication's spare.
+    async fn keep_spare(&self, fa: GlobalAddr, fg: Guard<'_>) -> Result<(), ArtError> {
+        if let Some(fg) = fg {
+            fg.release([]).await?;
+        }
+        self.spare.set(Some(fa));
+        Ok(())
+    }
+
     /// Everything of a split before the old leaf's rewrite: the new leaf
     /// (held) and its publication. `None` if the ART slot moved on; else the
-    /// old leaf's new image and the new leaf's address.
+    /// old leaf's new image, the new leaf's address and its lease-mode lock.
+    #[allow(clippy::type_complexity)]
     async fn split_prepare(
         &self,
         t: &Target,
         img: &LeafImage,
         key: u64,
         value: u64,
-    ) -> Result<Option<(LeafImage, GlobalAddr)>, ArtError> {
+    ) -> Result<Option<(LeafImage, GlobalAddr, Guard<'_>)>, ArtError> {
         let mut kvs = img.entries_raw();
         kvs.push((key, value));
         kvs.sort_unstable();
@@ -247,40 +305,43 @@ impl DolphinTree {
                 entries: vec![object_word(img.lo, KIND_LEAF, t.leaf)?, new_entry],
             };
             let (x, y) = futures::join!(
-                write(fa, self.new_leaf_bytes(&f, -EXCLUSIVE)),
+                write(fa, self.new_leaf_bytes(&f, self.new_leaf_lock())),
                 write(d, s.encode())
             );
             x?;
             y?;
+            let fg = self.hold_new_leaf(fa).await?;
             let sw = object_word(t.c.word as u8, KIND_SPECIAL, d)?;
-            if cas(t.c.slot_a, t.c.word, sw).await? != t.c.word {
-                self.spare.set(Some(fa));
+            if !publish_took(cas(t.c.slot_a, t.c.word, sw).await?, t.c.word, sw) {
+                self.keep_spare(fa, fg).await?;
                 return Ok(None);
             }
+            Ok(Some((old, fa, fg)))
         } else {
             // Fig. 4e: the new leaf joins the special node.
             let d = img.special;
             f.special = d;
             debug_assert_eq!(old.special, d);
             let s = self.read_special(d).await?;
-            let mut joined = false;
             for j in 0..s.entries.len() {
                 if s.entries[j] != 0 {
                     continue;
                 }
                 f.rev = special_entry(d, j);
-                write(fa, self.new_leaf_bytes(&f, -EXCLUSIVE)).await?;
-                if cas(special_entry(d, j), 0, new_entry).await? == 0 {
-                    joined = true;
-                    break;
+                write(fa, self.new_leaf_bytes(&f, self.new_leaf_lock())).await?;
+                let fg = self.hold_new_leaf(fa).await?;
+                let got = cas(special_entry(d, j), 0, new_entry).await?;
+                if publish_took(got, 0, new_entry) {
+                    return Ok(Some((old, fa, fg)));
+                }
+                if let Some(fg) = fg {
+                    // Rewritten at the next slot: held again there.
+                    fg.release([]).await?;
                 }
             }
-            if !joined {
-                // Even splits keep a prefix within 13 leaves (module docs).
-                self.spare.set(Some(fa));
-                return Err(ArtError::Corrupt(d));
-            }
+            // Even splits keep a prefix within 13 leaves (module docs).
+            self.spare.set(Some(fa));
+            Err(ArtError::Corrupt(d))
         }
-        Ok(Some((old, fa)))
     }
 }

@@ -109,6 +109,9 @@ impl DolphinTree {
     /// shared by its handles ([`dm_runtime::lock::LockStats`]; Spear takes
     /// no CAS, so no CAS failures).
     pub fn with_lock_counters(mut self, c: Arc<LockCounters>) -> Self {
+        if let Some(l) = &mut self.locks {
+            l.set_counters(c.clone());
+        }
         self.lock_counters = c;
         self
     }

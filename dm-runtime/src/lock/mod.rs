@@ -136,7 +136,10 @@
 //! writes and behaves exactly as before. A takeover CAS is in the own-tag
 //! ledger while in flight like every lock CAS of its tag. What each index
 //! finds under a taken-over lock is in its docs (`dm_tree`'s "A compute
-//! server that dies").
+//! server that dies"); a lock taken from any name that was not released
+//! (a takeover, or a take-back through a ledger) says so
+//! ([`Held::taken_stale`]), for an index whose structure changes span
+//! several nodes and must be rolled forward first (Dolphin's split).
 //!
 //! **Statistics** (issue 31): each [`NodeLocks`] counts what its locks did
 //! into an `Arc<`[`LockCounters`]`>` ([`LockStats`]: acquisitions, failed

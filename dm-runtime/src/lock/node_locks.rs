@@ -326,18 +326,21 @@ impl NodeLocks {
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
             let mut joined = None;
+            let mut stale = false;
             if !taken {
                 let holder = match read_at {
                     Some((at, len)) if at.ms() == word.ms() => {
-                        let (h, d) =
-                            futures::join!(self.try_take(a, word, attempt, &mut cs), read(at, len));
+                        let (h, d) = futures::join!(
+                            self.try_take(a, word, attempt, &mut cs, &mut stale),
+                            read(at, len)
+                        );
                         let h = h?;
                         if h == 0 {
                             joined = Some(d);
                         }
                         h
                     }
-                    _ => self.try_take(a, word, attempt, &mut cs).await?,
+                    _ => self.try_take(a, word, attempt, &mut cs, &mut stale).await?,
                 };
                 taken = holder == 0
                     || (self.names_this_cs(word, holder)
@@ -349,6 +352,7 @@ impl NodeLocks {
                         && self
                             .take_over_if_dead(&mut watch, a, word, holder, attempt, &mut cs)
                             .await?);
+                stale |= taken && holder != 0;
                 if !taken {
                     self.counters.count(LockEvent::CasFailed);
                     if attempt.is_multiple_of(LOCK_WARN_EVERY) {
@@ -364,7 +368,8 @@ impl NodeLocks {
             self.counters.count(LockEvent::Acquired);
             // Held before the READ: a task dropped while it is in flight
             // lets the word go in the ledger (`Unreleased`).
-            let held = self.held(word, local, cs);
+            let mut held = self.held(word, local, cs);
+            held.stale = stale;
             let data = match (joined, read_at) {
                 (Some(d), _) => Some(d),
                 (None, Some((at, len))) => Some(read(at, len).await),
@@ -383,13 +388,15 @@ impl NodeLocks {
     }
 
     /// One attempt at the remote lock word of the node at `a`: the holder
-    /// seen (0: taken by this attempt).
+    /// seen (0: taken by this attempt; `*stale` set if it was taken back
+    /// from this handle's own name, [`Held::taken_stale`]).
     async fn try_take<'s>(
         &'s self,
         a: GlobalAddr,
         word: LockWord,
         attempt: u32,
         cs: &mut Option<CsHeld<'s>>,
+        stale: &mut bool,
     ) -> Result<u64, LockError> {
         Ok(match word {
             LockWord::Word(w) => {
@@ -413,6 +420,7 @@ impl NodeLocks {
                         "lock word holds this handle's tag but no task here holds or took it \
                          (a CAS of ours took it unreported); taking it"
                     );
+                    *stale = true;
                     h = 0;
                 }
                 drop(in_flight);

@@ -23,7 +23,20 @@ pub(super) fn locks(b: &Bench) -> (String, serde_json::Value) {
 /// The lock line and JSON of the run's index kind.
 fn lock_kinds(b: &Bench) -> (String, serde_json::Value) {
     let (plan, tcfg, caps) = (&b.plan, b.cl.tcfg, b.cl.caps);
-    if b.c.dolphin {
+    if b.c.dolphin && b.a.lease_ms.is_some() {
+        // Lease mode (dm_art::DolphinTree::with_member): node locks.
+        let d = dm_art::dolphin::totals().since(plan.dolphin0);
+        let l = b.cl.inst.lock_counters().snapshot();
+        (
+            format!(
+                "Dolphin leaf locks in lease mode (a node lock naming its holder, not Spear's shares): {} taken, {} failed lock CASes, {} backtracks through special nodes, {} torn images READ again",
+                l.acquisitions, l.cas_failures, d.backtracks, d.rejected_images
+            ),
+            json!({"global_lock_table": false, "dolphin_lease": {"acquisitions": l.acquisitions,
+                "cas_failures": l.cas_failures, "backtracks": d.backtracks,
+                "rejected_images": d.rejected_images}}),
+        )
+    } else if b.c.dolphin {
         let d = dm_art::dolphin::totals().since(plan.dolphin0);
         (
             format!(

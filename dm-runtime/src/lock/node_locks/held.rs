@@ -23,6 +23,22 @@ pub struct Held<'t> {
     pub(super) unreleased: Unreleased,
     /// A member's 16-bit lane: its hold in the CS ledger (`lanes.rs`).
     pub(super) cs: Option<CsHeld<'t>>,
+    /// Taken from a name that was not released ([`Held::taken_stale`]).
+    pub(super) stale: bool,
+}
+
+impl Held<'_> {
+    /// Whether this lock was taken from a holder that never released it: a
+    /// dead member's name taken over after its lease, or a name of this
+    /// core or CS that no task here held (a task dropped while holding it,
+    /// a CAS whose success went unreported), claimed back. Whatever that
+    /// holder was doing under the lock may be half done; an index whose
+    /// structure changes span several nodes (Dolphin's leaf split,
+    /// `dm_art::dolphin`) repairs before it acts. `false` for a lock taken
+    /// from the free word or received by hand-over.
+    pub fn taken_stale(&self) -> bool {
+        self.stale
+    }
 }
 
 /// A [`Held`]'s entry in the own-tag ledger, let go by
@@ -86,6 +102,7 @@ impl NodeLocks {
             word,
             local,
             cs,
+            stale: false,
             unreleased: Unreleased {
                 word: word.raw(),
                 tag: match word {

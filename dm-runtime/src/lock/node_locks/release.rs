@@ -28,6 +28,7 @@ impl NodeLocks {
             local,
             mut unreleased,
             cs,
+            ..
         } = held;
         let mut far = Verbs::new();
         let mut near: Writes = SmallVec::new();

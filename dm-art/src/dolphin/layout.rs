@@ -345,6 +345,81 @@ impl LeafImage {
     }
 }
 
+/// A whole-leaf READ validated and read in place (issue 32, item 2: a get
+/// copies no item out): valid exactly when [`LeafImage::decode`] would
+/// decode the same bytes (header checksum, every key word at the header's
+/// version), with the same fields and [`LeafView::find`] answering as
+/// [`LeafImage::find`].
+pub struct LeafView<'a> {
+    b: &'a [u8],
+    items: usize,
+    version: u32,
+}
+
+impl<'a> LeafView<'a> {
+    /// `None` where [`LeafImage::decode`] is `None` (READ again).
+    pub fn new(g: &LeafGeometry, b: &'a [u8]) -> Option<Self> {
+        if b.len() < g.bytes {
+            return None;
+        }
+        let v = LeafView {
+            b,
+            items: g.items,
+            version: 0,
+        };
+        if checksum(&b[16..40]) != v.w(8) {
+            return None;
+        }
+        let version = (v.w(24) >> 32) as u32;
+        let all = (0..g.items)
+            .all(|i| KeyWord::decode(v.w(LeafGeometry::item_off(i))).ver16 == version as u16);
+        all.then_some(LeafView { version, ..v })
+    }
+
+    fn w(&self, off: usize) -> u64 {
+        u64::from_le_bytes(self.b[off..off + 8].try_into().unwrap())
+    }
+
+    /// [`LeafImage::rev`].
+    pub fn rev(&self) -> GlobalAddr {
+        GlobalAddr::from_u64(self.w(0))
+    }
+
+    /// [`LeafImage::prefix`].
+    pub fn prefix(&self) -> u64 {
+        self.w(16) & !0xff
+    }
+
+    /// [`LeafImage::special`].
+    pub fn special(&self) -> GlobalAddr {
+        GlobalAddr::from_u64(self.w(32))
+    }
+
+    /// [`LeafImage::covers`].
+    pub fn covers(&self, key: u64) -> bool {
+        (self.w(16) as u8..=self.w(24) as u8).contains(&(key as u8))
+    }
+
+    /// [`LeafImage::find`], reading only the key words up to the item.
+    pub fn find(&self, last: u8) -> Found {
+        for i in 0..self.items {
+            let o = LeafGeometry::item_off(i);
+            let key = KeyWord::decode(self.w(o));
+            if key.valid && key.last == last {
+                let it = Item {
+                    key,
+                    bufs: [self.w(o + 8), self.w(o + 16)],
+                };
+                return match it.value(self.version, i) {
+                    Some(v) => Found::Item(i, v),
+                    None => Found::Torn,
+                };
+            }
+        }
+        Found::Absent
+    }
+}
+
 /// A special node as READ.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecialImage {

@@ -1,8 +1,8 @@
 //! `get`, `update`, `insert`, `remove` and the Spear lock (Dolphin §III-B,
 //! §III-C; the sound protocol is in the [`crate::dolphin`] docs).
 
-use super::layout::{Found, Item, KeyWord, LeafGeometry, LeafImage};
-use super::walk::{fit, Absent, Fit, Place, Target};
+use super::layout::{Found, Item, KeyWord, LeafGeometry, LeafImage, LeafView};
+use super::walk::{fit, fit_parts, Absent, Fit, Place, Target};
 use super::Counter;
 use super::{key_u64, DolphinTree, EXCLUSIVE};
 use crate::cache::Hit;
@@ -24,11 +24,10 @@ enum Next {
     Leaf(Target),
 }
 
-/// How an attempt holds the leaf it READs (Spear, §III-C).
+/// How an attempt holds the leaf it READs (Spear, §III-C; lookups take
+/// none and read the leaf in place, [`DolphinTree::get`]).
 #[derive(Clone, Copy)]
 enum Hold {
-    /// No lock (lookups).
-    Read,
     /// An IDU share, FAA +1 (updates).
     Share,
     /// The exclusive hold, FAA -EXCLUSIVE (inserts, removes, splits).
@@ -129,7 +128,6 @@ impl DolphinTree {
         // updates 100 ns and its gets 80 ns per operation on loopback.
         let mut g = None;
         let held = match (hold, &self.locks) {
-            (Hold::Read, _) => Some(self.read_leaf(t.leaf).await?),
             (_, Some(l)) => Box::pin(self.lock_leased(l, t.leaf, &mut g)).await?,
             (Hold::Share, None) => self.lock_shared(t.leaf).await?,
             (Hold::Exclusive, None) => self.lock_exclusive(t.leaf).await?,
@@ -138,12 +136,12 @@ impl DolphinTree {
             *next = Next::Leaf(t);
             return Ok(None);
         };
-        self.leaf_reverse_check(&t, &img, path);
+        self.leaf_reverse_check(&t, img.rev, path);
         match fit(&img, k) {
             Fit::Covers => Ok(Some(Reached::Leaf(t, img, g))),
             Fit::Beyond => {
                 self.release(t.leaf, hold, g).await?;
-                *next = Next::Leaf(self.backtrack(&t, &img, path).await?);
+                *next = Next::Leaf(self.backtrack(&t, img.special, path).await?);
                 Ok(None)
             }
             Fit::OtherPrefix(prefix) => {
@@ -230,7 +228,6 @@ impl DolphinTree {
             return g.release([]).await;
         }
         match hold {
-            Hold::Read => Ok(()),
             Hold::Share => {
                 faa(self.lock_addr(leaf), (-1i64) as u64).await?;
                 Ok(())
@@ -247,24 +244,49 @@ impl DolphinTree {
     ///
     /// Linearizable: items do not move within a leaf version, so the
     /// validated image holds the key iff it was present when its item was
-    /// READ, with the value its digest binds.
+    /// READ, with the value its digest binds. The image is read in place
+    /// ([`LeafView`]): a get builds no [`LeafImage`] (1.5 KiB, which the
+    /// attempt/step layers copied several times per get).
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, ArtError> {
         let k = key_u64(key)?;
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            match self.reach(&path, k, &mut next, Hold::Read).await? {
-                Step::Again => {}
-                Step::Absent => return Ok(None),
-                Step::Leaf(t, img, _) => match img.find(k as u8) {
-                    Found::Item(_, v) => return Ok(Some(v)),
-                    Found::Absent => return Ok(None),
-                    Found::Torn => {
-                        self.bump(&self.rejected, Counter::rejected);
-                        yield_now().await;
-                        next = Next::Leaf(t);
+            let place = next_place(self, &path, std::mem::replace(&mut next, Next::Top)).await?;
+            let (absent, hit) = match place {
+                Place::Absent(a, hit) => (a, hit),
+                Place::Leaf(t) => {
+                    let b = read(t.leaf, self.g.bytes as u32).await?;
+                    // What the validated leaf says (`None`: torn, READ again).
+                    let seen = LeafView::new(&self.g, &b).map(|v| {
+                        self.leaf_reverse_check(&t, v.rev(), &path);
+                        let fit = fit_parts(v.prefix(), v.covers(k), k);
+                        let found = matches!(fit, Fit::Covers).then(|| v.find(k as u8));
+                        (fit, v.special(), found)
+                    });
+                    drop(b);
+                    match seen {
+                        Some((_, _, Some(Found::Item(_, v)))) => return Ok(Some(v)),
+                        Some((_, _, Some(Found::Absent))) => return Ok(None),
+                        None | Some((_, _, Some(Found::Torn))) => {
+                            self.bump(&self.rejected, Counter::rejected);
+                            yield_now().await;
+                            next = Next::Leaf(t);
+                            continue;
+                        }
+                        Some((Fit::OtherPrefix(prefix), _, None)) => {
+                            (Absent::Other { c: t.c, prefix }, t.hit)
+                        }
+                        Some((_, special, None)) => {
+                            next = Next::Leaf(self.backtrack(&t, special, &path).await?);
+                            continue;
+                        }
                     }
-                },
+                }
+            };
+            match self.confirm_absent(absent, hit, &path).await? {
+                None => return Ok(None),
+                Some(c) => next = Next::From(c),
             }
         }
         Err(ArtError::Corrupt(GlobalAddr::NULL))

@@ -68,9 +68,14 @@ pub(crate) enum Fit {
 }
 
 pub(crate) fn fit(img: &LeafImage, key: u64) -> Fit {
-    if img.prefix != key & !0xff {
-        Fit::OtherPrefix(img.prefix)
-    } else if img.covers(key) {
+    fit_parts(img.prefix, img.covers(key), key)
+}
+
+/// [`fit`] of a leaf of `prefix` that covers `key` or not.
+pub(crate) fn fit_parts(prefix: u64, covers: bool, key: u64) -> Fit {
+    if prefix != key & !0xff {
+        Fit::OtherPrefix(prefix)
+    } else if covers {
         Fit::Covers
     } else {
         Fit::Beyond
@@ -214,35 +219,35 @@ impl DolphinTree {
 
     /// The reverse check (SMART §4.3.2) of a leaf reached straight from a
     /// cached ART slot.
-    pub(crate) fn leaf_reverse_check(&self, t: &Target, img: &LeafImage, path: &[u8]) {
+    pub(crate) fn leaf_reverse_check(&self, t: &Target, rev: GlobalAddr, path: &[u8]) {
         if t.special.is_none() {
-            self.art.reverse_check(&t.c, img.rev, path, t.hit);
+            self.art.reverse_check(&t.c, rev, path, t.hit);
         }
     }
 
-    /// Backtracking (§III-B): the leaf `img` (reached through `t`) no longer
-    /// covers the key, so it has split and hangs from a special node now;
-    /// READ that node and take the leaf covering the key. +2 round trips
-    /// with the next leaf READ, as in the paper. A stale ART cache entry
-    /// that named the leaf directly is dropped.
+    /// Backtracking (§III-B): the leaf reached through `t` no longer covers
+    /// the key, so it has split and hangs from a special node now (its
+    /// image's `special`); READ that node and take the leaf covering the
+    /// key. +2 round trips with the next leaf READ, as in the paper. A
+    /// stale ART cache entry that named the leaf directly is dropped.
     pub(crate) async fn backtrack(
         &self,
         t: &Target,
-        img: &LeafImage,
+        special: GlobalAddr,
         path: &[u8; 8],
     ) -> Result<Target, ArtError> {
         self.bump(&self.backtracks, Counter::backtracks);
-        if img.special.is_null() {
+        if special.is_null() {
             return Err(ArtError::Corrupt(t.leaf));
         }
         if t.special.is_none() {
             self.art.invalidate(path, t.hit.filter(|_| t.c.cached));
         }
-        let s = self.read_special(img.special).await?;
-        let leaf = s.floor(path[7]).ok_or(ArtError::Corrupt(img.special))?;
+        let s = self.read_special(special).await?;
+        let leaf = s.floor(path[7]).ok_or(ArtError::Corrupt(special))?;
         Ok(Target {
             leaf,
-            special: Some(img.special),
+            special: Some(special),
             ..*t
         })
     }

@@ -10,7 +10,9 @@
 //! or special node therefore maps to the tens of items of each leaf it names
 //! (the 1 : N mapping behind the paper's memory claim). What lives where:
 //!
-//! - [`layout`]: leaf, key word, special node, byte by byte;
+//! - [`layout`]: leaf, key word, special node, byte by byte; a get reads its
+//!   validated leaf in place ([`layout::LeafView`]), writers decode a
+//!   [`layout::LeafImage`];
 //! - `walk`: pathfinding (§III-B): cached ART descent, exact match on the
 //!   first 7 bytes, floor match in the special node, backtracking when a
 //!   leaf's range no longer covers the key;

@@ -2,7 +2,7 @@
 //! §III-C; the sound protocol is in the [`crate::dolphin`] docs).
 
 use super::layout::{Found, Item, KeyWord, LeafGeometry, LeafImage, LeafView};
-use super::walk::{fit, fit_parts, Absent, Fit, Place, Target};
+use super::walk::{fit, Absent, Fit, Place, Target};
 use super::Counter;
 use super::{key_u64, DolphinTree, EXCLUSIVE};
 use crate::cache::Hit;
@@ -10,7 +10,7 @@ use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::tree::MAX_RETRIES;
 use dm_runtime::lock::{Held, NodeLocks};
-use dm_runtime::{cas, faa, read, write, yield_now};
+use dm_runtime::{cas, faa, read, write, yield_now, ReadBuf};
 use dm_verbs::buf::le64;
 use dm_verbs::GlobalAddr;
 
@@ -63,8 +63,9 @@ pub(crate) type Guard<'a> = Option<Lease<'a>>;
 /// What an attempt reached.
 #[allow(clippy::large_enum_variant)] // moved once per attempt; boxing would allocate
 enum Reached<'a> {
-    /// The leaf covering the key, held, with its image.
-    Leaf(Target, LeafImage, Guard<'a>),
+    /// The leaf covering the key, held, with its validated READ (read in
+    /// place through [`LeafView::trusted`]).
+    Leaf(Target, ReadBuf, Guard<'a>),
     /// No leaf for the key's prefix.
     Absent(Absent, Option<Hit>),
 }
@@ -73,8 +74,8 @@ enum Reached<'a> {
 /// (get, update, remove): see [`DolphinTree::reach`].
 #[allow(clippy::large_enum_variant)] // as `Reached`
 enum Step<'a> {
-    /// The leaf covering the key, held, with its image.
-    Leaf(Target, LeafImage, Guard<'a>),
+    /// The leaf covering the key, held, with its validated READ.
+    Leaf(Target, ReadBuf, Guard<'a>),
     /// The key's absence is confirmed.
     Absent,
     /// Try again from where `next` now says.
@@ -132,16 +133,18 @@ impl DolphinTree {
             (Hold::Share, None) => self.lock_shared(t.leaf).await?,
             (Hold::Exclusive, None) => self.lock_exclusive(t.leaf).await?,
         };
-        let Some(img) = held else {
+        let Some(b) = held else {
             *next = Next::Leaf(t);
             return Ok(None);
         };
-        self.leaf_reverse_check(&t, img.rev, path);
-        match fit(&img, k) {
-            Fit::Covers => Ok(Some(Reached::Leaf(t, img, g))),
+        let v = LeafView::trusted(&self.g, &b);
+        self.leaf_reverse_check(&t, v.rev(), path);
+        let (fit, special) = (fit(v.prefix(), v.covers(k), k), v.special());
+        match fit {
+            Fit::Covers => Ok(Some(Reached::Leaf(t, b, g))),
             Fit::Beyond => {
                 self.release(t.leaf, hold, g).await?;
-                *next = Next::Leaf(self.backtrack(&t, img.special, path).await?);
+                *next = Next::Leaf(self.backtrack(&t, special, path).await?);
                 Ok(None)
             }
             Fit::OtherPrefix(prefix) => {
@@ -188,21 +191,24 @@ impl DolphinTree {
         l: &'a NodeLocks,
         a: GlobalAddr,
         guard: &mut Guard<'a>,
-    ) -> Result<Option<LeafImage>, ArtError> {
+    ) -> Result<Option<ReadBuf>, ArtError> {
         let (held, b) = l
             .lock_and_read(self.lock_addr(a), Some((a, self.g.bytes as u32)))
             .await?;
         let g = Lease { locks: l, held };
-        let img = match b.and_then(|b| LeafImage::decode(&self.g, &b)) {
-            Some(img) => Ok(img),
-            None => self.read_leaf(a).await,
+        let img = match b.filter(|b| LeafView::new(&self.g, b).is_some()) {
+            Some(b) => Ok(b),
+            None => self.read_leaf_buf(a).await,
         };
         let stale = g.held.taken_stale();
         let settled = match img {
-            // Rare (a takeover): boxed, so its future does not grow
-            // every operation's.
-            Ok(img) if stale => Box::pin(self.settle(l, a, &img)).await.map(|w| (img, w)),
-            Ok(img) => Ok((img, false)),
+            // Rare (a takeover): decoded whole and boxed, so its future
+            // does not grow every operation's.
+            Ok(b) if stale => match LeafImage::decode(&self.g, &b) {
+                Some(img) => Box::pin(self.settle(l, a, &img)).await.map(|w| (b, w)),
+                None => Err(ArtError::Corrupt(a)),
+            },
+            Ok(b) => Ok((b, false)),
             Err(e) => Err(e),
         };
         match settled {
@@ -260,7 +266,7 @@ impl DolphinTree {
                     // What the validated leaf says (`None`: torn, READ again).
                     let seen = LeafView::new(&self.g, &b).map(|v| {
                         self.leaf_reverse_check(&t, v.rev(), &path);
-                        let fit = fit_parts(v.prefix(), v.covers(k), k);
+                        let fit = fit(v.prefix(), v.covers(k), k);
                         let found = matches!(fit, Fit::Covers).then(|| v.find(k as u8));
                         (fit, v.special(), found)
                     });
@@ -302,19 +308,21 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let (t, img, g) = match self.reach(&path, k, &mut next, Hold::Share).await? {
+            let (t, b, g) = match self.reach(&path, k, &mut next, Hold::Share).await? {
                 Step::Again => continue,
                 Step::Absent => return Ok(false),
-                Step::Leaf(t, img, g) => (t, img, g),
+                Step::Leaf(t, b, g) => (t, b, g),
             };
             let last = k as u8;
-            let Some(i) = img.position(last) else {
+            let v = LeafView::trusted(&self.g, &b);
+            let (found, version) = (v.position(last).map(|i| (i, v.item(i).key)), v.version());
+            drop(b);
+            let Some((i, kw)) = found else {
                 self.release(t.leaf, Hold::Share, g).await?;
                 return Ok(false);
             };
-            let kw = img.items[i].key;
             let seq = kw.seq.wrapping_add(1) & 0x7f;
-            let nk = KeyWord::valid(img.version, i, last, seq, value);
+            let nk = KeyWord::valid(version, i, last, seq, value);
             let ka = t.leaf.add(LeafGeometry::item_off(i) as u64);
             let va = ka.add(8 + 8 * (seq & 1) as u64);
             if let Some(g) = g {
@@ -351,7 +359,7 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let (t, img, g) = match self.attempt(&path, k, &mut next, Hold::Exclusive).await? {
+            let (t, b, g) = match self.attempt(&path, k, &mut next, Hold::Exclusive).await? {
                 None => continue,
                 Some(Reached::Absent(a, hit)) => {
                     if self.hang(a, k, value).await? {
@@ -363,17 +371,24 @@ impl DolphinTree {
                     self.art.invalidate(&path, hit);
                     continue;
                 }
-                Some(Reached::Leaf(t, img, g)) => (t, img, g),
+                Some(Reached::Leaf(t, b, g)) => (t, b, g),
             };
             let last = k as u8;
-            let (i, seq, mut bufs) = match img.position(last) {
-                Some(i) => {
-                    let it = img.items[i];
-                    (i, it.key.seq.wrapping_add(1) & 0x7f, it.bufs)
-                }
-                None => match img.items.iter().position(|it| !it.key.valid) {
+            let v = LeafView::trusted(&self.g, &b);
+            let (pos, free, version) = (
+                v.position(last).map(|i| (i, v.item(i))),
+                v.free(),
+                v.version(),
+            );
+            let (i, seq, mut bufs) = match pos {
+                Some((i, it)) => (i, it.key.seq.wrapping_add(1) & 0x7f, it.bufs),
+                None => match free {
                     Some(j) => (j, 0, [0, 0]),
                     None => {
+                        // A full leaf splits (rare): decoded whole.
+                        let img = LeafImage::decode(&self.g, &b);
+                        drop(b);
+                        let img = img.ok_or(ArtError::Corrupt(t.leaf))?;
                         if self.split(&t, img, g, k, value).await? {
                             return Ok(());
                         }
@@ -382,8 +397,9 @@ impl DolphinTree {
                 },
             };
             bufs[(seq & 1) as usize] = value;
+            drop(b);
             let it = Item {
-                key: KeyWord::valid(img.version, i, last, seq, value),
+                key: KeyWord::valid(version, i, last, seq, value),
                 bufs,
             };
             let ia = t.leaf.add(LeafGeometry::item_off(i) as u64);
@@ -412,17 +428,20 @@ impl DolphinTree {
         let path = k.to_be_bytes();
         let mut next = Next::Top;
         for _ in 0..MAX_RETRIES {
-            let (t, img, g) = match self.reach(&path, k, &mut next, Hold::Exclusive).await? {
+            let (t, b, g) = match self.reach(&path, k, &mut next, Hold::Exclusive).await? {
                 Step::Again => continue,
                 Step::Absent => return Ok(false),
-                Step::Leaf(t, img, g) => (t, img, g),
+                Step::Leaf(t, b, g) => (t, b, g),
             };
-            let Some(i) = img.position(k as u8) else {
+            let v = LeafView::trusted(&self.g, &b);
+            let (pos, version) = (v.position(k as u8), v.version());
+            drop(b);
+            let Some(i) = pos else {
                 self.release(t.leaf, Hold::Exclusive, g).await?;
                 return Ok(false);
             };
             let ka = t.leaf.add(LeafGeometry::item_off(i) as u64);
-            let empty = le64(KeyWord::empty(img.version).encode());
+            let empty = le64(KeyWord::empty(version).encode());
             if let Some(g) = g {
                 g.release([(ka, empty)]).await?;
                 return Ok(true);
@@ -443,7 +462,7 @@ impl DolphinTree {
     /// again.
     /// A hold taken counts as a lock acquisition, a wait as a lock wait
     /// (both Spear holds; [`DolphinTree::with_lock_counters`]).
-    async fn lock_shared(&self, a: GlobalAddr) -> Result<Option<LeafImage>, ArtError> {
+    async fn lock_shared(&self, a: GlobalAddr) -> Result<Option<ReadBuf>, ArtError> {
         let lock = self.lock_addr(a);
         let (old, b) = futures::join!(faa(lock, 1), read(a, self.g.bytes as u32));
         let (old, b) = (old? as i64, b?);
@@ -452,14 +471,14 @@ impl DolphinTree {
             self.wait_free(lock).await?;
             return Ok(None);
         }
-        let img = LeafImage::decode(&self.g, &b);
-        if img.is_none() {
+        if LeafView::new(&self.g, &b).is_none() {
+            drop(b);
             faa(lock, (-1i64) as u64).await?;
             self.bump(&self.rejected, Counter::rejected);
-        } else {
-            self.count_hold();
+            return Ok(None);
         }
-        Ok(img)
+        self.count_hold();
+        Ok(Some(b))
     }
 
     /// Takes the leaf at `a` exclusively (Spear's SMO side): FAA
@@ -467,10 +486,7 @@ impl DolphinTree {
     /// the image READ after every share drained (a consistent leaf); `None`
     /// if another exclusive holder was there (the add is undone and this
     /// waits until the word is free: the caller tries again).
-    pub(crate) async fn lock_exclusive(
-        &self,
-        a: GlobalAddr,
-    ) -> Result<Option<LeafImage>, ArtError> {
+    pub(crate) async fn lock_exclusive(&self, a: GlobalAddr) -> Result<Option<ReadBuf>, ArtError> {
         let lock = self.lock_addr(a);
         let (old, b) = futures::join!(faa(lock, (-EXCLUSIVE) as u64), read(a, self.g.bytes as u32));
         let (old, b) = (old? as i64, b?);
@@ -481,14 +497,15 @@ impl DolphinTree {
         }
         self.count_hold();
         if old == 0 {
-            if let Some(img) = LeafImage::decode(&self.g, &b) {
-                return Ok(Some(img));
+            if LeafView::new(&self.g, &b).is_some() {
+                return Ok(Some(b));
             }
         } else {
             self.bump(&self.lock_waits, Counter::lock_waits);
             self.wait_word(lock, |w| w == -EXCLUSIVE).await?;
         }
-        Ok(Some(self.read_leaf(a).await?))
+        drop(b);
+        Ok(Some(self.read_leaf_buf(a).await?))
     }
 
     /// Releases an exclusive hold of the leaf at `a`.

@@ -5,7 +5,9 @@
 //! through the special node when a leaf's range no longer covers the key
 //! (it split after the path was cached or READ).
 
-use super::layout::{floor, LeafImage, SpecialImage, KIND_LEAF, KIND_SPECIAL, SPECIAL_BYTES};
+use super::layout::{
+    floor, LeafImage, LeafView, SpecialImage, KIND_LEAF, KIND_SPECIAL, SPECIAL_BYTES,
+};
 use super::Counter;
 use super::DolphinTree;
 use crate::cache::Hit;
@@ -13,7 +15,7 @@ use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::layout::{slot_addr, Slot};
 use crate::tree::{NodeImage, MAX_RETRIES};
-use dm_runtime::{read, yield_now};
+use dm_runtime::{read, yield_now, ReadBuf};
 use dm_verbs::GlobalAddr;
 
 /// Path bytes the ART discriminates on (the 7-byte prefix).
@@ -67,12 +69,9 @@ pub(crate) enum Fit {
     Beyond,
 }
 
-pub(crate) fn fit(img: &LeafImage, key: u64) -> Fit {
-    fit_parts(img.prefix, img.covers(key), key)
-}
-
-/// [`fit`] of a leaf of `prefix` that covers `key` or not.
-pub(crate) fn fit_parts(prefix: u64, covers: bool, key: u64) -> Fit {
+/// How a leaf of `prefix` that covers `key`'s last byte or not (`covers`)
+/// stands to `key`.
+pub(crate) fn fit(prefix: u64, covers: bool, key: u64) -> Fit {
     if prefix != key & !0xff {
         Fit::OtherPrefix(prefix)
     } else if covers {
@@ -206,10 +205,17 @@ impl DolphinTree {
 
     /// READs the leaf at `a` until its image validates.
     pub(crate) async fn read_leaf(&self, a: GlobalAddr) -> Result<LeafImage, ArtError> {
+        let b = self.read_leaf_buf(a).await?;
+        LeafImage::decode(&self.g, &b).ok_or(ArtError::Corrupt(a))
+    }
+
+    /// READs the leaf at `a` until it validates ([`LeafView::new`]): the
+    /// buffer, to read in place.
+    pub(crate) async fn read_leaf_buf(&self, a: GlobalAddr) -> Result<ReadBuf, ArtError> {
         for _ in 0..MAX_RETRIES {
             let b = read(a, self.g.bytes as u32).await?;
-            if let Some(l) = LeafImage::decode(&self.g, &b) {
-                return Ok(l);
+            if LeafView::new(&self.g, &b).is_some() {
+                return Ok(b);
             }
             self.bump(&self.rejected, Counter::rejected);
             yield_now().await;

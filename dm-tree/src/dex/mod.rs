@@ -108,6 +108,7 @@ use crate::tree::{FgTree, TreeConfig, TreeError};
 use cache::Cache;
 use cost::CostModel;
 use dm_runtime::yield_now;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -207,6 +208,10 @@ pub struct DexCluster {
     pub(crate) cfg: DexConfig,
     pub(crate) tcfg: TreeConfig,
     bounds: RwLock<Vec<Vec<u8>>>,
+    /// Bumped after every change of `bounds` (while the two CSs are still
+    /// frozen): a handle's copy of the bounds is current while this holds
+    /// the value it was copied at ([`DexTree::owner`]).
+    bounds_epoch: AtomicU64,
     pub(crate) css: Vec<DexCs>,
 }
 
@@ -255,6 +260,7 @@ impl DexCluster {
             .collect();
         Ok(Arc::new(DexCluster {
             bounds: RwLock::new(dcfg.bounds.clone()),
+            bounds_epoch: AtomicU64::new(0),
             cfg: dcfg,
             tcfg,
             css,
@@ -340,6 +346,9 @@ pub struct DexTree {
     pub(crate) t: FgTree,
     pub(crate) cs: u16,
     pub(crate) cl: Arc<DexCluster>,
+    /// This handle's copy of the partition bounds and the bounds epoch it
+    /// was taken at (`u64::MAX`: none yet).
+    bounds: RefCell<(u64, Vec<Vec<u8>>)>,
 }
 
 impl DexTree {
@@ -357,7 +366,22 @@ impl DexTree {
             t: FgTree::open(cl.tcfg, cs, core)?,
             cs,
             cl,
+            bounds: RefCell::new((u64::MAX, Vec::new())),
         })
+    }
+
+    /// [`DexCluster::owner`] from this handle's copy of the bounds, taken
+    /// again when the bounds epoch moved: one atomic load per call instead
+    /// of a read lock of the shared bounds (two atomic read-modify-writes).
+    /// A copy that is stale because a repartition is under way names an
+    /// owner that is frozen, which `enter` waits out.
+    fn owner(&self, key: &[u8]) -> u16 {
+        let epoch = self.cl.bounds_epoch.load(SeqCst);
+        let mut b = self.bounds.borrow_mut();
+        if b.0 != epoch {
+            *b = (epoch, self.cl.bounds());
+        }
+        b.1.partition_point(|x| x.as_slice() <= key) as u16
     }
 
     /// Creates an empty tree (one empty leaf per partition) and returns this
@@ -403,7 +427,7 @@ impl DexTree {
     /// forwarding is off or that CS is not local ([`DexConfig::local_cs`]).
     pub(crate) async fn enter(&self, key: &[u8]) -> Result<(&DexCs, Entered<'_>), TreeError> {
         loop {
-            let o = self.cl.owner(key);
+            let o = self.owner(key);
             if o != self.cs && !(self.cl.cfg.forward && self.cl.cfg.local_cs.contains(&o)) {
                 return Err(TreeError::NotOwner(o));
             }
@@ -411,7 +435,7 @@ impl DexTree {
             if !c.frozen.load(SeqCst) {
                 c.active.fetch_add(1, SeqCst);
                 let g = Entered(c);
-                if !c.frozen.load(SeqCst) && self.cl.owner(key) == o {
+                if !c.frozen.load(SeqCst) && self.owner(key) == o {
                     if o != self.cs {
                         c.forwarded.fetch_add(1, SeqCst);
                     }
@@ -496,6 +520,7 @@ impl DexTree {
         }
         self.cut_leaf_at(&key).await?;
         self.cl.bounds.write().unwrap_or_else(|e| e.into_inner())[i] = key;
+        self.cl.bounds_epoch.fetch_add(1, SeqCst);
         Ok(())
     }
 }

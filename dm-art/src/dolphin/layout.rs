@@ -194,7 +194,7 @@ impl Item {
     }
 }
 
-/// What [`LeafImage::find`] saw.
+/// What [`LeafView::find`] saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Found {
     /// Item index and value.
@@ -242,30 +242,6 @@ impl LeafImage {
             ],
             lock: 0,
         }
-    }
-
-    /// Whether `key`'s last byte lies in `[lo, hi]` (same prefix assumed).
-    pub fn covers(&self, key: u64) -> bool {
-        (self.lo..=self.hi).contains(&(key as u8))
-    }
-
-    /// The index and value of the valid item for last byte `last`.
-    pub fn find(&self, last: u8) -> Found {
-        match self.position(last) {
-            None => Found::Absent,
-            Some(i) => match self.items[i].value(self.version, i) {
-                Some(v) => Found::Item(i, v),
-                None => Found::Torn,
-            },
-        }
-    }
-
-    /// The index of the valid item for last byte `last`, whatever its value
-    /// buffer holds (writers need only the key word).
-    pub fn position(&self, last: u8) -> Option<usize> {
-        self.items
-            .iter()
-            .position(|it| it.key.valid && it.key.last == last)
     }
 
     /// The valid items as (key, value), taking a value buffer whose digest
@@ -348,8 +324,9 @@ impl LeafImage {
 /// A whole-leaf READ validated and read in place (issue 32, item 2: a get
 /// copies no item out): valid exactly when [`LeafImage::decode`] would
 /// decode the same bytes (header checksum, every key word at the header's
-/// version), with the same fields and [`LeafView::find`] answering as
-/// [`LeafImage::find`].
+/// version), with the same fields. Gets and writers read a held or READ
+/// leaf through it; [`LeafImage`] is for whole-leaf rewrites (splits,
+/// repairs) and scans.
 pub struct LeafView<'a> {
     b: &'a [u8],
     items: usize,
@@ -408,7 +385,8 @@ impl<'a> LeafView<'a> {
         }
     }
 
-    /// [`LeafImage::position`].
+    /// The index of the valid item for last byte `last`, whatever its value
+    /// buffer holds (writers need only the key word).
     pub fn position(&self, last: u8) -> Option<usize> {
         (0..self.items).find(|&i| {
             let key = KeyWord::decode(self.w(LeafGeometry::item_off(i)));
@@ -436,12 +414,13 @@ impl<'a> LeafView<'a> {
         GlobalAddr::from_u64(self.w(32))
     }
 
-    /// [`LeafImage::covers`].
+    /// Whether `key`'s last byte lies in `[lo, hi]` (same prefix assumed).
     pub fn covers(&self, key: u64) -> bool {
         (self.w(16) as u8..=self.w(24) as u8).contains(&(key as u8))
     }
 
-    /// [`LeafImage::find`], reading only the key words up to the item.
+    /// The index and value of the valid item for last byte `last`, reading
+    /// only the key words up to it.
     pub fn find(&self, last: u8) -> Found {
         match self.position(last) {
             None => Found::Absent,
@@ -527,22 +506,30 @@ mod tests {
         b.extend_from_slice(&5i64.to_le_bytes());
         let d = LeafImage::decode(&g, &b).unwrap();
         assert_eq!(d.lock, 5);
-        assert_eq!(d.find(9), Found::Item(3, 42));
-        assert_eq!(d.find(8), Found::Absent);
+        let v = LeafView::new(&g, &b).unwrap();
+        assert_eq!(v.find(9), Found::Item(3, 42));
+        assert_eq!(v.find(8), Found::Absent);
+        assert_eq!(
+            (v.version(), v.prefix(), v.position(9)),
+            (7, d.prefix, Some(3))
+        );
         // A value buffer torn against its key word.
         let mut t = b.clone();
         t[LeafGeometry::item_off(3) + 16] ^= 1;
-        assert_eq!(LeafImage::decode(&g, &t).unwrap().find(9), Found::Torn);
+        assert!(LeafImage::decode(&g, &t).is_some());
+        assert_eq!(LeafView::new(&g, &t).unwrap().find(9), Found::Torn);
         // A key word from another leaf version.
         let other = LeafImage::new(&g, 0x0102_0304_0506_0700, 0, 255, 8).encode(&g);
         let o = LeafGeometry::item_off(5);
         t = b.clone();
         t[o..o + 8].copy_from_slice(&other[o..o + 8]);
         assert!(LeafImage::decode(&g, &t).is_none());
+        assert!(LeafView::new(&g, &t).is_none());
         // A header torn between versions.
         t = b.clone();
         t[24..32].copy_from_slice(&other[24..32]);
         assert!(LeafImage::decode(&g, &t).is_none());
+        assert!(LeafView::new(&g, &t).is_none());
         assert!(LeafGeometry::new(512).is_none());
     }
 

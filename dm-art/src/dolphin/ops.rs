@@ -122,11 +122,9 @@ impl DolphinTree {
             Place::Absent(a, hit) => return Ok(Some(Reached::Absent(a, hit))),
             Place::Leaf(t) => t,
         };
-        // In lease mode the lock's guard. The image moves as it did before
-        // lease mode, and the lease-mode lock's future is boxed: a tuple
-        // around the 1.5 KiB `LeafImage`, or a 4 KiB larger future (each
-        // operation's future is copied when it is awaited), cost Spear's
-        // updates 100 ns and its gets 80 ns per operation on loopback.
+        // In lease mode the lock's guard. The lease-mode lock's future is
+        // boxed: unboxed it doubles Spear's update future (2.6 -> 5.3 KiB;
+        // each operation's future is copied when it is awaited).
         let mut g = None;
         let held = match (hold, &self.locks) {
             (_, Some(l)) => Box::pin(self.lock_leased(l, t.leaf, &mut g)).await?,
@@ -251,8 +249,10 @@ impl DolphinTree {
     /// Linearizable: items do not move within a leaf version, so the
     /// validated image holds the key iff it was present when its item was
     /// READ, with the value its digest binds. The image is read in place
-    /// ([`LeafView`]): a get builds no [`LeafImage`] (1.5 KiB, which the
-    /// attempt/step layers copied several times per get).
+    /// ([`LeafView`]). A get walks on its own rather than through `reach`
+    /// with a lockless hold: through `reach` its future carries the
+    /// writers' lock futures, and a loopback YCSB C get cost 1.15-1.22x
+    /// the CPU (paired runs, docs/experiments/allocs.md).
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, ArtError> {
         let k = key_u64(key)?;
         let path = k.to_be_bytes();

@@ -68,7 +68,7 @@ impl DolphinTree {
         a: GlobalAddr,
         img: &LeafImage,
     ) -> Result<bool, ArtError> {
-        let Some(d) = self.special_of(img).await? else {
+        let Some(d) = self.special_now(img).await? else {
             return Ok(false);
         };
         let s = self.read_special(d).await?;
@@ -109,7 +109,7 @@ impl DolphinTree {
     /// field, else the one a fresh walk from the root (no cache) finds
     /// (a Fig. 4d split cut before the old leaf's rewrite left the field
     /// empty); `None` if the prefix has a single leaf.
-    async fn special_of(&self, img: &LeafImage) -> Result<Option<GlobalAddr>, ArtError> {
+    async fn special_now(&self, img: &LeafImage) -> Result<Option<GlobalAddr>, ArtError> {
         if !img.special.is_null() {
             return Ok(Some(img.special));
         }

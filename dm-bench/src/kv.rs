@@ -27,25 +27,6 @@ pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
     RADIX.iter().find(|r| r.0 == name).map(|r| r.1)
 }
 
-/// The indexes whose every lock recovers from a dead holder
-/// (`dm_runtime::lock::member`): what `check --faults crash` and `ycsb
-/// --lease-ms` run (Dolphin in its lease mode, `dm_art::DolphinTree::with_member`).
-/// Not yet: DEX (a dead CS takes its partition's cached pages with it).
-pub(crate) const CRASH_RECOVERS: [&str; 12] = [
-    "fg",
-    "sherman-combine",
-    "sherman-onchip",
-    "sherman-hier",
-    "sherman",
-    "nam-coarse",
-    "nam-hybrid",
-    "art",
-    "lockfree-art",
-    "smart-inplace",
-    SMART,
-    DOLPHIN,
-];
-
 /// What `--index NAME` selects (`dm_index::IndexKind`, the library's one
 /// list of names): the B+tree techniques and design (FG+ and the
 /// fine-grained design for the others, which do not use them) and the

@@ -12,7 +12,7 @@ mod common;
 
 use common::{bench, rejects};
 
-const RECOVERING: [&str; 12] = [
+const RECOVERING: [&str; 13] = [
     "fg",
     "sherman-combine",
     "sherman-onchip",
@@ -25,6 +25,7 @@ const RECOVERING: [&str; 12] = [
     "smart-inplace",
     "smart",
     "dolphin",
+    "dex",
 ];
 
 #[test]
@@ -111,10 +112,6 @@ fn crash_histories_round_trip_with_their_cut_off_operations() {
 #[test]
 fn crash_is_refused_where_it_cannot_recover() {
     rejects(
-        &["check", "--index", "dex", "--faults", "crash"],
-        "do not recover from a dead CS yet",
-    );
-    rejects(
         &["check", "--faults", "crash", "--cores", "1"],
         "--cores 2 or more",
     );
@@ -159,18 +156,6 @@ fn ycsb_with_leases_runs_every_recovering_index() {
 
 #[test]
 fn ycsb_leases_are_refused_where_they_cannot_work() {
-    rejects(
-        &[
-            "ycsb",
-            "--fabric",
-            "loopback",
-            "--index",
-            "dex",
-            "--lease-ms",
-            "10",
-        ],
-        "do not recover from a dead CS yet",
-    );
     rejects(&["ycsb", "--lease-ms", "10"], "check --faults crash");
     rejects(
         &["ycsb", "--fabric", "loopback", "--rejoin"],
@@ -184,11 +169,11 @@ fn ycsb_leases_are_refused_where_they_cannot_work() {
 
 /// `check --lease-ms` on a real fabric: the CSs run as members (lock words
 /// name their incarnation, a word left naming a live core is released when
-/// asked) and the histories stay linearizable; refused on sim and where
-/// the locks do not recover.
+/// asked) and the histories stay linearizable (DEX in its lease mode);
+/// refused on sim.
 #[test]
 fn check_with_leases_runs_as_members_on_loopback() {
-    for index in ["fg", "sherman-hier", "smart"] {
+    for index in ["fg", "sherman-hier", "smart", "dex"] {
         let (ok, text, v) = bench(&[
             "check",
             "--fabric",
@@ -208,18 +193,6 @@ fn check_with_leases_runs_as_members_on_loopback() {
     rejects(
         &["check", "--lease-ms", "200"],
         "--faults crash runs leases",
-    );
-    rejects(
-        &[
-            "check",
-            "--fabric",
-            "loopback",
-            "--index",
-            "dex",
-            "--lease-ms",
-            "200",
-        ],
-        "do not recover from a dead CS yet",
     );
     rejects(
         &["check", "--fabric", "loopback", "--lease-ms", "0"],

@@ -118,10 +118,12 @@ impl Instance {
     /// incarnation and lease `lease` (issue 33, `dm_runtime::lock::member`),
     /// so that the handles [`Instance::open`] gives for `cs` from now on
     /// name it in their lock words and take over dead members' locks (the
-    /// B+tree family, DEX's B-link tree and the ART baseline's locks;
-    /// SMART's rear lock and the 16-bit lanes of `sherman-onchip` under
-    /// HOCL are covered as `dm_runtime::lock` says; Dolphin switches to its
-    /// lease mode, `dm_art::DolphinTree::with_member`).
+    /// B+tree family and the ART baseline's locks; SMART's rear lock and
+    /// the 16-bit lanes of `sherman-onchip` under HOCL are covered as
+    /// `dm_runtime::lock` says; Dolphin and DEX switch to their lease
+    /// modes, `dm_art::DolphinTree::with_member`,
+    /// `dm_tree::DexTree::with_member`: DEX then writes every leaf change
+    /// through, so a dead CS's partition loses nothing acknowledged).
     /// Run inside a dm-runtime task, once per CS, before opening its
     /// handles; then run [`Member::heartbeat`] as a task on one of the CS's
     /// cores (every CS of an index joins, or none). Errors: a verb's,

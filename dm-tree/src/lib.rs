@@ -66,7 +66,9 @@
 //!   parent was updated, it leaves the state every B-link reader already
 //!   handles (Lehman & Yao): the separator is missing above, readers move
 //!   right along the sibling pointer. Nothing rolls the parent forward:
-//!   lookups of that range keep paying the move right.
+//!   lookups of that range keep paying the move right (DEX's cached
+//!   traversal cannot move right, so its lease mode inserts such a
+//!   separator: [`dex`], "A compute server that dies").
 //! - **A write-back cut before its unlock** (command combination posts both
 //!   in one doorbell, §4.5; FG+ completes the write-back first) leaves the
 //!   new image under a taken lock: the taker READs it under the lock as the

@@ -93,14 +93,14 @@ pair() {
 # RERUN=1 a step that fails prints why and its logs under "=== RERUN" and
 # runs once more; a second failure fails the suite (the reruns are counted
 # at the end). Without, a failure prints the same and fails the suite.
-# Only the steps whose clients are not members (the ycsb and check steps
-# of dex, which has no lease mode yet) are rerun: rxe in this
+# Every client is a member now (--lease-ms; dex's ycsb and check steps,
+# whose clients were not, were rerun until dex's lease mode): rxe in this
 # guest sometimes executes a retransmitted lock CAS a second time after
 # the unlock, and a word left naming another core of a process that is
 # not a member waits for that core's next attempt on it (docs/rdma.md,
-# "Node locks taken without the CAS reporting it"). Members (--lease-ms)
-# ask the named core to release it (dm_runtime::lock::ask), so every
-# other step runs once.
+# "Node locks taken without the CAS reporting it"). Members ask the named
+# core to release it (dm_runtime::lock::ask), so steps run once; only
+# art's ycsb step keeps a rerun (below).
 RERUNS=0
 run_step() {
   w0=$(date +%s.%N)
@@ -209,7 +209,8 @@ stop_both
 # dex: each client process one CS owning half of the keys and running only
 # the operations on them; a 4-frame cache (misses, write-backs and cost model
 # decisions all the time) and offload level 1 with dm-memserver's DEX handler
-# (RPC 17); every process flushes its dirty pages before verifying.
+# (RPC 17); with --lease-ms (its lease mode) every leaf change is written
+# through, so the flush before verifying finds nothing dirty.
 # dolphin: dense keys (--key-order ordered: leaves split, special nodes,
 # backtracking) with its cache of ART and special nodes.
 Y="--fabric rdma --ms $MS $STAGING --cs 1 --threads 2 --coros 2 --keys 500 --ops 500"
@@ -234,16 +235,14 @@ for index in $INDEXES; do
     dolphin) cache="--cache-mb 16 --key-order ordered" ;;
     *) cache="--cache-mb 0" ;;
   esac
-  # Leases where the locks recover (every index but dex; dolphin in its
-  # lease mode): the clients are members, so a lock word left naming a
-  # live core is released when asked (dm_runtime::lock::ask), and a
-  # failure is not rerun. Dex runs without, and keeps its rerun.
+  # Leases (dolphin and dex in their lease modes): the clients are
+  # members, so a lock word left naming a live core is released when
+  # asked (dm_runtime::lock::ask), and a failure is not rerun.
   # art keeps one rerun for now: a clean-clone rehearsal (2026-11-27)
   # saw one client verify 2 keys missing that the other found
   # (docs/rdma.md, "A key missing in art's ycsb step"); not yet explained,
   # and its first failure still prints under === RERUN.
   case $index in
-    dex) lease=""; runner=with_rerun ;;
     art) lease="--lease-ms 200"; runner=with_rerun ;;
     *) lease="--lease-ms 200"; runner=run_step ;;
   esac
@@ -272,7 +271,6 @@ check_step() {
 for index in $INDEXES; do
   # Leases and no rerun where the locks recover, as in the ycsb steps.
   case $index in
-    dex) lease=""; runner=with_rerun ;;
     *) lease="--lease-ms 200"; runner=run_step ;;
   esac
   step "dm-bench check --fabric rdma --index $index $lease, two client processes, 3 seeds"
@@ -289,9 +287,10 @@ done
 # barrier no longer waiting for it) and both must verify every key. A
 # failure fails the suite: no rerun (a word left naming a live core is
 # released by that core when a waiter asks, dm_runtime::lock::ask; the
-# sherman-hier hangs of 2026-11-24 and -26, docs/rdma.md). DEX refuses
-# --lease-ms (its partitions do not recover yet): the step checks that it
-# says so. Dolphin runs in its lease mode (dm_art::DolphinTree::with_member).
+# sherman-hier hangs of 2026-11-24 and -26, docs/rdma.md). Dolphin and DEX
+# run in their lease modes (dm_art::DolphinTree::with_member,
+# dm_tree::DexTree::with_member: DEX writes every leaf change through, so
+# the dead process's partition loses nothing acknowledged).
 # It runs for KILL_INDEXES: INDEXES plus lockfree-art and smart-inplace.
 # --ops per index: a run of several seconds in this guest (nam-*: about 220
 # ops/s per process, through the MS's one RPC core; smart: about 5,800).
@@ -326,11 +325,7 @@ kill_step() {
 }
 for index in $KILL_INDEXES; do
   case $index in
-    dex)
-      step "dm-bench ycsb --lease-ms refuses $index (its locks do not recover yet)"
-      if "$BIN/dm-bench" ycsb $KILL --index $index --client 0/2 > $L/kill-$index.out 2>&1; then fail "$index accepted --lease-ms"; fi
-      grep -q "do not recover from a dead CS yet" $L/kill-$index.out || fail "no reason given for refusing $index"
-      continue ;;
+    dex) extra="--cache-mb 0 --dex-offload-level 1 --ops 20000" ;;
     nam-*) extra="--ops 2000" ;;
     art|smart|lockfree-art|smart-inplace|dolphin) extra="--cache-mb 16 --ops 60000" ;;
     *) extra="--cache-mb 0 --ops 20000" ;;

@@ -4,7 +4,7 @@
 //! completions).
 
 use crate::fabric_arg::{check_ms, parse_client, parse_ms, MsArg, RdmaArgs};
-use crate::kv::{radix, CRASH_RECOVERS};
+use crate::kv::radix;
 use crate::limits::{self, at_most};
 use crate::verbs_bench::FabricArg;
 use anyhow::{bail, Result};
@@ -172,30 +172,12 @@ impl Args {
         {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
         }
-        if a.crash() {
-            if !CRASH_RECOVERS.contains(&a.index.as_str()) {
-                bail!(
-                    "--faults crash: the locks of {} do not recover from a dead CS yet \
-                     (issue 33); indexes that do: {}",
-                    a.index,
-                    CRASH_RECOVERS.join(", ")
-                );
-            }
-            if a.cores < 2 {
-                bail!("--faults crash kills one of the two CSs: take --cores 2 or more");
-            }
+        if a.crash() && a.cores < 2 {
+            bail!("--faults crash kills one of the two CSs: take --cores 2 or more");
         }
         if let Some(ms) = a.lease_ms {
             if a.fabric == FabricArg::Sim {
                 bail!("--lease-ms is for real fabrics; on sim, --faults crash runs leases");
-            }
-            if !CRASH_RECOVERS.contains(&a.index.as_str()) {
-                bail!(
-                    "--lease-ms: the locks of {} do not recover from a dead CS yet \
-                     (issue 33); indexes that do: {}",
-                    a.index,
-                    CRASH_RECOVERS.join(", ")
-                );
             }
             crate::ycsb::measure::peers::lease(ms)?;
         }

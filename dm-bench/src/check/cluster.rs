@@ -106,25 +106,37 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
     };
     let fabric = SimFabric::new(cfg);
     dm_index::register_handlers(&fabric);
-    let site = Site::of(&fabric, 0..2, 2);
     let icfg = index_config(a, seed, lock_table, num_ms, 2)?;
+    let ncores = a.cores.max(1) as usize;
+    // A crash kills one CS. DEX's two CSs then run as two processes (an
+    // instance each, no forwarding between them): a process dies whole,
+    // in-process forwarding included. The others share one instance.
+    let apart = crash && icfg.kind.family() == Family::Dex;
+    let site = |cs: u16| match apart {
+        true => Site::of(&fabric, cs..cs + 1, 2),
+        false => Site::of(&fabric, 0..2, 2),
+    };
     let fresh = crash
-        .then(|| instance(icfg.clone(), site.clone(), 1))
+        .then(|| instance(icfg.clone(), site(crash::victim(ncores)), 1))
         .transpose()?;
+    let inst = Arc::new(instance(icfg.clone(), site(0), ncores)?);
+    let insts = match apart {
+        true => vec![inst.clone(), Arc::new(instance(icfg, site(1), ncores)?)],
+        false => vec![inst.clone(), inst.clone()],
+    };
     let mut rt = SimRuntime::new(fabric);
-    let cores: Vec<_> = (0..a.cores.max(1))
+    let cores: Vec<_> = (0..ncores as u16)
         .map(|i| rt.add_core(i % 2, i / 2))
         .collect();
-    let inst = Arc::new(instance(icfg, site, cores.len())?);
     let i = inst.clone();
     rt.block_on(cores[0], async move { i.create_root(0, 0).await })
         .unwrap()
         .map_err(|e| anyhow!("{e}"))?;
     let members = crash
-        .then(|| crash::join(&mut rt, &cores, &inst))
+        .then(|| crash::join(&mut rt, &cores, &insts))
         .transpose()?;
     let handles = (0..cores.len())
-        .map(|i| open(&inst, (i % 2) as u16, (i / 2) as u16).map(Rc::new))
+        .map(|i| open(&insts[i % 2], (i % 2) as u16, (i / 2) as u16).map(Rc::new))
         .collect::<Result<Vec<_>>>()?;
     let log = Rc::new(RefCell::new(Vec::new()));
     let hs = match (fresh, members) {
@@ -134,7 +146,7 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
                 seed,
                 cores: &cores,
                 handles: &handles,
-                inst: &inst,
+                insts: &insts,
                 fresh,
                 log: &log,
                 members,

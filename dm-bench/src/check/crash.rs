@@ -28,10 +28,11 @@
 
 use super::args::Args;
 use super::client::{client, key};
+use super::dex;
 use super::history::{Event, Kind};
 use crate::kv::Kv;
 use anyhow::{anyhow, Result};
-use dm_index::{Index, Instance};
+use dm_index::{Handle, Index, Instance};
 use dm_runtime::lock::{LeaseConfig, Member};
 use dm_runtime::{now_ns, spawn, yield_now, yield_until, JoinHandle, SimCore, SimRuntime};
 use rand::{Rng, SeedableRng};
@@ -69,6 +70,12 @@ pub(super) fn take_recoveries() -> Vec<u64> {
 fn record_recoveries(inst: &Instance) {
     let r = inst.lock_counters().recovery_ns();
     RECOVERIES.with(|x| x.borrow_mut().extend(r));
+}
+
+/// The CS that dies in a crash seed of `cores` cores: the one that does
+/// not host the last core (where the head-node maintainer runs).
+pub(super) fn victim(cores: usize) -> u16 {
+    1 - ((cores.max(1) - 1) % 2) as u16
 }
 
 /// Seeds so far whose CS died mid-run, and those whose CS restarted (a
@@ -137,11 +144,11 @@ impl<F: Future<Output = Result<(), String>>> Future for Task<F> {
 pub(super) fn join(
     rt: &mut SimRuntime,
     cores: &[SimCore],
-    inst: &Arc<Instance>,
+    insts: &[Arc<Instance>],
 ) -> Result<Members> {
     let members: Members = Rc::default();
     for cs in 0..2u16 {
-        let (inst, m) = (inst.clone(), members.clone());
+        let (inst, m) = (insts[cs as usize].clone(), members.clone());
         rt.block_on(cores[cs as usize], async move {
             let j = inst.join(cs, LEASE).await?;
             m.borrow_mut().push(j);
@@ -163,7 +170,8 @@ pub(super) struct Seed<'a> {
     pub seed: u64,
     pub cores: &'a [SimCore],
     pub handles: &'a [Rc<Index>],
-    pub inst: &'a Arc<Instance>,
+    /// CS `cs`'s instance (one for both, except DEX's: see `run_seed`).
+    pub insts: &'a [Arc<Instance>],
     pub fresh: Instance,
     pub log: &'a Rc<RefCell<Vec<Event>>>,
     pub members: Members,
@@ -175,8 +183,7 @@ pub(super) struct Seed<'a> {
 pub(super) fn spawn_seed(rt: &mut SimRuntime, s: Seed<'_>) -> Vec<JoinHandle<Result<(), String>>> {
     let (a, cores) = (s.a, s.cores);
     let mut rng = ChaCha8Rng::seed_from_u64(s.seed ^ 0xc4a5_11ed);
-    let last_cs = ((cores.len() - 1) % 2) as u16;
-    let victim = 1 - last_cs;
+    let victim = victim(cores.len());
     let on_victim = |c: u32| c as usize % cores.len() % 2 == victim as usize;
     let victim_clients = (0..a.clients).filter(|c| on_victim(*c)).count();
     // Anywhere in the first nine tenths of the run (the victim's clients
@@ -201,7 +208,8 @@ pub(super) fn spawn_seed(rt: &mut SimRuntime, s: Seed<'_>) -> Vec<JoinHandle<Res
     for c in 0..a.clients {
         let i = c as usize % cores.len();
         let (h, log) = (s.handles[i].clone(), s.log.clone());
-        let f = client(h, c, s.seed, a.clone(), 0..a.keys, log, now_ns, true);
+        let keys = dex::crash_keys(&s.insts[i % 2], a, (i % 2) as u16);
+        let f = client(h, c, s.seed, a.clone(), keys, log, now_ns, true);
         hs.push(rt.spawn_on(cores[i], task(&st, f, on_victim(c), true)));
     }
     let restart = restarter(
@@ -216,7 +224,9 @@ pub(super) fn spawn_seed(rt: &mut SimRuntime, s: Seed<'_>) -> Vec<JoinHandle<Res
     );
     hs.push(rt.spawn_on(cores[victim as usize], restart));
     let h = s.handles[cores.len() - 1].clone();
-    let fin = finisher(st, h, a.keys, s.log.clone(), s.members, s.inst.clone());
+    let mut insts = s.insts.to_vec();
+    insts.dedup_by(|x, y| Arc::ptr_eq(x, y));
+    let fin = finisher(st, h, a.keys, s.log.clone(), s.members, insts);
     hs.push(rt.spawn_on(cores[cores.len() - 1], fin));
     hs
 }
@@ -278,7 +288,7 @@ fn restarter(
                         a.clients + i,
                         seed,
                         a.clone(),
-                        0..a.keys,
+                        dex::crash_keys(&inst, &a, st.victim),
                         log.clone(),
                         now_ns,
                         true,
@@ -309,11 +319,15 @@ async fn finisher(
     keys: u64,
     log: Rc<RefCell<Vec<Event>>>,
     members: Members,
-    inst: Arc<Instance>,
+    insts: Vec<Arc<Instance>>,
 ) -> Result<(), String> {
     let start = now_ns();
     while st.live.get() > 0 {
         if now_ns() - start > GIVE_UP_NS {
+            // Stop the heartbeats, or the simulation never drains.
+            for m in members.borrow().iter() {
+                m.stop();
+            }
             return Err(format!(
                 "{} clients still running after {GIVE_UP_NS} virtual ns \
                  (a killed task never polled again, or a survivor stuck)",
@@ -324,7 +338,13 @@ async fn finisher(
     }
     let call = now_ns();
     let n = keys.min(FINAL_SCAN_KEYS) as u32;
-    let r = Kv::scan(&*h, &key(0), n as usize).await?;
+    // DEX's partitions are served by two processes here, and a scan stops
+    // at its process's last partition: read the pool, which holds every
+    // acknowledged write in lease mode, through the plain B-link handle.
+    let r = match h.handle() {
+        Handle::Dex(t) => Kv::scan(t.fg(), &key(0), n as usize).await?,
+        _ => Kv::scan(&*h, &key(0), n as usize).await?,
+    };
     let pairs = r
         .into_iter()
         .map(|(k, v)| (u64::from_be_bytes(k.try_into().unwrap()), v))
@@ -340,6 +360,8 @@ async fn finisher(
     for m in members.borrow().iter() {
         m.stop();
     }
-    record_recoveries(&inst);
+    for i in &insts {
+        record_recoveries(i);
+    }
     Ok(())
 }

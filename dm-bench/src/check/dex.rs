@@ -44,14 +44,27 @@ pub(super) fn client_keys(inst: &Instance, a: &Args, p: Proc) -> std::ops::Range
     ci * a.keys / cn..(ci + 1) * a.keys / cn
 }
 
-/// DEX on sim: the mover on `core` (the last), repartitioning twice.
+/// The keys CS `cs`'s clients draw from in a crash seed: for DEX its own
+/// partition (its two CSs run as two processes, see `cluster::run_seed`),
+/// for the others all of them.
+pub(super) fn crash_keys(inst: &Instance, a: &Args, cs: u16) -> std::ops::Range<u64> {
+    if inst.dex_cluster().is_none() {
+        return 0..a.keys;
+    }
+    let cs = cs as u64;
+    cs * a.keys / 2..(cs + 1) * a.keys / 2
+}
+
+/// DEX on sim: the mover on `core` (the last), repartitioning twice; none
+/// in a crash seed (a repartition needs both CSs alive, §4: both flush
+/// and drop their caches).
 pub(super) fn spawn_mover(
     rt: &mut SimRuntime,
     (core, t): (SimCore, Rc<Index>),
     a: &Args,
     seed: u64,
 ) -> Option<JoinHandle<Result<(), String>>> {
-    if !matches!(t.handle(), Handle::Dex(_)) {
+    if !matches!(t.handle(), Handle::Dex(_)) || a.crash() {
         return None;
     }
     let keys = a.keys;

@@ -154,6 +154,9 @@ pub struct CacheCounters {
     /// a stale cached inner node): their results were dropped and the
     /// operations retried through the cache (`Cache::invalidate`).
     pub hot_offloads: u64,
+    /// Lease mode: splits a dead CS cut before their separator went up,
+    /// rolled forward (`miss::adopt_split`, `split::repair_route`).
+    pub rolled_forward: u64,
 }
 
 pub(crate) struct Cache {

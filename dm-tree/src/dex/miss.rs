@@ -12,9 +12,10 @@ use super::op::{apply, Op, Res};
 use super::range::{fcmp, within};
 use super::{DexCs, DexTree};
 use crate::node::{Fence, Node};
+use crate::search::Found;
 use crate::tree::TreeError;
 use dm_runtime::now_ns;
-use dm_verbs::GlobalAddr;
+use dm_verbs::{GlobalAddr, VerbError};
 use std::cmp::Ordering;
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -84,6 +85,9 @@ impl DexTree {
             }
             let mut n = self.fetch(c, m.child).await?;
             if n.level != 0 || n.low != m.low || n.high != m.high {
+                if self.lease_ns.is_some() && n.level == 0 && n.low == m.low {
+                    self.adopt_split(c, &n, m.child).await?;
+                }
                 return Ok(MissOut::Refresh(m.parent_addr));
             }
             if admit {
@@ -132,6 +136,37 @@ impl DexTree {
         st.map.remove(&m.child.to_u64());
         st.admit(m.child, n, m.parent);
         Ok(MissOut::Retry)
+    }
+
+    /// Lease mode: rolls forward the split of leaf `n` (at `a`) whose
+    /// separator is missing from the parent level: a split cut by the
+    /// death of the CS that owned the partition before. Its right leaf and
+    /// left half were written (B-link order) before the separator was to
+    /// go up; only the owner splits a leaf, and its own splits hold the
+    /// leaf until the separator is in, so a miss of the owner that finds a
+    /// leaf ending below what its parent routes to it finds such a split or
+    /// a stale cached parent. One walk to the parent level covering the
+    /// separator tells them apart; a missing separator goes in through
+    /// FgTree's locked insert (idempotent). [`DexTree::repair_route`]
+    /// covers the other case, an operation on a key beyond such a leaf.
+    async fn adopt_split(&self, c: &DexCs, n: &Node, a: GlobalAddr) -> Result<(), TreeError> {
+        let Fence::Key(sep) = &n.high else {
+            return Ok(());
+        };
+        if n.sibling.is_null() {
+            return Ok(());
+        }
+        if let Found::Node(_, p) = self.t.find(sep, 1).await? {
+            if p.find(sep).is_ok() {
+                return Ok(());
+            }
+        }
+        tracing::debug!(?a, right = ?n.sibling, "a dead owner's leaf split rolled forward");
+        c.lock().counters.rolled_forward += 1;
+        match self.t.insert_parent(1, a, sep.clone(), n.sibling).await {
+            Ok(()) | Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// READs one node, timing it for the cost model.

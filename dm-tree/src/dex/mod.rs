@@ -6,7 +6,7 @@
 //! ## What lives where
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | [`DexCluster`] (the partition map and each CS's state, shared by the cores of a process), [`DexTree`] (one core's handle: entering a partition, flushing, repartitioning), [`DexStats`] |
+//! | `mod.rs` | [`DexCluster`] (the partition map and each CS's state, shared by the cores of a process), [`DexTree`] (one core's handle: entering a partition, flushing), [`DexStats`] |
 //! | `config.rs` | [`DexConfig`]: bounds, cache budget, offload level, cost-model knobs |
 //! | `api.rs` | the public operations: route to the owning CS, run there |
 //! | `traverse.rs` | the cached traversal under the CS's mutex and its async driver; refresh of stale inner nodes (§4, §5.2) |
@@ -14,8 +14,8 @@
 //! | `range.rs` | fence order and key-range tests (cover, inside a partition, overlap, a child's range) |
 //! | `miss.rs` | misses: lazy leaf admission, scratch leaves, fetch, the offload decision (§5.2, §5.3, §6) |
 //! | `offload.rs` | the offload RPC and its reply (§6.2) |
-//! | `write_back.rs` | dirty leaf pages written back: cooling a dirty page, flush (§5.3) |
-//! | `split.rs` | leaf splits and the cut of a leaf at a new partition bound (§4, §5.2) |
+//! | `write_back.rs` | dirty leaf pages written back: cooling a dirty page, flush (§5.3); lease mode's write-through |
+//! | `split.rs` | leaf splits, repartitioning and the cut of a leaf at a new partition bound (§4, §5.2), lease mode's repair of a route a dead CS's split cut |
 //! | `cache.rs` | one CS's cache (§5): frames, the mapping table, pointer swizzling, refresh |
 //! | `eviction.rs` | admission, the cooling map (hash buckets of 6-entry FIFO arrays, 10% of the frames), path-aware sampling, second chance, eviction (§5.3) |
 //! | `inflight.rs` | misses and offloads in flight: tokens, key ranges, holds, the hot-leaf repair |
@@ -80,6 +80,47 @@
 //!   descendants below an uncached node) does not hold across a split.
 //!   The runs that found both races: `docs/experiments/tree.md`.
 //! - Head nodes and merges are not built (the paper's code does not merge).
+//!
+//! ## A compute server that dies (lease mode, issue 33; not in the paper)
+//! DEX assumes CSs never fail: a dead CS takes its partition's dirty cached
+//! leaves with it, acknowledged writes included. [`DexTree::with_member`]
+//! (every handle of a CS that joined the membership table,
+//! `dm_runtime::lock::member`) switches the CS to a lease mode that loses
+//! nothing acknowledged:
+//! - **Write-through of leaves.** A change of a cached leaf sets its frame
+//!   `flushing` and is written (one WRITE of the page) before the
+//!   operation returns (`write_back::Through`). While a frame is flushing,
+//!   every other operation of the CS on it waits, gets too: writes of one
+//!   page are ordered, and a reader sees only what is in the pool. A split
+//!   writes the right leaf, then the left half, then inserts the
+//!   separator. Scratch leaves were written at once already. Cooling,
+//!   flushes and repartitions then find nothing dirty. Cost: one WRITE
+//!   per changed leaf (the paper's lazy write-back batches many changes
+//!   into one), and same-leaf operations serialised over it.
+//! - **Inner nodes** are FgTree's: their locks name the member and are
+//!   taken over after the lease, and a half-done write-back is repaired as
+//!   `dm_tree`'s docs say.
+//! - **A split cut between its node writes and its separator's insert**
+//!   (right and left leaf written, or an inner node split by FgTree)
+//!   leaves a node whose high fence is below what its parent routes to
+//!   it. FG's readers move right across it, but DEX's cached traversal
+//!   re-reads the parent for ever. An operation that has been refreshing
+//!   for longer than a lease walks its route from the root and inserts
+//!   every separator it crossed by moving right (`split::repair_route`,
+//!   idempotent). Recognised by the fences; rolled forward, never back.
+//! - **Restart.** A restarted CS has a new incarnation and an empty
+//!   cache. It serves nothing before one lease has passed since its first
+//!   operation (`DexTree::wait_out_predecessor`), so that the WRITEs and
+//!   offloaded operations its dead predecessor left in flight have landed
+//!   before it reads the leaves they touch (the lease bounds a dead CS's
+//!   work in flight as it bounds a stalled lock holder). Offloading stays
+//!   on: an offloaded operation changes the pool itself.
+//! - **Forwarding** is in-process, so a CS and the CSs it forwards to die
+//!   together; `check --faults crash` runs DEX's two CSs as two processes.
+//!   A dead CS's partition is unavailable until a CS with its id restarts
+//!   (repartitioning needs both CSs alive, §4).
+//!
+//! Without a member nothing changes (sim output byte-identical).
 //!
 //! ## Errors
 //! [`TreeError::NotOwner`] (key of another partition, forwarding off);
@@ -153,6 +194,10 @@ pub(crate) struct DexCs {
     /// The latest core clock (ns) at which the cache was touched; see
     /// [`DexCs::locked`].
     last_ns: AtomicU64,
+    /// Lease mode: the core clock (ns) from which this CS serves its
+    /// partition, one lease after its first operation (0: not set yet);
+    /// see [`DexTree::with_member`].
+    serve_from_ns: AtomicU64,
 }
 
 impl DexCs {
@@ -256,6 +301,7 @@ impl DexCluster {
                 repartitions: AtomicU64::new(0),
                 repartition_ns: AtomicU64::new(0),
                 last_ns: AtomicU64::new(0),
+                serve_from_ns: AtomicU64::new(0),
             })
             .collect();
         Ok(Arc::new(DexCluster {
@@ -349,6 +395,10 @@ pub struct DexTree {
     /// This handle's copy of the partition bounds and the bounds epoch it
     /// was taken at (`u64::MAX`: none yet).
     bounds: RefCell<(u64, Vec<Vec<u8>>)>,
+    /// Lease mode ([`DexTree::with_member`]): the member's lease, ns.
+    pub(crate) lease_ns: Option<u64>,
+    /// Lease mode: this handle saw its CS's predecessor waited out.
+    served: std::cell::Cell<bool>,
 }
 
 impl DexTree {
@@ -367,6 +417,8 @@ impl DexTree {
             cs,
             cl,
             bounds: RefCell::new((u64::MAX, Vec::new())),
+            lease_ns: None,
+            served: std::cell::Cell::new(false),
         })
     }
 
@@ -398,9 +450,14 @@ impl DexTree {
         self
     }
 
-    /// Joins this handle's B-link node locks to its CS's membership `m`
-    /// ([`FgTree::with_member`], issue 33).
+    /// Lease mode (issue 33; not in the paper, whose CSs never fail): joins
+    /// this handle's B-link node locks to its CS's membership `m`
+    /// ([`FgTree::with_member`]) and makes the CS's cache one that a crash
+    /// loses nothing from (the module docs, "A compute server that dies").
+    /// Every handle of a CS joins, or none. Errors: as
+    /// [`FgTree::with_member`].
     pub fn with_member(mut self, m: Arc<dm_runtime::lock::Member>) -> Result<Self, TreeError> {
+        self.lease_ns = Some(m.lease().lease_ns);
         self.t = self.t.with_member(m)?;
         Ok(self)
     }
@@ -426,6 +483,10 @@ impl DexTree {
     /// owner's state and a guard. `NotOwner` if another CS owns it and
     /// forwarding is off or that CS is not local ([`DexConfig::local_cs`]).
     pub(crate) async fn enter(&self, key: &[u8]) -> Result<(&DexCs, Entered<'_>), TreeError> {
+        if let Some(lease) = self.lease_ns.filter(|_| !self.served.get()) {
+            self.wait_out_predecessor(lease).await;
+            self.served.set(true);
+        }
         loop {
             let o = self.owner(key);
             if o != self.cs && !(self.cl.cfg.forward && self.cl.cfg.local_cs.contains(&o)) {
@@ -447,6 +508,27 @@ impl DexTree {
         }
     }
 
+    /// Lease mode: the CS serves nothing before one lease has passed since
+    /// its first operation (after its join), so that every WRITE a dead
+    /// predecessor incarnation posted, and every operation it offloaded,
+    /// has taken effect before this one reads the leaves it may overwrite
+    /// (the lease bounds a dead CS's work in flight as it bounds a stalled
+    /// holder, `dm_runtime::lock::member`).
+    async fn wait_out_predecessor(&self, lease: u64) {
+        let c = &self.cl.css[self.cs as usize];
+        let mut at = c.serve_from_ns.load(SeqCst);
+        if at == 0 {
+            let mine = dm_runtime::now_ns().saturating_add(lease).max(1);
+            at = match c.serve_from_ns.compare_exchange(0, mine, SeqCst, SeqCst) {
+                Ok(_) => mine,
+                Err(x) => x,
+            };
+        }
+        if dm_runtime::now_ns() < at {
+            dm_runtime::yield_until(at).await;
+        }
+    }
+
     /// Writes every dirty cached leaf of every CS back to the pool (one
     /// WRITE per page; pages stay cached, clean). Returns the pages written.
     /// After it (and with no operation running) the pool holds the whole
@@ -457,70 +539,5 @@ impl DexTree {
             n += self.flush_cs(c).await?;
         }
         Ok(n)
-    }
-
-    /// Moves bound `i` (between CS `i` and CS `i + 1`) to `key` (§4,
-    /// "logical re-partitioning"): both CSs stop taking operations and
-    /// finish the running ones, flush their dirty pages and drop their
-    /// caches; the leaf under `key` is split there if `key` is not a leaf
-    /// fence yet; then the bound moves and both CSs resume (cold). No data
-    /// moves. Returns the duration in ns (virtual on sim). Errors:
-    /// `BadConfig` if `key` would not lie strictly between the neighbouring
-    /// bounds; verb errors of the flush or split (the bound then stays).
-    pub async fn repartition(&self, i: usize, key: Vec<u8>) -> Result<u64, TreeError> {
-        let t0 = dm_runtime::now_ns();
-        self.t.check_key(&key)?;
-        let b = self.cl.bounds();
-        if i >= b.len() || (i > 0 && key <= b[i - 1]) || (i + 1 < b.len() && key >= b[i + 1]) {
-            return Err(TreeError::BadConfig(format!(
-                "bound {i} cannot move to {key:?} (bounds {b:?})"
-            )));
-        }
-        let local = &self.cl.cfg.local_cs;
-        if !local.contains(&(i as u16)) || !local.contains(&(i as u16 + 1)) {
-            return Err(TreeError::BadConfig(format!(
-                "bound {i} lies between CSs {i} and {}, not both local ({local:?})",
-                i + 1
-            )));
-        }
-        let pair = [&self.cl.css[i], &self.cl.css[i + 1]];
-        // Only one repartition of a CS at a time.
-        for c in pair {
-            while c.frozen.swap(true, SeqCst) {
-                yield_now().await;
-            }
-        }
-        let r = self.repartition_frozen(&pair, i, key).await;
-        for c in pair {
-            c.frozen.store(false, SeqCst);
-        }
-        r?;
-        let ns = dm_runtime::now_ns() - t0;
-        for c in pair {
-            c.repartitions.fetch_add(1, SeqCst);
-            c.repartition_ns.fetch_add(ns, SeqCst);
-        }
-        Ok(ns)
-    }
-
-    async fn repartition_frozen(
-        &self,
-        pair: &[&DexCs; 2],
-        i: usize,
-        key: Vec<u8>,
-    ) -> Result<(), TreeError> {
-        for c in pair {
-            while c.active.load(SeqCst) > 0 {
-                yield_now().await;
-            }
-        }
-        for c in pair {
-            self.flush_cs(c).await?;
-            c.locked().await.clear();
-        }
-        self.cut_leaf_at(&key).await?;
-        self.cl.bounds.write().unwrap_or_else(|e| e.into_inner())[i] = key;
-        self.cl.bounds_epoch.fetch_add(1, SeqCst);
-        Ok(())
     }
 }

@@ -1,16 +1,18 @@
 //! DEX's structure modifications (§5.2): leaf splits, of a cached leaf (busy
 //! while it splits) or of a scratch copy, with the separator inserted
 //! through FgTree's locked remote B-link insert (inner nodes are written
-//! through, see [`crate::dex`]); and the cut of a leaf at a new partition
-//! bound for [`DexTree::repartition`] (§4).
+//! through, see [`crate::dex`]); [`DexTree::repartition`] and the cut of a
+//! leaf at a new partition bound (§4); in lease mode, the repair of a route
+//! whose split a dead CS cut (`repair_route`).
 
 use super::cache::NONE;
 use super::{DexCs, DexTree};
 use crate::node::{Fence, Node};
 use crate::search::Found;
 use crate::tree::TreeError;
-use dm_runtime::write;
+use dm_runtime::{write, yield_now};
 use dm_verbs::{GlobalAddr, VerbError};
+use std::sync::atomic::Ordering::SeqCst;
 
 /// Clears a leaf's busy flag when its split ends.
 struct BusyGuard<'a>(&'a DexCs, u32);
@@ -37,7 +39,7 @@ impl DexTree {
 
     /// The leaf split of §5.2: the new right leaf goes on the leaf's MS and
     /// is written at once (not admitted); the left half stays dirty in the
-    /// cache (`frame`) or, for a scratch page (whose cached parent is at
+    /// cache (`frame`; written at once too in lease mode) or, for a scratch page (whose cached parent is at
     /// `parent`), is written after the right one (B-link order); the separator goes into the parent level through
     /// FgTree's locked remote insert (inner nodes are written through), and
     /// the cached parent is refreshed. `MsOutOfMemory` for the new leaf
@@ -55,11 +57,18 @@ impl DexTree {
         write(ra, right.encode(&self.t.g)).await?;
         let parent = match frame {
             Some(lf) => {
+                // Lease mode writes the left half through too, before the
+                // separator goes up: a crash then leaves a split that
+                // `repair_route` rolls forward.
+                let through = self.lease_ns.is_some();
+                if through {
+                    self.write_page(c, a, &n).await?;
+                }
                 let mut st = c.locked().await;
                 let f = &mut st.frames[lf as usize];
                 f.node = n;
                 f.sync_keys();
-                f.dirty = true;
+                f.dirty = !through;
                 f.gen += 1;
                 match f.parent {
                     NONE => GlobalAddr::NULL,
@@ -119,5 +128,113 @@ impl DexTree {
                 r => r,
             };
         }
+    }
+
+    /// Lease mode: rolls forward the splits on `key`'s route whose
+    /// separator never reached the parent level (issue 33). A CS that dies
+    /// between a split's node writes (B-link order: right node, then left)
+    /// and the separator's insert leaves a node whose high fence is below
+    /// what its parent routes to it; FG's readers move right across it,
+    /// but DEX's cached traversal re-reads the parent for ever. The
+    /// caller calls this after refreshing for longer than a lease: the
+    /// route is walked from the root as [`FgTree`]'s `find` walks it, and
+    /// every move right inserts the separator it crossed through FgTree's
+    /// locked insert (idempotent: a separator that is there, or that a
+    /// live splitter inserts meanwhile, is rewritten with the same
+    /// pointer). Returns how many moves right it made.
+    pub(super) async fn repair_route(&self, key: &[u8]) -> Result<u32, TreeError> {
+        let mut a = self.t.read_root().await?;
+        let mut n = self.t.read_node(a).await?;
+        let mut moved = 0;
+        loop {
+            if n.below_low(key) {
+                return Ok(moved);
+            }
+            if n.beyond_high(key) {
+                let Fence::Key(sep) = n.high.clone() else {
+                    return Ok(moved);
+                };
+                if n.sibling.is_null() {
+                    return Ok(moved);
+                }
+                tracing::debug!(?a, right = ?n.sibling, level = n.level, "a cut split rolled forward");
+                match self.t.insert_parent(n.level + 1, a, sep, n.sibling).await {
+                    Ok(()) | Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => {}
+                    Err(e) => return Err(e),
+                }
+                moved += 1;
+                a = n.sibling;
+            } else if n.level == 0 {
+                return Ok(moved);
+            } else {
+                a = n.child_for(key);
+            }
+            n = self.t.read_node(a).await?;
+        }
+    }
+
+    /// Moves bound `i` (between CS `i` and CS `i + 1`) to `key` (§4,
+    /// "logical re-partitioning"): both CSs stop taking operations and
+    /// finish the running ones, flush their dirty pages and drop their
+    /// caches; the leaf under `key` is split there if `key` is not a leaf
+    /// fence yet; then the bound moves and both CSs resume (cold). No data
+    /// moves. Returns the duration in ns (virtual on sim). Errors:
+    /// `BadConfig` if `key` would not lie strictly between the neighbouring
+    /// bounds; verb errors of the flush or split (the bound then stays).
+    pub async fn repartition(&self, i: usize, key: Vec<u8>) -> Result<u64, TreeError> {
+        let t0 = dm_runtime::now_ns();
+        self.t.check_key(&key)?;
+        let b = self.cl.bounds();
+        if i >= b.len() || (i > 0 && key <= b[i - 1]) || (i + 1 < b.len() && key >= b[i + 1]) {
+            return Err(TreeError::BadConfig(format!(
+                "bound {i} cannot move to {key:?} (bounds {b:?})"
+            )));
+        }
+        let local = &self.cl.cfg.local_cs;
+        if !local.contains(&(i as u16)) || !local.contains(&(i as u16 + 1)) {
+            return Err(TreeError::BadConfig(format!(
+                "bound {i} lies between CSs {i} and {}, not both local ({local:?})",
+                i + 1
+            )));
+        }
+        let pair = [&self.cl.css[i], &self.cl.css[i + 1]];
+        // Only one repartition of a CS at a time.
+        for c in pair {
+            while c.frozen.swap(true, SeqCst) {
+                yield_now().await;
+            }
+        }
+        let r = self.repartition_frozen(&pair, i, key).await;
+        for c in pair {
+            c.frozen.store(false, SeqCst);
+        }
+        r?;
+        let ns = dm_runtime::now_ns() - t0;
+        for c in pair {
+            c.repartitions.fetch_add(1, SeqCst);
+            c.repartition_ns.fetch_add(ns, SeqCst);
+        }
+        Ok(ns)
+    }
+
+    async fn repartition_frozen(
+        &self,
+        pair: &[&DexCs; 2],
+        i: usize,
+        key: Vec<u8>,
+    ) -> Result<(), TreeError> {
+        for c in pair {
+            while c.active.load(SeqCst) > 0 {
+                yield_now().await;
+            }
+        }
+        for c in pair {
+            self.flush_cs(c).await?;
+            c.locked().await.clear();
+        }
+        self.cut_leaf_at(&key).await?;
+        self.cl.bounds.write().unwrap_or_else(|e| e.into_inner())[i] = key;
+        self.cl.bounds_epoch.fetch_add(1, SeqCst);
+        Ok(())
     }
 }

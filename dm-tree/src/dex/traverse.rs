@@ -12,6 +12,7 @@ use super::cache::{Cache, Slot, NONE};
 use super::miss::{Miss, MissOut};
 use super::op::{apply, Op, Res};
 use super::range::{child_index, child_range, covers, within};
+use super::write_back::Through;
 use super::{DexCs, DexTree};
 use crate::node::Fence;
 use crate::tree::TreeError;
@@ -36,14 +37,20 @@ enum Step {
     Split(u32),
     /// A leaf outside the CS's partition.
     Foreign(GlobalAddr),
+    /// Lease mode: the operation changed a cached leaf, now flushing; its
+    /// page must be written through before the result is returned.
+    Through(Through, Res),
 }
 
-/// The cached part of one operation (§5.2), under the CS's mutex.
+/// The cached part of one operation (§5.2), under the CS's mutex. In
+/// lease mode (`lease`) a leaf being written through is waited for by
+/// every operation (gets too: a reader sees only what is in the pool), and
+/// a change starts the leaf's write-through.
 fn traverse(
     st: &mut Cache,
     key: &[u8],
     op: &Op,
-    cap: usize,
+    (cap, lease): (usize, bool),
     part: &(Fence, Fence),
     visited: &mut u64,
 ) -> Step {
@@ -69,6 +76,9 @@ fn traverse(
                 return Step::Foreign(f.addr);
             }
             let f = &mut st.frames[cur as usize];
+            if lease && f.flushing {
+                return Step::Wait;
+            }
             let at = f.find(key);
             return match apply(&mut f.node, at, cap, key, op) {
                 None => {
@@ -76,13 +86,21 @@ fn traverse(
                     Step::Split(cur)
                 }
                 Some((r, changed)) => {
+                    let mut through = None;
                     if changed {
                         f.sync_keys();
                         f.dirty = true;
                         f.gen += 1;
+                        if lease {
+                            f.flushing = true;
+                            through = Some(Through::of(cur, f));
+                        }
                     }
                     st.counters.hits += 1;
-                    Step::Done(r)
+                    match through {
+                        Some(w) => Step::Through(w, r),
+                        None => Step::Done(r),
+                    }
                 }
             };
         }
@@ -159,13 +177,16 @@ impl DexTree {
     pub(crate) async fn point(&self, c: &DexCs, key: &[u8], op: Op) -> Result<Res, TreeError> {
         let part = self.partition(c.id);
         let cap = self.t.leaf_capacity();
+        let lease = self.lease_ns.is_some();
         let mut offload_ok = self.cl.cfg.offload;
         let mut hold = HoldGuard { c, held: false };
+        // Lease mode: since when this operation has been refreshing.
+        let mut stuck_since = None;
         for _ in 0..MAX_ROUNDS {
             let mut visited = 0;
             let step = {
                 let mut st = c.peek().await;
-                let step = traverse(&mut st, key, &op, cap, &part, &mut visited);
+                let step = traverse(&mut st, key, &op, (cap, lease), &part, &mut visited);
                 let waits = matches!(step, Step::WaitOffload);
                 if waits != hold.held {
                     hold.held = waits;
@@ -185,19 +206,45 @@ impl DexTree {
             dm_runtime::charge_cpu(visited * self.cl.cfg.search_ns);
             match step {
                 Step::Done(r) => return Ok(r),
+                Step::Through(w, r) => {
+                    self.write_through(c, w).await?;
+                    return Ok(r);
+                }
                 Step::Wait | Step::WaitOffload => yield_now().await,
-                Step::Refresh(a) => self.refresh(c, a).await?,
+                Step::Refresh(a) => self.refresh_route(c, a, key, &mut stuck_since).await?,
                 Step::Split(lf) => self.split_cached(c, lf).await?,
                 Step::Foreign(a) => return Err(TreeError::Corrupt(a)),
                 Step::Miss(m) => match self.miss(c, key, &op, m, offload_ok, &part).await? {
                     MissOut::Done(r) => return Ok(r),
                     MissOut::Retry => {}
                     MissOut::NoOffload => offload_ok = false,
-                    MissOut::Refresh(a) => self.refresh(c, a).await?,
+                    MissOut::Refresh(a) => self.refresh_route(c, a, key, &mut stuck_since).await?,
                 },
             }
         }
         Err(TreeError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// [`DexTree::refresh`] of `a` for an operation on `key`; in lease
+    /// mode, once the operation has been refreshing (since `since`) for
+    /// longer than a lease, the route is repaired instead
+    /// ([`DexTree::repair_route`]: a split cut by a dead CS).
+    async fn refresh_route(
+        &self,
+        c: &DexCs,
+        a: GlobalAddr,
+        key: &[u8],
+        since: &mut Option<u64>,
+    ) -> Result<(), TreeError> {
+        if let Some(lease) = self.lease_ns {
+            let now = dm_runtime::now_ns();
+            if now - *since.get_or_insert(now) > lease {
+                *since = None;
+                let n = self.repair_route(key).await?;
+                c.lock().counters.rolled_forward += n as u64;
+            }
+        }
+        self.refresh(c, a).await
     }
 
     /// Re-reads the inner node at `a` into its frame, or (NULL) the root

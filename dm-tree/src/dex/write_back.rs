@@ -2,15 +2,82 @@
 //! modified in the CS cache only and written back whole when a dirty page
 //! is chosen to cool (`make_room`), on [`DexTree::flush`] and before a
 //! repartition (`flush_cs`). A page's generation tells whether the write
-//! carried its newest content.
+//! carried its newest content. In lease mode ([`DexTree::with_member`])
+//! every change of a cached leaf is written through instead, before its
+//! operation returns ([`Through`]).
 
+use super::cache::Frame;
 use super::{DexCs, DexTree};
 use crate::node::Node;
 use crate::tree::TreeError;
 use dm_runtime::write;
 use dm_verbs::GlobalAddr;
 
+/// Lease mode: a changed cached leaf to write through. Its frame is
+/// flushing from the change on, so no other operation of the CS reads or
+/// changes it until the WRITE completed (`traverse` waits on flushing
+/// leaves in lease mode): writes of one page are ordered, and what a reader
+/// sees is in the pool.
+pub(crate) struct Through {
+    frame: u32,
+    addr: GlobalAddr,
+    node: Node,
+    gen: u64,
+}
+
+impl Through {
+    /// The page of frame `frame` (`f`, just changed and set flushing).
+    pub(super) fn of(frame: u32, f: &Frame) -> Self {
+        Through {
+            frame,
+            addr: f.addr,
+            node: f.node.clone(),
+            gen: f.gen,
+        }
+    }
+}
+
+/// Ends a write-through however its operation ends: the frame stops
+/// flushing, and is clean if the WRITE completed with its newest content
+/// (a cancelled or failed one leaves it dirty, for `make_room` or a flush).
+struct ThroughGuard<'a> {
+    c: &'a DexCs,
+    frame: u32,
+    addr: GlobalAddr,
+    gen: u64,
+    written: bool,
+}
+
+impl Drop for ThroughGuard<'_> {
+    fn drop(&mut self) {
+        let mut st = self.c.lock();
+        if let Some(f) = st.frames.get_mut(self.frame as usize) {
+            if f.addr == self.addr {
+                f.flushing = false;
+                if self.written && f.gen == self.gen {
+                    f.dirty = false;
+                }
+            }
+        }
+    }
+}
+
 impl DexTree {
+    /// Lease mode: writes the changed leaf `w` through (one WRITE of the
+    /// page) before its operation returns.
+    pub(super) async fn write_through(&self, c: &DexCs, w: Through) -> Result<(), TreeError> {
+        let mut g = ThroughGuard {
+            c,
+            frame: w.frame,
+            addr: w.addr,
+            gen: w.gen,
+            written: false,
+        };
+        self.write_page(c, w.addr, &w.node).await?;
+        g.written = true;
+        Ok(())
+    }
+
     /// Writes a whole leaf page back (lock word 0: leaves are never
     /// locked remotely).
     pub(super) async fn write_page(

@@ -5,7 +5,7 @@
 //! family rejects.
 
 use crate::fabric_arg::{check_ms, parse_client, MsArg};
-use crate::kv::{parse_index, CRASH_RECOVERS, SMART};
+use crate::kv::{parse_index, SMART};
 use crate::limits::{self, at_most, fits_memory};
 use crate::verbs_bench::FabricArg;
 use crate::ycsb::dex::DEX;
@@ -51,13 +51,6 @@ pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)
     if a.lease_ms.is_some() {
         if a.fabric == FabricArg::Sim {
             bail!("--lease-ms is for the wall-clock fabrics; on sim, `check --faults crash` kills CSs");
-        }
-        if !CRASH_RECOVERS.contains(&a.index.as_str()) {
-            bail!(
-                "--lease-ms: the locks of {} do not recover from a dead CS yet (issue 33); indexes that do: {}",
-                a.index,
-                CRASH_RECOVERS.join(", ")
-            );
         }
         if cn > crate::ycsb::measure::peers::MAX_CLIENTS {
             bail!(

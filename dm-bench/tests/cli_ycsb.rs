@@ -341,3 +341,41 @@ fn ycsb_warmup_runs_before_the_measured_phase_and_is_not_counted() {
     }
     rejects(&["ycsb", "--warmup", "18446744073709551615"], "--warmup");
 }
+
+/// `--node-read optimistic` (issue 34): Sherman READs each node as DEX's
+/// Sherman baseline did, 3 READs per warm lookup instead of 1, and every
+/// key still verifies; refused where it means nothing.
+#[test]
+fn ycsb_sherman_with_the_optimistic_node_read() {
+    let mut reads = Vec::new();
+    for mode in ["checksum", "optimistic"] {
+        let (ok, text, v) = bench(&[
+            "ycsb",
+            "--index",
+            "sherman",
+            "--workload",
+            "c",
+            "--keys",
+            "3000",
+            "--ops",
+            "3000",
+            "--load",
+            "bulk",
+            "--node-read",
+            mode,
+        ]);
+        assert!(ok, "{text}");
+        assert_eq!(v["mismatches"], 0, "{text}");
+        reads.push(v["per_op"]["read"].as_f64().unwrap());
+    }
+    // A cold start READs a few upper nodes too; every READ becomes three
+    // (the runs interleave differently, so not exactly).
+    assert!(reads[0] < 1.1, "{reads:?}");
+    assert!((2.8..3.2).contains(&(reads[1] / reads[0])), "{reads:?}");
+    for index in ["smart", "dex", "nam-coarse"] {
+        rejects(
+            &["ycsb", "--index", index, "--node-read", "optimistic"],
+            "--node-read is for the fine-grained B+trees",
+        );
+    }
+}

@@ -182,3 +182,46 @@ fn figure_keys_and_ops_override_every_row() {
         assert!((3000..5000).contains(&verified), "{r:?}");
     }
 }
+
+/// Issue 34: a claim whose cause was found carries it in the claims CSV
+/// (one line, the switch, the claim measured with it), and `--series S
+/// --merge` reruns only S's rows into the existing CSV.
+#[test]
+fn causes_are_measured_and_merge_reruns_only_the_series_given() {
+    let tmp = tempdir("dm-bench-figure-cause-");
+    let dir = tmp.path().to_str().unwrap();
+    bench(&["figure", "dex-table2", "--quick", "--out", dir]);
+    let rows = |p: &str| -> Vec<csv::StringRecord> {
+        let mut r = csv::Reader::from_path(tmp.path().join(p)).unwrap();
+        r.records().map(|r| r.unwrap()).collect()
+    };
+    let before = rows("dex-table2.csv");
+    let out = bench(&[
+        "figure",
+        "dex-table2",
+        "--quick",
+        "--out",
+        dir,
+        "--series",
+        "sherman-dex",
+        "--merge",
+    ]);
+    assert!(out.contains("cause: DEX's Sherman"), "{out}");
+    let after = rows("dex-table2.csv");
+    assert_eq!(after.len(), before.len(), "the other rows are kept");
+    // Sim is deterministic: the rerun rows are the same rows.
+    assert_eq!(after, before);
+    let mut cl = csv::Reader::from_path(tmp.path().join("dex-table2.claims.csv")).unwrap();
+    let h = cl.headers().unwrap().clone();
+    let col = |n: &str| h.iter().position(|x| x == n).unwrap();
+    let (claim, switch, side) = (col("claim"), col("switch"), col("paper_side_ratio"));
+    for c in cl.records().map(|r| r.unwrap()) {
+        if c[claim].starts_with("Sherman") {
+            assert_eq!(&c[switch], "--node-read optimistic");
+            let r: f64 = c[side].parse().unwrap();
+            assert!((0.9..1.3).contains(&r), "{c:?}");
+        } else {
+            assert_eq!(&c[switch], "", "{c:?}");
+        }
+    }
+}

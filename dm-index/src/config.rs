@@ -42,6 +42,10 @@ pub struct IndexConfig {
     /// Sherman's techniques, if not the kind's own (a lock back-off, FAA
     /// unlock: `dm_runtime::lock::LockTechniques`).
     pub tree_techniques: Option<dm_tree::Techniques>,
+    /// How the B+tree family READs a node without its lock (default: one
+    /// READ checked by the node's checksum; `NodeRead::Optimistic`: the
+    /// 3-READ optimistic read DEX §8.1 ran its Sherman baseline with).
+    pub node_read: dm_tree::NodeRead,
     /// SMART's techniques, if not the rung's own (SMART §5.3.1's switches).
     pub radix_techniques: Option<dm_art::Techniques>,
     /// SMART's read delegation (§4.2.1); `None`: on for `smart` only.
@@ -97,6 +101,7 @@ impl IndexConfig {
                 ..DexConfig::default()
             },
             tree_techniques: None,
+            node_read: dm_tree::NodeRead::Checksum,
             radix_techniques: None,
             read_delegation: None,
             write_combining: None,
@@ -219,6 +224,7 @@ impl IndexConfig {
                 .unwrap_or_else(|| LockTableConfig::for_caps(site.caps)),
             design: self.kind.design(),
             nam: self.nam,
+            node_read: self.node_read,
             ..Default::default()
         }
     }

@@ -2,6 +2,7 @@
 
 use crate::nam::{Design, NamConfig};
 use crate::node::{Fence, Geometry, Node, View};
+use crate::node_read::NodeRead;
 use crate::techniques::Techniques;
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::lock::{Held, LockCounters, LockError, LockTableConfig, Member, NodeLocks};
@@ -48,6 +49,9 @@ pub struct TreeConfig {
     /// a new root at level <= M, on the MS of the node it splits from; nodes
     /// above M go round-robin. `None` (default): every node round-robin.
     pub subtree_level: Option<u8>,
+    /// How a node is READ without its lock (default: one READ validated by
+    /// its checksum; [`NodeRead::Optimistic`]: DEX's Sherman baseline).
+    pub node_read: NodeRead,
 }
 
 impl Default for TreeConfig {
@@ -63,6 +67,7 @@ impl Default for TreeConfig {
             design: Design::Fine,
             nam: NamConfig::default(),
             subtree_level: None,
+            node_read: NodeRead::Checksum,
         }
     }
 }
@@ -407,9 +412,12 @@ impl FgTree {
     /// half-written image is retried after a yield).
     pub(crate) async fn read_node(&self, a: GlobalAddr) -> Result<Node, TreeError> {
         for _ in 0..MAX_VALIDATION_RETRIES {
+            let v0 = self.version_before(a).await?;
             let b = read(a, self.cfg.node_bytes as u32).await?;
             if let Some(n) = Node::decode(&self.g, &b) {
-                return Ok(n);
+                if self.version_after(a, v0, &b).await? {
+                    return Ok(n);
+                }
             }
             self.rejected.set(self.rejected.get() + 1);
             yield_now().await;
@@ -450,9 +458,12 @@ impl FgTree {
         accept: impl Fn(&[u8]) -> Option<T>,
     ) -> Result<(dm_runtime::ReadBuf, T), TreeError> {
         for _ in 0..MAX_VALIDATION_RETRIES {
+            let v0 = self.version_before(a).await?;
             let b = read(a, self.cfg.node_bytes as u32).await?;
             if let Some(t) = accept(&b) {
-                return Ok((b, t));
+                if self.version_after(a, v0, &b).await? {
+                    return Ok((b, t));
+                }
             }
             self.rejected.set(self.rejected.get() + 1);
             yield_now().await;

@@ -373,3 +373,57 @@ fn thirty_two_byte_keys_with_extremes_match_btreemap() {
         );
     });
 }
+
+/// `NodeRead::Optimistic` (DEX §8.1's Sherman baseline, issue 34): a warm
+/// get READs the leaf's version word, the leaf and the word again (3
+/// READs, 3 RTTs), and concurrent inserts under torn READs stay correct.
+#[test]
+fn optimistic_node_read_is_three_reads_and_stays_correct() {
+    let (mut rt, mut tcfg) = cluster(2, 16 << 20, 12);
+    tcfg.node_bytes = 1024;
+    tcfg.node_read = dm_tree::NodeRead::Optimistic;
+    let cores: Vec<SimCore> = (0..2).map(|i| rt.add_core(i, 0)).collect();
+    let warm = rt
+        .block_on(cores[0], async move {
+            let cache = std::sync::Arc::new(dm_tree::IndexCache::new(1 << 20, 1024));
+            let entries: Vec<(Vec<u8>, u64)> = (0..20_000u64).map(|i| (k(i), i)).collect();
+            let t = FgTree::bulk_load(tcfg, 0, 0, &entries, 0.8)
+                .await
+                .unwrap()
+                .with_cache(cache);
+            assert_eq!(t.get(&k(4242)).await.unwrap(), Some(4242));
+            let s1 = dm_runtime::task_stats();
+            assert_eq!(t.get(&k(4243)).await.unwrap(), Some(4243));
+            dm_runtime::task_stats().since(&s1)
+        })
+        .unwrap();
+    assert_eq!(
+        (warm.read, warm.rtts, warm.bytes_read),
+        (3, 3, 1024 + 16),
+        "warm get = version word, leaf, version word"
+    );
+    // Two CSs insert into the same leaves and read their keys back.
+    for (ci, &c) in cores.iter().enumerate() {
+        let t = Rc::new(FgTree::open(tcfg, ci as u16, 0).unwrap());
+        for task in 0..4u64 {
+            let t = t.clone();
+            rt.spawn_on(c, async move {
+                for i in 0..100u64 {
+                    let key = 20_000 + (i * 8 + ci as u64 * 4 + task) % 401;
+                    t.insert(&k(key), key + 7).await.unwrap();
+                    assert_eq!(t.get(&k(key)).await.unwrap(), Some(key + 7));
+                }
+                Ok::<(), String>(())
+            });
+        }
+    }
+    rt.run();
+    let t = FgTree::open(tcfg, 0, 1).unwrap();
+    let all = rt
+        .block_on(
+            cores[0],
+            async move { t.scan(&k(0), usize::MAX).await.unwrap() },
+        )
+        .unwrap();
+    assert_eq!(all.len(), 20_000 + 401);
+}

@@ -94,6 +94,22 @@ pub struct Claim {
     pub den: Option<(&'static str, &'static str)>,
     /// The paper's number (a factor for a ratio).
     pub paper: f64,
+    /// Why ours differs, shown by experiment (issue 34), if found.
+    pub cause: Option<Cause>,
+}
+
+/// The cause of a claim's difference from the paper, switched to the
+/// paper's side by a flag (issue 34): the claim measured again on rows of
+/// the same figure that run with the flag.
+pub struct Cause {
+    /// One line: what differs between the paper's setting and ours.
+    pub what: &'static str,
+    /// The flag that switches the cause to the paper's side.
+    pub switch: &'static str,
+    /// The claim's numerator and denominator series with the switch on
+    /// (each at the claim's own x); `None`: the claim's own series.
+    pub num: Option<&'static str>,
+    pub den: Option<&'static str>,
 }
 
 impl Claim {
@@ -110,6 +126,7 @@ impl Claim {
             num,
             den: None,
             paper,
+            cause: None,
         }
     }
 
@@ -127,6 +144,15 @@ impl Claim {
             num,
             den: Some(den),
             paper,
+            cause: None,
+        }
+    }
+
+    /// This claim with its cause `c` found.
+    pub const fn because(self, c: Cause) -> Claim {
+        Claim {
+            cause: Some(c),
+            ..self
         }
     }
 
@@ -135,6 +161,25 @@ impl Claim {
     /// `(series, PEAK)` is the series' largest value over its x (the
     /// paper quotes a peak, wherever it falls).
     pub fn ours(&self, recs: &[Record]) -> Option<f64> {
+        self.measure(recs, self.num, self.den)
+    }
+
+    /// The claim measured with its cause switched to the paper's side
+    /// (the cause's series at the claim's x); None without a cause or
+    /// when those rows were not run.
+    pub fn paper_side(&self, recs: &[Record]) -> Option<f64> {
+        let c = self.cause.as_ref()?;
+        let num = (c.num.unwrap_or(self.num.0), self.num.1);
+        let den = self.den.map(|d| (c.den.unwrap_or(d.0), d.1));
+        self.measure(recs, num, den)
+    }
+
+    fn measure(
+        &self,
+        recs: &[Record],
+        num: (&str, &str),
+        den: Option<(&str, &str)>,
+    ) -> Option<f64> {
         let v = |(s, x): (&str, &str)| {
             let mut vals = recs
                 .iter()
@@ -146,8 +191,8 @@ impl Claim {
                 vals.next()
             }
         };
-        let n = v(self.num)?;
-        match self.den {
+        let n = v(num)?;
+        match den {
             None => Some(n),
             Some(d) => {
                 let d = v(d)?;

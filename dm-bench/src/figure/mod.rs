@@ -58,6 +58,11 @@ pub struct Args {
     /// Only the rows whose series is one of these (comma list).
     #[arg(long, value_delimiter = ',')]
     pub series: Vec<String>,
+    /// With --series: keep the other rows of the figure's CSV in --out and
+    /// replace (or add) only the rows run (the claims and the plot are made
+    /// from the merged rows).
+    #[arg(long, requires = "series")]
+    pub merge: bool,
     /// Load this many keys in every row instead of the figure's size (a
     /// larger run than the full size; the CSV's `args` column records it).
     /// At least 1: every row measures operations on loaded keys.
@@ -254,6 +259,9 @@ pub fn run(a: Args) -> Result<()> {
             );
             recs.push(r);
         }
+        if a.merge {
+            recs = merged(fig, &csv_path, recs)?;
+        }
         write_csv(&csv_path, &recs)?;
         let (svg_path, claims_path) = report(fig, &out, &recs, a.quick)?;
         println!(
@@ -264,6 +272,26 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The records of `path` (a figure's CSV) with `new` in place of those
+/// of the same (series, x), the rest added, in the order of the figure's
+/// full-size rows.
+fn merged(fig: &Figure, path: &Path, new: Vec<Record>) -> Result<Vec<Record>> {
+    let mut recs: Vec<Record> = read_csv(path)?;
+    recs.retain(|r| !new.iter().any(|n| n.series == r.series && n.x == r.x));
+    recs.extend(new);
+    let order: Vec<(String, String)> = (fig.rows)(false)
+        .into_iter()
+        .map(|r| (r.series, r.x))
+        .collect();
+    recs.sort_by_key(|r| {
+        order
+            .iter()
+            .position(|(s, x)| *s == r.series && *x == r.x)
+            .unwrap_or(usize::MAX)
+    });
+    Ok(recs)
 }
 
 /// From a figure's records: draws `<name>.svg`, prints the table and the
@@ -291,6 +319,17 @@ pub struct ClaimRecord {
     pub ours: Option<f64>,
     /// ours / paper.
     pub ratio: Option<f64>,
+    /// The cause of the difference found by experiment (issue 34): one
+    /// line, the flag that switches it to the paper's side, and the claim
+    /// measured so (and / paper); empty when none is found yet.
+    #[serde(default)]
+    pub cause: Option<String>,
+    #[serde(default)]
+    pub switch: Option<String>,
+    #[serde(default)]
+    pub paper_side: Option<f64>,
+    #[serde(default)]
+    pub paper_side_ratio: Option<f64>,
 }
 
 fn claim_records(fig: &Figure, recs: &[Record]) -> Vec<ClaimRecord> {
@@ -298,6 +337,7 @@ fn claim_records(fig: &Figure, recs: &[Record]) -> Vec<ClaimRecord> {
         .iter()
         .map(|c| {
             let ours = c.ours(recs);
+            let side = c.paper_side(recs);
             ClaimRecord {
                 figure: fig.name.to_string(),
                 claim: c.what.to_string(),
@@ -305,6 +345,10 @@ fn claim_records(fig: &Figure, recs: &[Record]) -> Vec<ClaimRecord> {
                 paper: c.paper,
                 ours,
                 ratio: ours.map(|o| o / c.paper),
+                cause: c.cause.as_ref().map(|x| x.what.to_string()),
+                switch: c.cause.as_ref().map(|x| x.switch.to_string()),
+                paper_side: side,
+                paper_side_ratio: side.map(|o| o / c.paper),
             }
         })
         .collect()
@@ -324,6 +368,13 @@ fn print_claims(claims: &[ClaimRecord]) {
             _ => ("-".into(), "-".into()),
         };
         println!("  {:<62} {:>10.3} {:>10} {:>7}", c.claim, c.paper, o, r);
+        if let (Some(why), Some(sw)) = (&c.cause, &c.switch) {
+            let side = match (c.paper_side, c.paper_side_ratio) {
+                (Some(o), Some(r)) => format!("{o:.3} ({r:.2} of the paper's)"),
+                _ => "not run".into(),
+            };
+            println!("    cause: {why}; with {sw}: {side}");
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 //! `dm-bench figure table`: docs/experiments/README.md's table of headline
 //! claims, made from the `<name>.claims.csv` files of full-size runs (the
 //! committed ones in docs/experiments/figures). A row per claim: the
-//! paper's number, ours, ours / paper, and the command that measured it.
+//! paper's number, ours, ours / paper, the cause of a difference where an
+//! experiment found it (issue 34: one line, the flag that switches it to
+//! the paper's side, the claim measured with it and that / paper), and the
+//! command that measured it.
 //! `--update FILE` writes it between the markers in FILE (`dm-bench figure
 //! table --update docs/experiments/README.md`); `--check FILE` compares it
 //! with what is there (a test keeps the committed README honest).
@@ -27,7 +30,7 @@ fn fmt(x: f64) -> String {
 /// The markdown table of every figure with a claims file in `dir`.
 pub fn markdown(dir: &Path) -> Result<String> {
     let mut s = String::from(
-        "| figure | claim | paper | ours | ours / paper | command |\n|---|---|---|---|---|---|\n",
+        "| figure | claim | paper | ours | ours / paper | cause (switched to the paper's side by) | with it | with it / paper | command |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for f in FIGURES {
         let p = dir.join(format!("{}.claims.csv", f.name));
@@ -39,14 +42,25 @@ pub fn markdown(dir: &Path) -> Result<String> {
                 (Some(o), Some(r)) => (fmt(o), format!("{r:.2}")),
                 _ => ("-".into(), "-".into()),
             };
+            let cause = match (&c.cause, &c.switch) {
+                (Some(why), Some(sw)) => format!("{why} (`{sw}`)"),
+                _ => "-".into(),
+            };
+            let (so, sr) = match (c.paper_side, c.paper_side_ratio) {
+                (Some(o), Some(r)) => (fmt(o), format!("{r:.2}")),
+                _ => ("-".into(), "-".into()),
+            };
             s += &format!(
-                "| [{}](figures/{}.svg) | {} | {} | {} | {} | `dm-bench figure {}` |\n",
+                "| [{}](figures/{}.svg) | {} | {} | {} | {} | {} | {} | {} | `dm-bench figure {}` |\n",
                 f.name,
                 f.name,
                 c.claim,
                 fmt(c.paper),
                 o,
                 r,
+                cause,
+                so,
+                sr,
                 f.name
             );
         }

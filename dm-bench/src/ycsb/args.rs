@@ -146,6 +146,13 @@ pub struct Args {
     /// §3.1), instead of FG+'s WRITE.
     #[arg(long)]
     pub unlock_faa: bool,
+    /// B+tree rungs: how a node is READ without its lock. `checksum`
+    /// (default): one READ, validated by the node's checksum. `optimistic`:
+    /// the optimistic remote read DEX ran its Sherman baseline with (DEX
+    /// \u{a7}8.1; version word, node, version word again: 3 READs per node),
+    /// the cause of DEX Table 2's 3.02 READs per Sherman lookup.
+    #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
+    pub node_read: String,
     /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor
     /// analysis): `lfi` lock-free internal nodes (ROWEX node locks instead),
     /// `ipl` in-place leaves (RCU instead; implies `rear`), `rear` the

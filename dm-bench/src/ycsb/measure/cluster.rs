@@ -124,6 +124,8 @@ fn index_config(a: &Args, c: &Choice, plan: &Plan) -> Result<IndexConfig> {
     cfg.cache_bytes = a.cache_mb << 20;
     cfg.rdwc_entries = a.rdwc_entries;
     cfg.tree_techniques = Some(c.techniques);
+    cfg.node_read = dm_tree::NodeRead::named(&a.node_read)
+        .ok_or_else(|| anyhow!("--node-read {}", a.node_read))?;
     cfg.radix_techniques = Some(c.art_techniques);
     cfg.read_delegation = Some(!off("rd"));
     cfg.write_combining = Some(!off("wc"));

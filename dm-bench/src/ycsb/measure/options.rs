@@ -189,6 +189,9 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
             bail!("--smart-off takes lfi, ipl, rear, rd, wc and cache, got {t:?}");
         }
     }
+    if a.node_read != "checksum" && (smart || a.index == DEX || design != Design::Fine) {
+        bail!("--node-read is for the fine-grained B+trees (fg and the sherman rungs)");
+    }
     if !smart && !a.smart_off.is_empty() {
         bail!("--smart-off is for the radix family (--index smart, art, ...)");
     }

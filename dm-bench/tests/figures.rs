@@ -220,6 +220,10 @@ fn causes_are_measured_and_merge_reruns_only_the_series_given() {
             assert_eq!(&c[switch], "--node-read optimistic");
             let r: f64 = c[side].parse().unwrap();
             assert!((0.9..1.3).contains(&r), "{c:?}");
+        } else if c[claim].starts_with("DEX") {
+            // Scale and warm-up: at the quick size everything is cached.
+            assert!(c[switch].contains("--warmup"), "{c:?}");
+            assert!(c[side].parse::<f64>().is_ok(), "{c:?}");
         } else {
             assert_eq!(&c[switch], "", "{c:?}");
         }

@@ -73,9 +73,13 @@ stop_ms() {
   grep -q "memory server stopped" $L/ms$1.log || fail "memory server $1 did not log its stop"
 }
 # Fresh memory servers (the trees and the barrier word live on them).
-# 16 MiB each: the largest step (dex's check, 4 CSs) uses a few 1 MiB chunks
-# per MS, and a smaller region is quicker to zero and register.
-fresh_ms() { launch_ms 0 7471 16; launch_ms 1 7472 16; wait_ms 0; wait_ms 1; }
+# MS_MIB (default 16) MiB each: a step uses a few 1 MiB chunks per MS, and
+# a smaller region is quicker to zero and register. Dex's check step takes
+# 32: its 4 CSs x 2 cores carve chunks on both MSs in each of 3 seeds, and
+# with --lease-ms the first joiners' race for the membership table can
+# leave up to 3 more chunks on MS 0 (a clean-clone rehearsal of 2026-11-27
+# ran MS 0 out of memory at its third seed with 16).
+fresh_ms() { launch_ms 0 7471 ${MS_MIB:-16}; launch_ms 1 7472 ${MS_MIB:-16}; wait_ms 0; wait_ms 1; }
 stop_both() { stop_ms 0; stop_ms 1; }
 # Runs `dm-bench ARGS --client I/2` for I = 0, 1 concurrently; output in $L/NAME.I.out
 # (and JSON in $L/NAME.I.json). Returns non-zero (reason in WHY) unless both exit 0.
@@ -274,6 +278,7 @@ for index in $INDEXES; do
     *) lease="--lease-ms 200"; runner=run_step ;;
   esac
   step "dm-bench check --fabric rdma --index $index $lease, two client processes, 3 seeds"
+  case $index in dex) MS_MIB=32 ;; *) MS_MIB=16 ;; esac
   $runner check_step $index "$lease"
 done
 

@@ -227,7 +227,7 @@ impl DexTree {
 
     /// [`DexTree::refresh`] of `a` for an operation on `key`; in lease
     /// mode, once the operation has been refreshing (since `since`) for
-    /// longer than a lease, the route is repaired instead
+    /// longer than a lease, the route is repaired first
     /// ([`DexTree::repair_route`]: a split cut by a dead CS).
     async fn refresh_route(
         &self,

@@ -37,22 +37,23 @@ pub(super) fn configure(mut cfg: IndexConfig, a: &Args, seed: u64, num_cs: u16) 
 /// The keys process `p`'s clients draw from: for DEX its two CSs' ranges
 /// (DEX §7: each CS serves its own keys), for the others all of them.
 pub(super) fn client_keys(inst: &Instance, a: &Args, p: Proc) -> std::ops::Range<u64> {
-    if inst.dex_cluster().is_none() {
-        return 0..a.keys;
+    share(inst, a, p.ci as u64, p.cn as u64)
+}
+
+/// Share `i` of `n` of the keys for DEX (a partition), all keys for the
+/// other indexes.
+fn share(inst: &Instance, a: &Args, i: u64, n: u64) -> std::ops::Range<u64> {
+    match inst.dex_cluster() {
+        Some(_) => i * a.keys / n..(i + 1) * a.keys / n,
+        None => 0..a.keys,
     }
-    let (ci, cn) = (p.ci as u64, p.cn as u64);
-    ci * a.keys / cn..(ci + 1) * a.keys / cn
 }
 
 /// The keys CS `cs`'s clients draw from in a crash seed: for DEX its own
 /// partition (its two CSs run as two processes, see `cluster::run_seed`),
 /// for the others all of them.
 pub(super) fn crash_keys(inst: &Instance, a: &Args, cs: u16) -> std::ops::Range<u64> {
-    if inst.dex_cluster().is_none() {
-        return 0..a.keys;
-    }
-    let cs = cs as u64;
-    cs * a.keys / 2..(cs + 1) * a.keys / 2
+    share(inst, a, cs as u64, 2)
 }
 
 /// DEX on sim: the mover on `core` (the last), repartitioning twice; none

@@ -15,7 +15,7 @@ use crate::node::{Fence, Node};
 use crate::search::Found;
 use crate::tree::TreeError;
 use dm_runtime::now_ns;
-use dm_verbs::{GlobalAddr, VerbError};
+use dm_verbs::GlobalAddr;
 use std::cmp::Ordering;
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -163,10 +163,7 @@ impl DexTree {
         }
         tracing::debug!(?a, right = ?n.sibling, "a dead owner's leaf split rolled forward");
         c.lock().counters.rolled_forward += 1;
-        match self.t.insert_parent(1, a, sep.clone(), n.sibling).await {
-            Ok(()) | Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.insert_separator(1, a, sep.clone(), n.sibling).await
     }
 
     /// READs one node, timing it for the cost model.

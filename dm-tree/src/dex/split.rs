@@ -80,11 +80,26 @@ impl DexTree {
                 parent
             }
         };
-        match self.t.insert_parent(1, a, sep, ra).await {
-            Ok(()) | Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => {}
-            Err(e) => return Err(e),
-        }
+        self.insert_separator(1, a, sep, ra).await?;
         self.refresh(c, parent).await
+    }
+
+    /// Inserts separator `sep` of the split of `left` (the new node
+    /// `right`) into level `level` through FgTree's locked B-link insert
+    /// (idempotent). `MsOutOfMemory` of a parent split leaves it out, as a
+    /// split may: B-link readers move right, and DEX's lease mode inserts
+    /// it later (`repair_route`, `miss::adopt_split`).
+    pub(super) async fn insert_separator(
+        &self,
+        level: u8,
+        left: GlobalAddr,
+        sep: Vec<u8>,
+        right: GlobalAddr,
+    ) -> Result<(), TreeError> {
+        match self.t.insert_parent(level, left, sep, right).await {
+            Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => Ok(()),
+            r => r,
+        }
     }
 
     /// Makes `key` a leaf fence (repartition): splits the leaf covering it
@@ -123,10 +138,7 @@ impl DexTree {
                     ],
                 )
                 .await?;
-            return match self.t.insert_parent(1, a, sep, ra).await {
-                Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => Ok(()),
-                r => r,
-            };
+            return self.insert_separator(1, a, sep, ra).await;
         }
     }
 
@@ -158,10 +170,8 @@ impl DexTree {
                     return Ok(moved);
                 }
                 tracing::debug!(?a, right = ?n.sibling, level = n.level, "a cut split rolled forward");
-                match self.t.insert_parent(n.level + 1, a, sep, n.sibling).await {
-                    Ok(()) | Err(TreeError::Verb(VerbError::MsOutOfMemory { .. })) => {}
-                    Err(e) => return Err(e),
-                }
+                self.insert_separator(n.level + 1, a, sep, n.sibling)
+                    .await?;
                 moved += 1;
                 a = n.sibling;
             } else if n.level == 0 {

@@ -32,10 +32,14 @@ fn shape(quick: bool, threads_total: u32) -> Shape {
     }
 }
 
-/// Index flags: DEX and Sherman bulk-load, SMART inserts (it has no bulk load).
-fn index_flags(idx: &str) -> String {
+/// The cache per CS, MiB: about 8% of the items' bytes (module docs).
+const CACHE_MB: u64 = 2;
+
+/// Index flags with a cache of `cache_mb` MiB per CS: DEX and Sherman
+/// bulk-load, SMART inserts (it has no bulk load).
+fn index_flags(idx: &str, cache_mb: u64) -> String {
     let load = if idx == "smart" { "" } else { "--load bulk" };
-    format!("--index {idx} --ms-cores 4 --cache-mb 2 {load}")
+    format!("--index {idx} --ms-cores 4 --cache-mb {cache_mb} {load}")
 }
 
 const INDEXES: [&str; 3] = ["dex", "sherman", "smart"];
@@ -75,9 +79,12 @@ const DEX_SCALE: Cause = Cause {
 /// Index flags of `series`: [`DEX_SHERMAN`] is Sherman with the optimistic read.
 fn series_flags(series: &str) -> String {
     match series {
-        DEX_SHERMAN => format!("{} --node-read optimistic", index_flags("sherman")),
-        DEX_16M => index_flags("dex").replace("--cache-mb 2", "--cache-mb 32"),
-        idx => index_flags(idx),
+        DEX_SHERMAN => format!(
+            "{} --node-read optimistic",
+            index_flags("sherman", CACHE_MB)
+        ),
+        DEX_16M => index_flags("dex", 16 * CACHE_MB),
+        idx => index_flags(idx, CACHE_MB),
     }
 }
 const MIXES: [(&str, &str); 3] = [("RO", "c"), ("RI", "b"), ("WI", "a")];
@@ -90,7 +97,7 @@ fn fig6(quick: bool) -> Vec<Row> {
                 if quick && t == 72 {
                     continue;
                 }
-                let extra = format!("{} --workload {w}", index_flags(idx));
+                let extra = format!("{} --workload {w}", index_flags(idx, CACHE_MB));
                 v.push(row(
                     &format!("{idx} {mix}"),
                     t,

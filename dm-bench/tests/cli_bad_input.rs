@@ -304,3 +304,31 @@ fn sizes_beyond_the_machine_are_refused_before_allocating() {
         refuses_within(QUICK, args, why);
     }
 }
+
+/// `--lock-slots` outside what the NIC's device memory holds is refused;
+/// inside it, the run says the table it used.
+#[test]
+fn lock_slots_are_bounded_by_the_device_memory() {
+    for n in ["0", "131073"] {
+        rejects(
+            &["ycsb", "--index", "sherman", "--lock-slots", n],
+            "holds 1 to 131072 slots per MS",
+        );
+    }
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--index",
+        "smart-inplace",
+        "--workload",
+        "a",
+        "--keys",
+        "2000",
+        "--ops",
+        "2000",
+        "--lock-slots",
+        "16",
+    ]);
+    assert!(ok, "{text}");
+    assert!(text.contains("16 16-bit masked-CAS slots per MS"), "{text}");
+    assert_eq!(v["verified"], 2000, "{text}");
+}

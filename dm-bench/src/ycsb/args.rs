@@ -153,6 +153,14 @@ pub struct Args {
     /// the cause of DEX Table 2's 3.02 READs per Sherman lookup.
     #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
     pub node_read: String,
+    /// Lock-table designs (Sherman's rungs with the global lock table, the
+    /// ART rungs' HOCL): slots of the global lock table per MS instead of
+    /// all the NIC's device memory holds (sim and loopback: 131,072 16-bit
+    /// locks in 256 KiB). Fewer slots put more nodes on each lock, as a
+    /// larger tree does on the same on-chip memory (SMART Fig. 19: HOCL's
+    /// lock-fail retries). At least 1, at most the default.
+    #[arg(long)]
+    pub lock_slots: Option<u64>,
     /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor
     /// analysis): `lfi` lock-free internal nodes (ROWEX node locks instead),
     /// `ipl` in-place leaves (RCU instead; implies `rear`), `rear` the

@@ -83,7 +83,9 @@ pub(super) fn set_up(
         num_cs: a.cs * cn as u16,
         local_cs: (ci as u16 * a.cs)..((ci as u16 + 1) * a.cs),
     };
-    let cfg = index_config(a, c, plan)?;
+    let mut cfg = index_config(a, c, plan)?;
+    cfg.lock_table = lock_table(a.lock_slots, caps)?;
+    let cfg_lock_table = cfg.lock_table;
     let cores = a.cs as usize * a.threads as usize;
     let inst = Arc::new(
         Instance::new(&a.index, cfg, site.clone(), Root::HandBuilt, cores)
@@ -101,7 +103,7 @@ pub(super) fn set_up(
     let one_sided_btree = !c.smart && !dex && !c.dolphin && design != Design::Coarse;
     plan.heads = crate::ycsb::head::HeadMaint::plan(&a.head, one_sided_btree)?;
     let tcfg = inst.tree_config().unwrap_or(TreeConfig {
-        lock_table: LockTableConfig::for_caps(caps),
+        lock_table: cfg_lock_table.unwrap_or_else(|| LockTableConfig::for_caps(caps)),
         ..Default::default()
     });
     Ok(Cluster {
@@ -110,6 +112,20 @@ pub(super) fn set_up(
         inst,
         tcfg,
     })
+}
+
+/// The global lock table `--lock-slots` asks for: the fabric's default
+/// table cut to `slots` per MS; `None` without the flag (the default).
+fn lock_table(slots: Option<u64>, caps: Caps) -> Result<Option<LockTableConfig>> {
+    let Some(n) = slots else { return Ok(None) };
+    let full = LockTableConfig::for_caps(caps);
+    if n == 0 || n > full.slots {
+        bail!(
+            "--lock-slots {n}: the lock table holds 1 to {} slots per MS on this fabric",
+            full.slots
+        );
+    }
+    Ok(Some(LockTableConfig { slots: n, ..full }))
 }
 
 /// The library's index configuration from the flags: the kind, and what

@@ -57,6 +57,11 @@
 //! the cache entry and the walk follows the new word: the cache thrashing of
 //! Fig. 5b, at one RTT more per stale leaf address. Old leaves are not
 //! reclaimed (no epoch-based reclamation: nothing in dm-art frees memory).
+//! Each RCU leaf names the leaf it replaced (its `seq` field, our
+//! addition), so a writer whose slot CAS reported a loss can tell, from
+//! the chain behind the key's current leaf, whether its CAS took after all
+//! (`SmartTree::took_before`; soft-RoCE reports a retransmitted CAS from
+//! its second execution, docs/rdma.md).
 //!
 //! **Lock-table in-place update** (the rung before the rear lock): the lock
 //! CAS and a READ of the leaf go out in one doorbell on the leaf's QP
@@ -71,7 +76,7 @@
 use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::insert::{next_leaf, Mode, Spare};
-use crate::layout::{Leaf, LEAF_OFF_META};
+use crate::layout::{chain_addr, chain_bits, Leaf, Slot, LEAF_OFF_META};
 use crate::rdwc::{Lead, WriteResult};
 use crate::tree::SmartTree;
 use dm_runtime::lock::Held;
@@ -165,10 +170,15 @@ impl SmartTree {
             _ => value,
         };
         let a = self.spare_leaf(spare).await?;
+        // The new leaf names the one it replaces (`took_before`).
+        let prev = match Slot::decode(c.word) {
+            Slot::Leaf { addr, .. } => chain_bits(addr),
+            _ => 0,
+        };
         let img = self.leaf.encode(&Leaf {
             rev: c.slot_a,
             valid,
-            seq: 0,
+            seq: prev,
             key: l.key.clone(),
             value,
         });
@@ -179,12 +189,51 @@ impl SmartTree {
             spare.leaf = None;
             return Ok(Some(true));
         }
-        if let Some(w) = wc {
-            w.unconsume();
-        }
+        let covered = wc.and_then(|w| w.unconsume());
+        spare.lost(prev, covered);
         self.invalidate(path, hit.filter(|_| c.cached));
         c.fresh(got);
         Ok(None)
+    }
+
+    /// Whether this operation's earlier publishing CAS `m`, which reported
+    /// failure, took its slot after all, judged from the key's current
+    /// leaf `l` at `x`. soft-RoCE may report a CAS from a second execution
+    /// after another writer changed the slot (docs/rdma.md;
+    /// `Faults::redo_cas_prob` on sim): read as a failure, the retry would
+    /// apply the operation a second time, after the other writer's.
+    /// In-place leaves keep their address for life, so it took iff `x` is
+    /// the spare leaf. An RCU leaf names the leaf it replaced (`Leaf::seq`):
+    /// the chain is walked back from `x` to the spare leaf (took), or to the
+    /// leaf the CAS expected or a key's first leaf (did not). After a plain
+    /// lost CAS the first step decides, without a READ; each further step
+    /// is one leaf READ.
+    pub(crate) async fn took_before(
+        &self,
+        x: GlobalAddr,
+        l: &Leaf,
+        m: crate::insert::Maybe,
+    ) -> Result<bool, ArtError> {
+        if x == m.leaf {
+            return Ok(true);
+        }
+        if self.cfg.techniques.in_place_leaf {
+            return Ok(false);
+        }
+        let mut prev = l.seq;
+        for _ in 0..crate::tree::MAX_RETRIES {
+            if prev == m.stop {
+                return Ok(false);
+            }
+            let Some(p) = chain_addr(prev) else {
+                return Ok(false);
+            };
+            if p == m.leaf {
+                return Ok(true);
+            }
+            prev = self.read_leaf(p).await?.0.seq;
+        }
+        Err(ArtError::Corrupt(x))
     }
 
     /// In-place write of the leaf at `a` under its lock-table lock (the rung

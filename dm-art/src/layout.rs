@@ -132,6 +132,18 @@ fn unpack_addr(w: u64) -> GlobalAddr {
     GlobalAddr::new(((w >> 16) & 0xff) as u16, (w >> 24) * ALIGN)
 }
 
+/// The 48 address bits of leaf `a` (MS id and offset / 64, as in its slot
+/// word, bits 16..64 shifted down), which an RCU leaf keeps in its `seq`
+/// field as the leaf it replaced (`Leaf::seq`); 0 for none.
+pub fn chain_bits(a: GlobalAddr) -> u64 {
+    pack_addr(a).map_or(0, |w| w >> 16)
+}
+
+/// The leaf address [`chain_bits`] made; `None` for 0 (no predecessor).
+pub fn chain_addr(bits: u64) -> Option<GlobalAddr> {
+    (bits != 0).then(|| unpack_addr((bits & SEQ_MASK) << 16))
+}
+
 impl Slot {
     /// The slot word.
     pub fn encode(&self) -> Result<u64, SlotError> {
@@ -239,7 +251,10 @@ pub struct LeafGeometry {
 pub struct Leaf {
     pub rev: GlobalAddr,
     pub valid: bool,
-    /// Locked writes so far (48 bits).
+    /// In-place leaves: locked writes so far (48 bits). RCU leaves (the
+    /// ART baseline rungs, which never lock a leaf): the [`chain_bits`] of
+    /// the leaf this one replaced in its slot, 0 for a key's first leaf
+    /// (`SmartTree::took_before` walks it).
     pub seq: u64,
     /// Inline up to 24 bytes (no allocation per leaf READ of short keys).
     pub key: crate::keys::Path,

@@ -33,7 +33,10 @@ pub(crate) const MAX_RETRIES: u32 = 1_000_000;
 /// published image overwritten: keys under it lost (a guest `ycsb --index
 /// art` step, 2026-11-27). On `sim` only with `Faults::unreported_cas_prob`
 /// (which plays exactly this); never on `loopback`. Dolphin's publishing
-/// CASes (`dolphin::smo`) use it too.
+/// CASes (`dolphin::smo`) use it too. A second execution after another
+/// writer changed the slot reports that writer's word instead
+/// (`Faults::redo_cas_prob`): the operation's retry settles it
+/// ([`SmartTree::took_before`]).
 pub(crate) fn publish_took(got: u64, expected: u64, new: u64) -> bool {
     if got == new && got != expected {
         tracing::warn!(

@@ -6,8 +6,8 @@
 set -eu
 # Every client runs under a timeout: a hang fails the test (exit 124) with the logs.
 # ycsb and check clients get CLIENT_TIMEOUT seconds (their steps take 10-22 s
-# here): a step that hangs (docs/rdma.md: rxe's unreported CAS) is rerun after
-# that long, not after 300 s, which CI's 30 minutes cannot spare twice.
+# here): a step that hangs (docs/rdma.md: rxe's unreported CAS) fails after
+# that long, not after 300 s.
 CLIENT_TIMEOUT=120
 ip link set lo up
 rdma link add rxe0 type rxe netdev lo      # gid[1] = ::ffff:127.0.0.1 (RoCE v2)
@@ -93,19 +93,15 @@ pair() {
   [ $r1 = 0 ] && [ $r2 = 0 ]
 }
 # Runs the step function "$@" between fresh memory servers and prints
-# where the time went (memory servers' start, the step, their stop). With
-# RERUN=1 a step that fails prints why and its logs under "=== RERUN" and
-# runs once more; a second failure fails the suite (the reruns are counted
-# at the end). Without, a failure prints the same and fails the suite.
-# Every client is a member now (--lease-ms; dex's ycsb and check steps,
-# whose clients were not, were rerun until dex's lease mode): rxe in this
-# guest sometimes executes a retransmitted lock CAS a second time after
-# the unlock, and a word left naming another core of a process that is
-# not a member waits for that core's next attempt on it (docs/rdma.md,
-# "Node locks taken without the CAS reporting it"). Members ask the named
-# core to release it (dm_runtime::lock::ask), so steps run once; only
-# art's ycsb step keeps a rerun (below).
-RERUNS=0
+# where the time went (memory servers' start, the step, their stop). A
+# failure prints why and the logs, and fails the suite: no step is rerun
+# (issue 33). Every client is a member (--lease-ms): rxe in this guest
+# sometimes executes a retransmitted lock CAS a second time, and members
+# ask the core a word names to release it (dm_runtime::lock::ask;
+# docs/rdma.md, "Node locks taken without the CAS reporting it"). The
+# last rerun, art's ycsb step, went with its cause: a CAS reported from
+# its second execution (docs/rdma.md, "A CAS reported from its second
+# execution").
 run_step() {
   w0=$(date +%s.%N)
   fresh_ms
@@ -117,21 +113,12 @@ run_step() {
       'BEGIN { printf "  (wall: memory servers up %.1f s, step %.1f s, stop %.1f s)\n", b-a, c-b, d-c }'
     return 0
   fi
-  echo "=== $( [ "${RERUN:-0}" = 1 ] && echo RERUN || echo FAILED ): $* failed: $WHY"
+  echo "=== FAILED: $* failed: $WHY"
   rxe_stats
   for f in $(ls -t $L/* | head -n 6); do
     echo "--- $f ($(wc -l < "$f") lines)"; tail -n 15 "$f" | cut -c1-400
   done
-  [ "${RERUN:-0}" = 1 ] || fail "$* failed: $WHY"
-  RERUNS=$((RERUNS + 1))
-  kill -KILL $MS0_PID $MS1_PID 2>/dev/null || true
-  wait $MS0_PID $MS1_PID 2>/dev/null || true
-  fresh_ms
-  "$@" || fail "$* failed twice: $WHY"
-  stop_both
-}
-with_rerun() {
-  RERUN=1 run_step "$@"
+  fail "$* failed: $WHY"
 }
 
 step "dm-verbs rdma tests (in-process memory servers)"
@@ -241,17 +228,10 @@ for index in $INDEXES; do
   esac
   # Leases (dolphin and dex in their lease modes): the clients are
   # members, so a lock word left naming a live core is released when
-  # asked (dm_runtime::lock::ask), and a failure is not rerun.
-  # art keeps one rerun for now: a clean-clone rehearsal (2026-11-27)
-  # saw one client verify 2 keys missing that the other found
-  # (docs/rdma.md, "A key missing in art's ycsb step"); not yet explained,
-  # and its first failure still prints under === RERUN.
-  case $index in
-    art) lease="--lease-ms 200"; runner=with_rerun ;;
-    *) lease="--lease-ms 200"; runner=run_step ;;
-  esac
+  # asked (dm_runtime::lock::ask).
+  lease="--lease-ms 200"
   step "dm-bench ycsb --fabric rdma --index $index $wl $lease, two client processes"
-  $runner ycsb_step $index "$wl" $scan "$cache $lease"
+  run_step ycsb_step $index "$wl" $scan "$cache $lease"
 done
 
 # check: short concurrent histories (gets, inserts, updates, removes, scans on
@@ -273,13 +253,11 @@ check_step() {
   grep -h -o "[0-9]* locks taken over.*" $L/check-$1.0.out $L/check-$1.1.out | sed 's/^/  client: /'
 }
 for index in $INDEXES; do
-  # Leases and no rerun where the locks recover, as in the ycsb steps.
-  case $index in
-    *) lease="--lease-ms 200"; runner=run_step ;;
-  esac
+  # Leases, as in the ycsb steps.
+  lease="--lease-ms 200"
   step "dm-bench check --fabric rdma --index $index $lease, two client processes, 3 seeds"
   case $index in dex) MS_MIB=32 ;; *) MS_MIB=16 ;; esac
-  $runner check_step $index "$lease"
+  run_step check_step $index "$lease"
 done
 
 # A client process killed mid-run (issue 33 item 4): two ycsb clients with
@@ -388,5 +366,4 @@ if "$BIN/dm-bench" verbs --fabric rdma --ms nohost > $L/badms.out 2>&1; then fai
 grep -h "error" $L/badms.out
 
 rxe_stats
-echo "steps rerun after a failure: $RERUNS (each printed under === RERUN above)"
 step "all rdma tests passed"

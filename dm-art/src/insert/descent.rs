@@ -43,12 +43,24 @@ impl SmartTree {
                     if crate::tree::publish_took(got, 0, w) {
                         return Ok(true);
                     }
+                    spare.lost(0, None);
                     c.fresh(got);
                 }
                 Slot::Leaf { addr, .. } => {
                     let (l, lock) = self.read_leaf(addr).await?;
                     self.reverse_check(&c, l.rev, path, hit);
                     if l.key[..] == *key {
+                        if let Some(m) = spare.maybe.take() {
+                            if self.took_before(addr, &l, m).await? {
+                                // A write-combining leader's WRITE covered
+                                // the followers it had consumed then.
+                                if let (Some(w), Some(upto)) = (wc, m.covered) {
+                                    w.recover(upto);
+                                }
+                                spare.leaf = None;
+                                return Ok(true);
+                            }
+                        }
                         let t = self.cfg.techniques;
                         if t.in_place_leaf && t.rear_lock {
                             return self.leaf_write(addr, l, lock, mode, wc).await;

@@ -54,6 +54,7 @@ impl SmartTree {
                 return Ok(None);
             }
             if got as u8 == b {
+                spare.lost(0, None);
                 return Ok(Some((sa, got)));
             }
             seen.push(got);

@@ -63,6 +63,38 @@ pub(crate) struct Spare {
     /// The reverse pointer `place_leaf` last WROTE the spare leaf with
     /// (`None` once anything else was written into it).
     placed: Option<GlobalAddr>,
+    /// A CAS that would have published [`Spare::leaf`] reported failure, and
+    /// may yet have taken its slot (`SmartTree::took_before`).
+    pub(crate) maybe: Option<Maybe>,
+}
+
+/// A publishing CAS whose failure may be a success soft-RoCE reported from
+/// a second execution, after another writer had changed the slot
+/// (`dm_verbs::sim::Faults::redo_cas_prob`; docs/rdma.md): `leaf` is the
+/// spare leaf it carried, `stop` the [`crate::layout::chain_bits`] of the
+/// leaf it expected to replace (0: it filled an empty slot or split),
+/// `covered` the write-combining followers its WRITE carried (SMART
+/// §4.2.3; `rdwc::Lead::unconsume`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Maybe {
+    pub(crate) leaf: GlobalAddr,
+    pub(crate) stop: u64,
+    pub(crate) covered: Option<u64>,
+}
+
+impl Spare {
+    /// Notes that the CAS that carried the spare leaf in a slot where it
+    /// would replace the leaf of chain bits `stop` (and the followers
+    /// `covered`) reported failure.
+    pub(crate) fn lost(&mut self, stop: u64, covered: Option<u64>) {
+        if let Some(leaf) = self.leaf {
+            self.maybe = Some(Maybe {
+                leaf,
+                stop,
+                covered,
+            });
+        }
+    }
 }
 
 impl SmartTree {

@@ -36,7 +36,7 @@ mod grow;
 mod leaf;
 mod split;
 
-pub(crate) use leaf::{next_leaf, Mode, Spare};
+pub(crate) use leaf::{next_leaf, Maybe, Mode, Spare};
 pub(crate) use split::{internal_word, node_image};
 
 use crate::error::ArtError;

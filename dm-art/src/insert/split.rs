@@ -91,6 +91,7 @@ impl SmartTree {
         let publish = async { Ok(cas(c.slot_a, c.word, new_word).await?) };
         let got = self.under_rowex(&[c.owner], publish).await?;
         if !crate::tree::publish_took(got, c.word, new_word) {
+            spare.lost(0, None);
             spare.nodes.extend(nodes);
             return Ok(Some(got));
         }
@@ -145,6 +146,7 @@ impl SmartTree {
         // around the publishing CAS and the prefix trim.
         let publish = self.publish_header_split(c, na, node, n, d + j + 1);
         if let Some(got) = self.under_rowex(&[c.owner, node], publish).await? {
+            spare.lost(0, None);
             spare.nodes.push(na);
             return Ok(Some(got));
         }

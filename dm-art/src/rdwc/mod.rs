@@ -397,11 +397,20 @@ impl Lead<'_> {
 
     /// For a write leader whose publication of the consumed value failed
     /// (the RCU baseline's slot CAS lost, `baseline`): nothing is covered
-    /// until the next `consume`.
-    pub(crate) fn unconsume(&self) {
+    /// until the next `consume`. Returns what was covered, for
+    /// [`Lead::recover`].
+    pub(crate) fn unconsume(&self) -> Option<u64> {
+        let mut e = self.t.entries[self.idx].lock().unwrap();
+        e.write.as_mut().and_then(|g| g.consumed.take())
+    }
+
+    /// For a write leader that found its publication reported failed had
+    /// taken effect after all (`SmartTree::took_before`): the followers
+    /// covered then, `upto` as [`Lead::unconsume`] returned it, are covered.
+    pub(crate) fn recover(&self, upto: u64) {
         let mut e = self.t.entries[self.idx].lock().unwrap();
         if let Some(g) = e.write.as_mut() {
-            g.consumed = None;
+            g.consumed = Some(upto);
         }
     }
 

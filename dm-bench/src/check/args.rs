@@ -49,7 +49,10 @@ pub struct Args {
     /// torn-line (64-byte), delay, unreported (5% of the CASes that take
     /// their word report a failure, as soft-RoCE did: docs/rdma.md), replay
     /// (5% of the atomics that change their word run a second time, unreported,
-    /// up to 20 µs later, as soft-RoCE's re-executed duplicates), crash
+    /// up to 20 µs later, as soft-RoCE's re-executed duplicates), redo (5%
+    /// of the CASes that take their word run a second time up to 20 µs
+    /// later and report that execution's result: a duplicate whose first
+    /// response was lost), crash
     /// (one of the two CSs dies at a random verb boundary and restarts with
     /// a new incarnation; its locks are taken over after the lease).
     /// Default on sim: torn,delay. Sim only.
@@ -270,10 +273,16 @@ pub(super) fn parse_faults(a: &Args) -> Result<Faults> {
                 faults.replay_prob = 0.05;
                 faults.replay_max_ns = 20_000;
             }
+            // soft-RoCE's duplicate of a CAS whose response was lost: run
+            // again up to 20 µs later, and its result is the one reported.
+            "redo" => {
+                faults.redo_cas_prob = 0.05;
+                faults.replay_max_ns = faults.replay_max_ns.max(20_000);
+            }
             // Not the fabric's: `super::crash` kills a CS.
             "crash" => {}
             other => {
-                bail!("unknown fault {other:?}: use torn, torn-line, delay, unreported, replay, crash")
+                bail!("unknown fault {other:?}: use torn, torn-line, delay, unreported, replay, redo, crash")
             }
         }
     }

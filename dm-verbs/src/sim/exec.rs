@@ -57,6 +57,9 @@ impl World {
                     self.cas_write_back(addr);
                     if expect != swap {
                         self.maybe_replay(Verb::Cas { addr, expect, swap });
+                        if self.maybe_redo(core, wr_id, Verb::Cas { addr, expect, swap }) {
+                            return;
+                        }
                     }
                     let p = self.cfg.faults.unreported_cas_prob;
                     if p > 0.0 && expect != swap && self.rng.gen_bool(p.min(1.0)) {
@@ -157,6 +160,37 @@ impl World {
             let at = self.now + self.rng.gen_range(1..=max);
             self.push(at, Event::Replay(verb));
         }
+    }
+
+    /// After a CAS took its word: with `Faults::redo_cas_prob`, its second
+    /// execution is scheduled and will complete it ([`World::redo`]);
+    /// `true` if so (the caller does not complete it now).
+    fn maybe_redo(&mut self, core: usize, wr_id: u64, verb: Verb) -> bool {
+        let f = &self.cfg.faults;
+        if f.redo_cas_prob > 0.0 && self.rng.gen_bool(f.redo_cas_prob.min(1.0)) {
+            let max = f.replay_max_ns.max(1);
+            let at = self.now + self.rng.gen_range(1..=max);
+            self.push(at, Event::Redo { core, wr_id, verb });
+            return true;
+        }
+        false
+    }
+
+    /// The second execution of a CAS whose completion it reports
+    /// (`Faults::redo_cas_prob`): takes effect only if the word holds
+    /// `expect` again; the completion carries the word's value now.
+    pub(super) fn redo(&mut self, core: usize, wr_id: u64, verb: Verb) {
+        self.trace_hash = mix(self.trace_hash, self.now);
+        let Verb::Cas { addr, expect, swap } = verb else {
+            unreachable!("only a CAS is redone");
+        };
+        let res = self.atomic(addr, |old| (old == expect).then_some(swap));
+        if res == Ok(expect) {
+            tracing::trace!(addr = ?addr, "sim: a CAS executed a second time (redo fault)");
+            self.cas_write_back(addr);
+        }
+        let t = self.return_path(core, self.now, 8);
+        self.complete(core, wr_id, t, res.map(VerbOutput::Atomic));
     }
 
     /// The second execution of an atomic (`Faults::replay_prob`): applied

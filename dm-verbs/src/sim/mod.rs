@@ -226,7 +226,18 @@ pub struct Faults {
     /// core of its CS, whose name is the same, and no lock protocol on
     /// CS-wide names survives that. Default 0.
     pub replay_prob: f64,
-    /// Latest virtual ns after the first execution a replay runs.
+    /// Probability that a CAS that took its word is executed a second
+    /// time later and its completion carries that second execution's
+    /// result instead of the first's: soft-RoCE's duplicate of a CAS whose
+    /// response was lost, re-executed by the responder (docs/rdma.md). The
+    /// second execution runs at a time uniform in `(now, now +
+    /// replay_max_ns]`, takes effect only if the word holds `expect` again,
+    /// and returns the word's value then: `swap` if nothing wrote it since
+    /// (what `unreported_cas_prob` plays), another writer's word if one
+    /// did, `expect` (a success) if the word went back. The verb's
+    /// completion waits for it. Default 0.
+    pub redo_cas_prob: f64,
+    /// Latest virtual ns after the first execution a replay or a redo runs.
     pub replay_max_ns: u64,
 }
 
@@ -239,6 +250,7 @@ impl Default for Faults {
             delay_max_ns: 0,
             unreported_cas_prob: 0.0,
             replay_prob: 0.0,
+            redo_cas_prob: 0.0,
             replay_max_ns: 0,
         }
     }
@@ -256,6 +268,7 @@ impl Faults {
             delay_max_ns: 3000,
             unreported_cas_prob: 0.0,
             replay_prob: 0.0,
+            redo_cas_prob: 0.0,
             replay_max_ns: 0,
         }
     }

@@ -81,6 +81,13 @@ pub(super) enum Event {
     },
     /// A second, unreported execution of an atomic (`Faults::replay_prob`).
     Replay(Verb),
+    /// A second execution of a CAS whose completion reports it
+    /// (`Faults::redo_cas_prob`).
+    Redo {
+        core: usize,
+        wr_id: u64,
+        verb: Verb,
+    },
 }
 
 pub(super) struct World {

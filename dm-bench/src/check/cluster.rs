@@ -105,6 +105,9 @@ pub(super) fn run_seed(a: &Rc<Args>, seed: u64) -> Result<Vec<Event>> {
         slots: if lanes { 32 } else { 16 },
     };
     let fabric = SimFabric::new(cfg);
+    // A new cluster on this thread: the locks a killed CS of the last seed
+    // held stay in the thread's ledger (its tasks are never dropped).
+    dm_runtime::lock::forget_thread_ledger();
     dm_index::register_handlers(&fabric);
     let icfg = index_config(a, seed, lock_table, num_ms, 2)?;
     let ncores = a.cores.max(1) as usize;

@@ -160,7 +160,7 @@ mod stats;
 pub use config::{LockTableConfig, LockTechniques};
 pub use cs_words::{while_releasing, CsCas, CsHeld, CsReleasing, CsWords};
 pub use lease::LeaseWatch;
-pub use ledger::lock_takeovers;
+pub use ledger::{forget_thread_ledger, lock_takeovers};
 pub use member::{Holder, LeaseConfig, Member};
 pub use node_locks::{Held, NodeLocks};
 pub use stats::{LockCounters, LockEvent, LockStats};

@@ -119,3 +119,63 @@ fn a_cut_leaf_split_is_rolled_forward_by_the_next_incarnation() {
 fn a_cut_inner_split_is_rolled_forward_by_the_next_incarnation() {
     assert!(cut_and_restart(300, 2) >= 1);
 }
+
+/// A write-through whose WRITE fails (core 0's QP broken) must not leave
+/// its change to be served from the CS's cache: the insert fails, and the
+/// CS's other core READs the leaf again and finds the old value, as the
+/// pool has it (a dead CS would take the cached change with it). Without
+/// `Frame::reread` the get returned the failed insert's value.
+#[test]
+fn a_failed_write_through_is_not_served_from_the_cache() {
+    let (mut rt, tcfg) = model::sim_cluster(1, 8 << 20, 7);
+    let (c0, c1) = (rt.add_core(0, 0), rt.add_core(0, 1));
+    let cl = cluster(tcfg);
+    let (cl0, cl1) = (cl.clone(), cl.clone());
+    let m = rt
+        .block_on(c0, async move {
+            let m = Member::join(0, LeaseConfig::SIM, CHUNK).await.unwrap();
+            let t = DexTree::create(cl0.clone(), 0, 0)
+                .await
+                .unwrap()
+                .with_member(m.clone())
+                .unwrap();
+            for x in 0..20u64 {
+                t.insert(&k(x), x + 1).await.unwrap();
+            }
+            // Core 1's handle is opened and served once now, so its first
+            // operation below waits no lease (`wait_out_predecessor`).
+            m
+        })
+        .unwrap();
+    let m1 = m.clone();
+    rt.block_on(c1, async move {
+        let t = DexTree::open(cl1, 0, 1).unwrap().with_member(m1).unwrap();
+        assert_eq!(t.get(&k(5)).await.unwrap(), Some(6));
+    })
+    .unwrap();
+    rt.fabric().break_qp(c0.0, 0);
+    let (cl0, m0) = (cl.clone(), m.clone());
+    rt.block_on(c0, async move {
+        let t = DexTree::open(cl0, 0, 0).unwrap().with_member(m0).unwrap();
+        assert!(t.insert(&k(5), 999).await.is_err(), "the WRITE fails");
+    })
+    .unwrap();
+    let cl1 = cl.clone();
+    rt.block_on(c1, async move {
+        let t = DexTree::open(cl1.clone(), 0, 1)
+            .unwrap()
+            .with_member(m.clone())
+            .unwrap();
+        assert_eq!(
+            t.get(&k(5)).await.unwrap(),
+            Some(6),
+            "served from the cache"
+        );
+        assert_eq!(t.fg().get(&k(5)).await.unwrap(), Some(6), "the pool");
+        assert_eq!(cl1.stats(0).cache.rereads, 1);
+        t.insert(&k(5), 7).await.unwrap();
+        assert_eq!(t.get(&k(5)).await.unwrap(), Some(7));
+        m.stop();
+    })
+    .unwrap();
+}

@@ -54,6 +54,11 @@ pub(crate) struct Frame {
     pub busy: bool,
     /// A write-back of this page is in flight.
     pub flushing: bool,
+    /// Lease mode: a write-through of this leaf failed or was cancelled, so
+    /// the change it carried may be missing from the pool; the next
+    /// operation on the leaf READs the page again before using it
+    /// (`traverse::Step::Reread`).
+    pub reread: bool,
     /// The entries' keys as big-endian words when every key is 8 bytes
     /// (else empty), kept in step with `node` ([`Frame::sync_keys`] after
     /// every change): a search reads this one array instead of each
@@ -157,6 +162,9 @@ pub struct CacheCounters {
     /// Lease mode: splits a dead CS cut before their separator went up,
     /// rolled forward (`miss::adopt_split`, `split::repair_route`).
     pub rolled_forward: u64,
+    /// Lease mode: cached leaves READ again after a failed or cancelled
+    /// write-through (`traverse::Step::Reread`).
+    pub rereads: u64,
 }
 
 pub(crate) struct Cache {

@@ -46,6 +46,7 @@ impl Cache {
             pins: 0,
             busy: false,
             flushing: false,
+            reread: false,
             keys8: Vec::new(),
         };
         frame.sync_keys();

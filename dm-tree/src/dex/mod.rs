@@ -96,7 +96,12 @@
 //!   separator. Scratch leaves were written at once already. Cooling,
 //!   flushes and repartitions then find nothing dirty. Cost: one WRITE
 //!   per changed leaf (the paper's lazy write-back batches many changes
-//!   into one), and same-leaf operations serialised over it.
+//!   into one), and same-leaf operations serialised over it. A
+//!   write-through that fails (a broken QP) or is cancelled leaves a
+//!   change that may be missing from the pool: its operation did not
+//!   succeed, and the next operation on the leaf READs the page again
+//!   instead of serving that change (`Frame::reread`), so no reader sees
+//!   a value a dead CS could take with it.
 //! - **Inner nodes** are FgTree's: their locks name the member and are
 //!   taken over after the lease, and a half-done write-back is repaired as
 //!   `dm_tree`'s docs say.

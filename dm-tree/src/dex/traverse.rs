@@ -40,6 +40,9 @@ enum Step {
     /// Lease mode: the operation changed a cached leaf, now flushing; its
     /// page must be written through before the result is returned.
     Through(Through, Res),
+    /// Lease mode: the cached leaf (now busy) lost a write-through; READ
+    /// its page again (`Frame::reread`) and start over.
+    Reread(u32, GlobalAddr),
 }
 
 /// The cached part of one operation (§5.2), under the CS's mutex. In
@@ -78,6 +81,10 @@ fn traverse(
             let f = &mut st.frames[cur as usize];
             if lease && f.flushing {
                 return Step::Wait;
+            }
+            if f.reread {
+                f.busy = true;
+                return Step::Reread(cur, f.addr);
             }
             let at = f.find(key);
             return match apply(&mut f.node, at, cap, key, op) {
@@ -213,6 +220,7 @@ impl DexTree {
                 Step::Wait | Step::WaitOffload => yield_now().await,
                 Step::Refresh(a) => self.refresh_route(c, a, key, &mut stuck_since).await?,
                 Step::Split(lf) => self.split_cached(c, lf).await?,
+                Step::Reread(lf, a) => self.reread(c, lf, a).await?,
                 Step::Foreign(a) => return Err(TreeError::Corrupt(a)),
                 Step::Miss(m) => match self.miss(c, key, &op, m, offload_ok, &part).await? {
                     MissOut::Done(r) => return Ok(r),
@@ -223,6 +231,38 @@ impl DexTree {
             }
         }
         Err(TreeError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// READs the page of the cached leaf `lf` at `a` again after a lost
+    /// write-through (`Frame::reread`, lease mode: every acknowledged change
+    /// is in the pool) and replaces the frame's content; the frame is busy
+    /// meanwhile. On an error it stays marked, for the next operation.
+    async fn reread(&self, c: &DexCs, lf: u32, a: GlobalAddr) -> Result<(), TreeError> {
+        /// Frees the frame however the READ ends (also when cancelled).
+        struct Unbusy<'a>(&'a DexCs, u32, GlobalAddr);
+        impl Drop for Unbusy<'_> {
+            fn drop(&mut self) {
+                let mut st = self.0.lock();
+                if let Some(f) = st.frames.get_mut(self.1 as usize) {
+                    if f.addr == self.2 {
+                        f.busy = false;
+                    }
+                }
+            }
+        }
+        let _g = Unbusy(c, lf, a);
+        let node = self.t.read_node(a).await?;
+        let mut st = c.locked().await;
+        st.counters.rereads += 1;
+        if let Some(f) = st.frames.get_mut(lf as usize) {
+            if f.addr == a && node.is_leaf() {
+                f.node = node;
+                f.sync_keys();
+                f.gen += 1;
+                f.reread = false;
+            }
+        }
+        Ok(())
     }
 
     /// [`DexTree::refresh`] of `a` for an operation on `key`; in lease

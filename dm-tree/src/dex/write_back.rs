@@ -38,8 +38,11 @@ impl Through {
 }
 
 /// Ends a write-through however its operation ends: the frame stops
-/// flushing, and is clean if the WRITE completed with its newest content
-/// (a cancelled or failed one leaves it dirty, for `make_room` or a flush).
+/// flushing, and is clean if the WRITE completed with its newest content.
+/// A failed or cancelled one leaves a change that may be missing from the
+/// pool, which no reader may see (a dead CS would take it with it, issue
+/// 33): the frame is marked to be READ again (`Frame::reread`) and clean,
+/// so it is neither served nor written back as it is.
 struct ThroughGuard<'a> {
     c: &'a DexCs,
     frame: u32,
@@ -55,6 +58,9 @@ impl Drop for ThroughGuard<'_> {
             if f.addr == self.addr {
                 f.flushing = false;
                 if self.written && f.gen == self.gen {
+                    f.dirty = false;
+                } else if !self.written {
+                    f.reread = true;
                     f.dirty = false;
                 }
             }

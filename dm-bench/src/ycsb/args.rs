@@ -119,8 +119,10 @@ pub struct Args {
     #[arg(long)]
     pub key_file: Option<PathBuf>,
     /// Generated integer keys: `hashed` (YCSB's default `insertorder`: key
-    /// number n becomes FNV(n), sparse) or `ordered` (key n is n: dense, 256
-    /// keys to each 7-byte prefix, as Dolphin's evaluation loads its tree).
+    /// number n becomes FNV(n), sparse), `ordered` (key n is n: dense, 256
+    /// keys to each 7-byte prefix, as Dolphin's leaves are built for) or
+    /// `half` (key n is 2n: a key space half filled, as Dolphin's evaluation
+    /// loads its trees, §IV-A).
     #[arg(long, default_value = "hashed")]
     pub key_order: String,
     /// Load phase: `insert` (YCSB's load: one insert per record, all coroutines)

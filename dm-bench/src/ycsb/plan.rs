@@ -252,10 +252,16 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
                     keys_info = json!({"kind": "integer (YCSB ordered key numbers: dense)", "key_bytes": 8});
                     s = s.with_ordered_keys();
                 }
+                None if a.key_order == "half" => {
+                    keys_info = json!({"kind": "integer (key number n is 2n: a key space half filled)", "key_bytes": 8});
+                    s = s.with_key_stride(2);
+                }
                 None => {}
             }
-            if a.key_order != "hashed" && (a.key_order != "ordered" || a.key_file.is_some()) {
-                bail!("--key-order takes hashed or ordered, for generated integer keys only");
+            if !["hashed", "ordered", "half"].contains(&a.key_order.as_str())
+                || (a.key_order != "hashed" && a.key_file.is_some())
+            {
+                bail!("--key-order takes hashed, ordered or half, for generated integer keys only");
             }
             let mut load = Keys::with_capacity(width, a.keys as usize);
             for n in 0..a.keys {
@@ -320,6 +326,7 @@ pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
     let s = Stream::new(spec, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
     Ok(match a.key_order.as_str() {
         "ordered" => s.with_ordered_keys().key(n),
+        "half" => s.with_key_stride(2).key(n),
         _ => s.key(n),
     })
 }

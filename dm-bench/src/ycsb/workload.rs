@@ -176,8 +176,9 @@ pub struct Stream {
     latest: Option<SkewedLatest>,
     /// Key number -> key: YCSB's hashed integer keys, or a key file's keys.
     key_list: Option<Arc<Vec<Vec<u8>>>>,
-    /// Key number n is the key n (YCSB's `insertorder=ordered`), not hashed.
-    ordered: bool,
+    /// Key number n is the key `n x stride` (YCSB's `insertorder=ordered`
+    /// at stride 1), not hashed; 0: hashed.
+    stride: u64,
 }
 
 impl Stream {
@@ -223,7 +224,7 @@ impl Stream {
             zipf,
             latest,
             key_list: None,
-            ordered: false,
+            stride: 0,
         })
     }
 
@@ -238,8 +239,16 @@ impl Stream {
     /// Key number `n` becomes the 8-byte big-endian key `n` (YCSB's
     /// `insertorder=ordered`): dense keys, 256 to a 7-byte prefix, the key
     /// space Dolphin's leaves are built for (Dolphin §III-A; digest B2.3).
-    pub fn with_ordered_keys(mut self) -> Self {
-        self.ordered = true;
+    pub fn with_ordered_keys(self) -> Self {
+        self.with_key_stride(1)
+    }
+
+    /// Key number `n` becomes the 8-byte big-endian key `n x stride`: at
+    /// stride 2 a key space half filled, as Dolphin's evaluation loads its
+    /// trees ("512 million items 50% full", §IV-A). `stride` at least 1;
+    /// `n x stride` must fit 64 bits (the caller bounds the key count).
+    pub fn with_key_stride(mut self, stride: u64) -> Self {
+        self.stride = stride.max(1);
         self
     }
 
@@ -253,7 +262,7 @@ impl Stream {
     pub fn key(&self, n: u64) -> Vec<u8> {
         match &self.key_list {
             Some(l) => l.get(n as usize).cloned().unwrap_or_default(),
-            None if self.ordered => n.to_be_bytes().to_vec(),
+            None if self.stride > 0 => (n * self.stride).to_be_bytes().to_vec(),
             None => int_key(n),
         }
     }
@@ -342,6 +351,14 @@ mod tests {
         )
         .unwrap();
         (0..n).map(|_| s.next_op()).collect()
+    }
+
+    #[test]
+    fn ordered_keys_are_key_numbers_times_the_stride() {
+        let s = || Stream::new(Spec::named("c", 0.99, 100).unwrap(), 1000, 10, 1).unwrap();
+        assert_eq!(s().with_ordered_keys().key(7), 7u64.to_be_bytes().to_vec());
+        assert_eq!(s().with_key_stride(2).key(7), 14u64.to_be_bytes().to_vec());
+        assert_eq!(s().key(7), int_key(7));
     }
 
     #[test]

@@ -192,7 +192,7 @@ fn region_bytes(a: &Args, c: &Choice, plan: &Plan, chunk: u64) -> u64 {
     if dolphin {
         // Dolphin: a leaf per 7-byte prefix, about half full with dense
         // keys, but one per key with sparse ones (digest B2.3).
-        let per_leaf = if a.key_order == "ordered" { 16 } else { 1 };
+        let per_leaf = if a.key_order == "hashed" { 1 } else { 16 };
         let cores = (a.cs as u64) * (a.threads as u64);
         let leaves = plan.written.len() as u64 / per_leaf + 64;
         let bytes = leaves * (a.node_bytes as u64 + 512) * 2 / a.ms as u64 + (cores + 4) * chunk;

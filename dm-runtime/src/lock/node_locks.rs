@@ -4,7 +4,6 @@
 //! `super::lease`) and released (`release.rs`: combined or not, or handed
 //! over); see the [module docs](super) for the protocol.
 
-use super::ask::ABANDONED;
 use super::config::{LockTableConfig, LockTechniques};
 use super::cs_words::CsHeld;
 use super::lease::LeaseWatch;
@@ -404,16 +403,6 @@ impl NodeLocks {
                 let key = (self.tag, w.to_u64());
                 let in_flight = InFlight::new(key);
                 let mut h = cas(w, 0, self.tag).await?;
-                if h == ABANDONED {
-                    // Released at a waiter's request (`super::ask`): free,
-                    // but what it guarded may be half done.
-                    h = cas(w, ABANDONED, self.tag).await?;
-                    if h == ABANDONED {
-                        // Counted by the core that served the request.
-                        *stale = true;
-                        h = 0;
-                    }
-                }
                 if h == self.tag && attempt.is_power_of_two() {
                     tracing::trace!(
                         word = format_args!("{:#x}", w.to_u64()),

@@ -54,6 +54,8 @@ struct Seen {
     got_after: u64,
     owner_released: u64,
     waiter: (u64, u64),
+    /// The waiter's lock was taken stale (`Held::taken_stale`).
+    stale: bool,
 }
 
 fn techniques(hocl: bool) -> (LockTechniques, LockTableConfig) {
@@ -159,18 +161,21 @@ fn scenario(c: Case) -> Seen {
             }
         });
         let got_after = now_ns() - start;
-        b.release(got.unwrap(), Vec::new()).await.unwrap();
+        let got = got.unwrap();
+        let stale = got.taken_stale();
+        b.release(got, Vec::new()).await.unwrap();
         phase.set(2);
         yield_until(now_ns() + 2 * LEASE.heartbeat_ns).await;
         ms.stop().await;
         let s = b.counters().snapshot();
-        (got_after, (s.recovered, s.takeovers))
+        (got_after, (s.recovered, s.takeovers), stale)
     });
-    let (got_after, waiter) = out.unwrap_or_else(|| panic!("{c:?}: never finished"));
+    let (got_after, waiter, stale) = out.unwrap_or_else(|| panic!("{c:?}: never finished"));
     Seen {
         got_after,
         owner_released: released.get(),
         waiter,
+        stale,
     }
 }
 
@@ -184,12 +189,19 @@ fn case(owner: Owner, waiter_cs: u16) -> Case {
 }
 
 /// Asked after a lease; a request to another CS waits for its heartbeat.
+/// The word comes back released to `ABANDONED`, so the waiter takes it
+/// stale: whatever the lock guarded may have been left half done by the
+/// task that held it, which the index repairs (`Held::taken_stale`).
 fn assert_released_soon(c: Case, s: &Seen) {
     assert!(
         (LEASE.lease_ns..=3 * LEASE.lease_ns).contains(&s.got_after),
         "{c:?}: {s:?}"
     );
     assert_eq!(s.waiter, (0, 0), "{c:?}: the waiter takes nothing over");
+    assert!(
+        s.stale,
+        "{c:?}: a served request's word is taken stale: {s:?}"
+    );
 }
 
 #[test]
@@ -223,6 +235,7 @@ fn a_word_really_held_is_not_released_on_request() {
         let s = scenario(c);
         assert!(s.got_after >= 5 * LEASE.lease_ns, "{c:?}: {s:?}");
         assert_eq!((s.owner_released, s.waiter), (0, (0, 0)), "{c:?}: {s:?}");
+        assert!(!s.stale, "{c:?}: released by its holder: {s:?}");
     }
 }
 
@@ -242,6 +255,7 @@ fn hocl_no_release_while_the_local_lock_is_held() {
         "{c:?}: {s:?}"
     );
     assert_eq!((s.owner_released, s.waiter), (1, (0, 0)), "{s:?}");
+    assert!(s.stale, "{s:?}");
     let c = Case { local_held: 0, ..c };
     let s = scenario(c);
     assert_released_soon(c, &s);

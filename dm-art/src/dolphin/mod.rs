@@ -112,10 +112,10 @@
 //! The lock is taken by every writer of a leaf, so same-leaf updates no
 //! longer run in parallel under a share; an update still costs 2 round
 //! trips ([CAS lock, READ leaf], then [WRITE value, WRITE key word, WRITE
-//! 0]; `tests/dolphin.rs` counts them). Gap: a split dropped by a live CS
-//! (a cancelled future) whose words are later released at another core's
-//! request (`dm_runtime::lock::ask`) is taken from the free word, so no
-//! taker repairs it; a dead CS, or the same core's next attempt, does.
+//! 0]; `tests/dolphin.rs` counts them). A split dropped by a live CS (a
+//! cancelled future) is repaired too: its words are taken back stale by
+//! the same core's next attempt, or released at another core's request to
+//! `dm_runtime::lock::ask::ABANDONED`, which the next taker takes stale.
 //! `dm-bench check --index dolphin --faults crash` runs it; recovery times
 //! on sim are in `docs/experiments/recovery.md`.
 //!

@@ -23,13 +23,18 @@
 //!
 //! **Serving** (the owner's core, as a job in its executor's inbox, served
 //! even when it idles or parks): the word is released by one CAS of the
-//! name to 0 only if, on that core's thread, the ledger shows no holder
+//! name to [`ABANDONED`] only if, on that core's thread, the ledger shows no holder
 //! and no lock CAS in flight for (name, word), and, under HOCL, the
 //! word's CS-local lock is free (a holder handed the lock keeps the giver's
 //! name in the word and holds the local lock). The release CAS is in the
 //! ledger while in flight, so a task of the core whose CAS finds the name
 //! meanwhile does not read it as a take of its own; the core's later CASes
-//! go out after it on the same QP.
+//! go out after it on the same QP. [`ABANDONED`], not 0: the task that
+//! left the word may have been dropped halfway through what the lock
+//! guarded (a cancelled future), so the next taker takes it as it would a
+//! dead holder's ([`super::Held::taken_stale`]) and repairs what the index
+//! repairs then (Dolphin's cut split, `dm_art::dolphin::settle`). Before,
+//! it was released to 0 and taken as a free word, and nobody repaired it.
 //!
 //! **A retired name.** A name whose handles are all dropped (a bench
 //! phase's core threads ended) has no owner: no task can hold it, and the
@@ -45,6 +50,12 @@
 //! it (claimed there for the CAS). 16-bit GLT lanes name a CS too: their
 //! requests set [`LANES_REQUEST`] as well, and the serving task frees the
 //! word's lanes that name it and that its CS ledger shows untouched.
+
+/// The value a served release request leaves in a 64-bit lock word (module
+/// docs, "Serving"): free, but left by a task that may not have finished,
+/// so its next taker takes it stale. Never a name: names carry a tag of a
+/// CS id and core below 2^32 - 1.
+pub const ABANDONED: u64 = u64::MAX;
 
 use super::cs_words::CsWords;
 use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
@@ -272,7 +283,7 @@ impl Owners {
             return Ok(false);
         }
         let in_flight = InFlight::new(key);
-        let old = cas(w, name, 0).await?;
+        let old = cas(w, name, ABANDONED).await?;
         ledger(key, |e| e.epoch += 1);
         drop(in_flight);
         drop(guard);

@@ -4,6 +4,7 @@
 //! `super::lease`) and released (`release.rs`: combined or not, or handed
 //! over); see the [module docs](super) for the protocol.
 
+use super::ask::ABANDONED;
 use super::config::{LockTableConfig, LockTechniques};
 use super::cs_words::CsHeld;
 use super::lease::LeaseWatch;
@@ -402,7 +403,22 @@ impl NodeLocks {
             LockWord::Word(w) => {
                 let key = (self.tag, w.to_u64());
                 let in_flight = InFlight::new(key);
-                let mut h = cas(w, 0, self.tag).await?;
+                // A free word is 0, or ABANDONED: released at a waiter's
+                // request (`super::ask`), what it guarded may be half done.
+                // Each CAS expects the free value the last one found, until
+                // one takes the word or finds a name (a CAS that finds the
+                // other free value was raced: someone took and freed it).
+                let mut expect = 0;
+                let mut h = cas(w, expect, self.tag).await?;
+                while (h == 0 || h == ABANDONED) && h != expect {
+                    expect = h;
+                    h = cas(w, expect, self.tag).await?;
+                }
+                if h == expect {
+                    // Taken (a request's word counted by its server).
+                    *stale |= expect == ABANDONED;
+                    h = 0;
+                }
                 if h == self.tag && attempt.is_power_of_two() {
                     tracing::trace!(
                         word = format_args!("{:#x}", w.to_u64()),

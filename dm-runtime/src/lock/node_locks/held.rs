@@ -31,7 +31,9 @@ impl Held<'_> {
     /// Whether this lock was taken from a holder that never released it: a
     /// dead member's name taken over after its lease, or a name of this
     /// core or CS that no task here held (a task dropped while holding it,
-    /// a CAS whose success went unreported), claimed back. Whatever that
+    /// a CAS whose success went unreported), claimed back, or released to
+    /// [`ABANDONED`](super::super::ask::ABANDONED) by such a core at a
+    /// waiter's request (`super::super::ask`). Whatever that
     /// holder was doing under the lock may be half done; an index whose
     /// structure changes span several nodes (Dolphin's leaf split,
     /// `dm_art::dolphin`) repairs before it acts. `false` for a lock taken

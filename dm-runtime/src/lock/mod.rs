@@ -116,7 +116,8 @@
 //! re-executed duplicates): a replayed lock CAS `0 -> name` leaves a word
 //! naming a holder that holds nothing, which the ledgers and release
 //! requests above recover. A replayed CAS whose expected value can come
-//! back (a takeover's stale name, a release request's `name -> 0`) could
+//! back (a takeover's stale name, a release request's `name ->`
+//! [`ask::ABANDONED`]) could
 //! take or free a word a live task holds; `check --faults
 //! torn,delay,unreported,replay,crash` over 50 seeds found none, and the
 //! incarnation word, which an FAA used to move (a replay made a live CS

@@ -248,19 +248,14 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
                 None if key_bytes(a) != 8 => {
                     bail!("generated integer keys are 8 bytes; --key-bytes applies to string keys")
                 }
-                None if a.key_order == "ordered" => {
-                    keys_info = json!({"kind": "integer (YCSB ordered key numbers: dense)", "key_bytes": 8});
-                    s = s.with_ordered_keys();
+                None => {
+                    if let Some((stride, kind)) = key_stride(&a.key_order)? {
+                        keys_info = json!({"kind": kind, "key_bytes": 8});
+                        s = s.with_key_stride(stride);
+                    }
                 }
-                None if a.key_order == "half" => {
-                    keys_info = json!({"kind": "integer (key number n is 2n: a key space half filled)", "key_bytes": 8});
-                    s = s.with_key_stride(2);
-                }
-                None => {}
             }
-            if !["hashed", "ordered", "half"].contains(&a.key_order.as_str())
-                || (a.key_order != "hashed" && a.key_file.is_some())
-            {
+            if key_stride(&a.key_order)?.is_some() && a.key_file.is_some() {
                 bail!("--key-order takes hashed, ordered or half, for generated integer keys only");
             }
             let mut load = Keys::with_capacity(width, a.keys as usize);
@@ -324,10 +319,20 @@ pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
     }
     let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
     let s = Stream::new(spec, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
-    Ok(match a.key_order.as_str() {
-        "ordered" => s.with_ordered_keys().key(n),
-        "half" => s.with_key_stride(2).key(n),
-        _ => s.key(n),
+    Ok(match key_stride(&a.key_order)? {
+        Some((stride, _)) => s.with_key_stride(stride).key(n),
+        None => s.key(n),
+    })
+}
+
+/// `--key-order`: `None` for `hashed` (YCSB's FNV of the key number), else
+/// the stride key numbers are multiplied by and the report's `keys.kind`.
+fn key_stride(order: &str) -> Result<Option<(u64, &'static str)>> {
+    Ok(match order {
+        "hashed" => None,
+        "ordered" => Some((1, "integer (YCSB ordered key numbers: dense)")),
+        "half" => Some((2, "integer (key number n is 2n: a key space half filled)")),
+        _ => bail!("--key-order takes hashed, ordered or half, for generated integer keys only"),
     })
 }
 

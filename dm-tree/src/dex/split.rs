@@ -14,8 +14,9 @@ use dm_runtime::{write, yield_now};
 use dm_verbs::{GlobalAddr, VerbError};
 use std::sync::atomic::Ordering::SeqCst;
 
-/// Clears a leaf's busy flag when its split ends.
-struct BusyGuard<'a>(&'a DexCs, u32);
+/// Clears a leaf's busy flag when its split (or its re-READ after a lost
+/// write-through, `traverse`) ends.
+pub(super) struct BusyGuard<'a>(pub(super) &'a DexCs, pub(super) u32);
 
 impl Drop for BusyGuard<'_> {
     fn drop(&mut self) {

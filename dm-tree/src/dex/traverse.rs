@@ -238,19 +238,8 @@ impl DexTree {
     /// is in the pool) and replaces the frame's content; the frame is busy
     /// meanwhile. On an error it stays marked, for the next operation.
     async fn reread(&self, c: &DexCs, lf: u32, a: GlobalAddr) -> Result<(), TreeError> {
-        /// Frees the frame however the READ ends (also when cancelled).
-        struct Unbusy<'a>(&'a DexCs, u32, GlobalAddr);
-        impl Drop for Unbusy<'_> {
-            fn drop(&mut self) {
-                let mut st = self.0.lock();
-                if let Some(f) = st.frames.get_mut(self.1 as usize) {
-                    if f.addr == self.2 {
-                        f.busy = false;
-                    }
-                }
-            }
-        }
-        let _g = Unbusy(c, lf, a);
+        // Frees the frame however the READ ends (also when cancelled).
+        let _busy = super::split::BusyGuard(c, lf);
         let node = self.t.read_node(a).await?;
         let mut st = c.locked().await;
         st.counters.rereads += 1;

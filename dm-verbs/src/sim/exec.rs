@@ -156,8 +156,7 @@ impl World {
     fn maybe_replay(&mut self, verb: Verb) {
         let f = &self.cfg.faults;
         if f.replay_prob > 0.0 && self.rng.gen_bool(f.replay_prob.min(1.0)) {
-            let max = f.replay_max_ns.max(1);
-            let at = self.now + self.rng.gen_range(1..=max);
+            let at = self.second_execution_at();
             self.push(at, Event::Replay(verb));
         }
     }
@@ -168,12 +167,18 @@ impl World {
     fn maybe_redo(&mut self, core: usize, wr_id: u64, verb: Verb) -> bool {
         let f = &self.cfg.faults;
         if f.redo_cas_prob > 0.0 && self.rng.gen_bool(f.redo_cas_prob.min(1.0)) {
-            let max = f.replay_max_ns.max(1);
-            let at = self.now + self.rng.gen_range(1..=max);
+            let at = self.second_execution_at();
             self.push(at, Event::Redo { core, wr_id, verb });
             return true;
         }
         false
+    }
+
+    /// When a replayed or redone atomic runs again: uniform in `(now, now +
+    /// Faults::replay_max_ns]`.
+    fn second_execution_at(&mut self) -> u64 {
+        let max = self.cfg.faults.replay_max_ns.max(1);
+        self.now + self.rng.gen_range(1..=max)
     }
 
     /// The second execution of a CAS whose completion it reports

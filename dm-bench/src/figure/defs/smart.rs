@@ -42,8 +42,12 @@ const INDEXES: [&str; 3] = ["smart", "sherman", "art"];
 /// coroutines); Fig. 11/14's ratios compare those curves' peaks.
 const PEAK_THREADS: u32 = 56;
 
-/// The suffix of an index's series at [`PEAK_THREADS`] (16 x 56 clients).
-const PEAK_SUFFIX: &str = "-896";
+/// Each index's series: at 8 client threads per CS and at [`PEAK_THREADS`]
+/// (16 x 56 client threads).
+const SMART: (&str, &str) = ("smart", "smart-896");
+const SHERMAN: (&str, &str) = ("sherman", "sherman-896");
+const ART: (&str, &str) = ("art", "art-896");
+const SERIES: [(&str, &str); 3] = [SMART, SHERMAN, ART];
 
 /// The cause of the Fig. 14 claims (issue 34): our rows run 8 client
 /// threads per CS, where SMART is bound by its clients' CPU (the charge
@@ -52,7 +56,7 @@ const PEAK_SUFFIX: &str = "-896";
 const AT_PEAK: Cause = Cause {
     what: "the paper compares its curves' peaks (up to 56 client threads per CN); ours run 8 per CS, where SMART is bound by client CPU and Sherman already by the MS links",
     switch: "--threads 56",
-    num: Some("smart-896"),
+    num: Some(SMART.1),
     den: None,
 };
 
@@ -75,10 +79,6 @@ const fn ratio(
     Claim::ratio(what, Metric::Mops, (a, x), (b, x), paper)
 }
 
-/// A baseline's series: at 8 client threads per CS and at [`PEAK_THREADS`].
-const SHERMAN: (&str, &str) = ("sherman", "sherman-896");
-const ART: (&str, &str) = ("art", "art-896");
-
 /// SMART over baseline `b` on workload `x`.
 const fn over(
     what: &'static str,
@@ -86,7 +86,7 @@ const fn over(
     b: (&'static str, &'static str),
     paper: f64,
 ) -> Claim {
-    ratio(what, x, "smart", b.0, paper)
+    ratio(what, x, SMART.0, b.0, paper)
 }
 
 /// [`over`], with [`AT_PEAK`] as its cause: only the claims it explains
@@ -105,13 +105,13 @@ const WORKLOADS: [&str; 5] = ["load", "a", "b", "c", "d"];
 
 fn fig14(quick: bool) -> Vec<Row> {
     let mut v = Vec::new();
-    for (threads, suffix) in [(8, ""), (PEAK_THREADS, PEAK_SUFFIX)] {
+    for (threads, at_peak) in [(8, false), (PEAK_THREADS, true)] {
         let s = shape(quick, threads);
-        for idx in INDEXES {
-            let series = format!("{idx}{suffix}");
+        for (idx, peak) in SERIES {
+            let series = if at_peak { peak } else { idx };
             for w in WORKLOADS {
                 let extra = format!("--index {idx} --workload {w}");
-                v.push(row(&series, w, s, &extra, None));
+                v.push(row(series, w, s, &extra, None));
             }
         }
     }

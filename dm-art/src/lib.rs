@@ -113,7 +113,7 @@ pub mod tree;
 pub use cache::{ArtCache, CacheStats};
 pub use config::{SmartConfig, Techniques};
 pub use dm_runtime::lock::LockTableConfig;
-pub use dolphin::{DolphinCache, DolphinConfig, DolphinTree};
+pub use dolphin::{DolphinCache, DolphinConfig, DolphinTree, DolphinUpdate};
 pub use error::ArtError;
 pub use keys::{KeyCodec, KeyLengthError};
 pub use rdwc::{Rdwc, RdwcStats};

@@ -6,7 +6,7 @@
 mod common;
 
 use dm_art::dolphin::{DolphinCounters, DolphinStats};
-use dm_art::{ArtError, DolphinCache, DolphinConfig, DolphinTree};
+use dm_art::{ArtError, DolphinCache, DolphinConfig, DolphinTree, DolphinUpdate};
 use dm_runtime::lock::{LeaseConfig, LockCounters, Member};
 use dm_runtime::{task_stats, SimCore, SimRuntime};
 use proptest::prelude::*;
@@ -204,26 +204,54 @@ fn verbs(before: dm_verbs::VerbStats) -> (u64, u64, u64, u64, u64) {
 /// and leaf sizes are errors.
 #[test]
 fn round_trips_per_operation_with_a_warm_cache() {
-    round_trips(false);
+    round_trips(false, DolphinUpdate::KeyWordCas);
 }
 
 /// Lease mode: the same round trips; the Spear FAAs become the node lock's
 /// CAS and unlock WRITE, the update's key-word CAS a WRITE.
 #[test]
 fn round_trips_per_operation_in_lease_mode() {
-    round_trips(true);
+    round_trips(true, DolphinUpdate::KeyWordCas);
 }
 
-fn round_trips(lease: bool) {
+/// The paper's update (§III-C): [FAA + READ], [WRITE item + FAA], no CAS;
+/// the authors' waits for the first round trip only. Neither has a lease
+/// mode.
+#[test]
+fn the_papers_and_the_authors_updates_take_no_cas() {
+    round_trips(false, DolphinUpdate::Paper);
+    round_trips(false, DolphinUpdate::Authors);
+    let (mut rt, dcfg) = cluster(2);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let cfg = DolphinConfig {
+            update: DolphinUpdate::Paper,
+            ..dcfg
+        };
+        let t = DolphinTree::create(cfg, 0, 0).await.unwrap();
+        let m = Member::join(0, LeaseConfig::SIM, common::CHUNK)
+            .await
+            .unwrap();
+        assert!(matches!(t.with_member(m), Err(ArtError::BadConfig(_))));
+    })
+    .unwrap();
+}
+
+fn round_trips(lease: bool, mode: DolphinUpdate) {
     // (READ, WRITE, CAS, FAA, round trips) of an update and of a remove,
     // insert or upsert, and the bytes an update writes.
-    let (update, write, update_bytes) = if lease {
-        ((1, 3, 1, 0, 2), (1, 3, 1, 0, 2), 24)
-    } else {
-        ((1, 1, 1, 2, 2), (1, 1, 0, 2, 2), 8)
+    let (update, write, update_bytes) = match (lease, mode) {
+        (true, _) => ((1, 3, 1, 0, 2), (1, 3, 1, 0, 2), 24),
+        (false, DolphinUpdate::KeyWordCas) => ((1, 1, 1, 2, 2), (1, 1, 0, 2, 2), 8),
+        (false, DolphinUpdate::Paper) => ((1, 1, 0, 2, 2), (1, 1, 0, 2, 2), 24),
+        (false, DolphinUpdate::Authors) => ((1, 1, 0, 2, 1), (1, 1, 0, 2, 2), 24),
     };
     let remove = if lease { (1, 2, 1, 0, 2) } else { write };
     let (mut rt, dcfg) = cluster(2);
+    let dcfg = DolphinConfig {
+        update: mode,
+        ..dcfg
+    };
     let c = rt.add_core(0, 0);
     rt.block_on(c, async move {
         let mut t = DolphinTree::create(dcfg, 0, 0)

@@ -46,6 +46,10 @@ pub struct IndexConfig {
     /// READ checked by the node's checksum; `NodeRead::Optimistic`: the
     /// 3-READ optimistic read DEX §8.1 ran its Sherman baseline with).
     pub node_read: dm_tree::NodeRead,
+    /// How Dolphin's updates publish their values (default: the sound
+    /// key-word CAS; `dm_art::DolphinUpdate`, whose other variants are the
+    /// paper's and its authors' protocols, kept to measure their claims).
+    pub dolphin_update: dm_art::DolphinUpdate,
     /// SMART's techniques, if not the rung's own (SMART §5.3.1's switches).
     pub radix_techniques: Option<dm_art::Techniques>,
     /// SMART's read delegation (§4.2.1); `None`: on for `smart` only.
@@ -102,6 +106,7 @@ impl IndexConfig {
             },
             tree_techniques: None,
             node_read: dm_tree::NodeRead::Checksum,
+            dolphin_update: dm_art::DolphinUpdate::KeyWordCas,
             radix_techniques: None,
             read_delegation: None,
             write_combining: None,
@@ -267,6 +272,7 @@ impl IndexConfig {
                     chunk_bytes: site.chunk_bytes,
                     num_ms: site.num_ms,
                     leaf_bytes: self.node_bytes,
+                    update: self.dolphin_update,
                     ..Default::default()
                 },
                 root,

@@ -54,6 +54,8 @@
 //!    and installs its own value, repairing it (it linearizes after the
 //!    winner). The paper's update-update resolution "inside the RNIC"
 //!    becomes a CAS; same-key conflicts cost the loser a second attempt.
+//!    The paper's update and its authors' are kept as switches to measure
+//!    the paper's claims with ([`DolphinUpdate`]; not sound on RDMA).
 //! 3. **Insert and remove take the leaf exclusively** (the paper's insert
 //!    CASes a key slot under a share: the source of #5, #6, #7). Under the
 //!    exclusive hold no update is in flight, so an insert WRITEs its whole
@@ -164,6 +166,66 @@ pub struct DolphinConfig {
     /// Leaf size in bytes (default 1,024: the paper's evaluation, §IV-A);
     /// a multiple of 64 holding at least 32 items (808 bytes).
     pub leaf_bytes: usize,
+    /// How an update publishes its value (default
+    /// [`DolphinUpdate::KeyWordCas`], the sound one). Every CS of a tree
+    /// must choose the same.
+    pub update: DolphinUpdate,
+}
+
+/// How a Dolphin update publishes its value under its Spear share (§III-C,
+/// Fig. 5a; module docs, point 2). Outside lease mode only: in lease mode
+/// an update holds the leaf's node lock and WRITEs its item.
+///
+/// | variant | second doorbell | same-key updates | assumes |
+/// |---|---|---|---|
+/// | `KeyWordCas` | WRITE other value buffer (8 B), CAS key word, FAA -1 | one CAS wins, the losers run again | 8-byte atomicity only |
+/// | `Paper` | WRITE whole item (24 B: key word, value in both buffers), FAA -1 | last WRITE wins | an item WRITE lands whole |
+/// | `Authors` | as `Paper`, posted and not waited for | last WRITE wins | as `Paper`, and no reader overtakes it |
+///
+/// `Paper` and `Authors` exist to measure the paper's claims (issue 34:
+/// the cause of Dolphin's YCSB A numbers), not to be deployed: RDMA does
+/// not promise what they assume. The `sim` fabric does not break them
+/// (its WRITEs land whole, its links deliver in order at one latency, and
+/// a READ torn across an item WRITE fails the key word's digest), so
+/// `dm-bench check` passes them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DolphinUpdate {
+    /// Sound: the value goes to the item's other buffer and the key word
+    /// (sequence number, digest of the value) is CASed; a torn READ that
+    /// pairs a key word with another value fails the digest. Two updates
+    /// of one key: one CAS wins, the other runs the update again (2 more
+    /// round trips).
+    #[default]
+    KeyWordCas,
+    /// The paper's (§III-C, "MS-RNIC write synchronisation"): one WRITE of
+    /// the item, relying on the NIC applying it whole (the paper assumes
+    /// 64-byte WRITE atomicity); no CAS, so concurrent updates of one key
+    /// all succeed and the last WRITE wins, "resolved inside the RNIC".
+    /// RDMA lets a responder place a WRITE's bytes in any order: two
+    /// updates' WRITEs interleaved word by word leave a key word whose
+    /// digest does not bind the value beside it, and every get of the key
+    /// then fails until the next update (an error after its retries).
+    Paper,
+    /// As [`DolphinUpdate::Paper`], and the second doorbell is posted but
+    /// not waited for, as the authors' code posts it unsignaled (digest
+    /// B3.3 [C]): an update returns after one round trip. Its verbs are
+    /// still counted to the operation; a failure of them is not reported;
+    /// a client whose READ reaches the MS first reads the old value after
+    /// the update returned, which is not linearizable.
+    Authors,
+}
+
+impl DolphinUpdate {
+    /// The variant named `s` (`cas`, `paper`, `authors`; `ycsb
+    /// --dolphin-update`).
+    pub fn named(s: &str) -> Option<Self> {
+        match s {
+            "cas" => Some(DolphinUpdate::KeyWordCas),
+            "paper" => Some(DolphinUpdate::Paper),
+            "authors" => Some(DolphinUpdate::Authors),
+            _ => None,
+        }
+    }
 }
 
 impl Default for DolphinConfig {
@@ -173,6 +235,7 @@ impl Default for DolphinConfig {
             chunk_bytes: 8 << 20,
             num_ms: 1,
             leaf_bytes: 1024,
+            update: DolphinUpdate::KeyWordCas,
         }
     }
 }
@@ -324,6 +387,8 @@ pub struct DolphinTree {
     /// Lease mode ([`DolphinTree::with_member`]): the leaf lock word taken
     /// as a node lock naming its holder, instead of Spear's shares.
     pub(crate) locks: Option<NodeLocks>,
+    /// How updates publish their values outside lease mode.
+    pub(crate) update: DolphinUpdate,
 }
 
 impl DolphinTree {
@@ -365,6 +430,7 @@ impl DolphinTree {
             lock_counters: Arc::default(),
             id: (cs, core),
             locks: None,
+            update: cfg.update,
         })
     }
 
@@ -381,8 +447,16 @@ impl DolphinTree {
     /// lock is taken over after the lease, and what its split left half
     /// done is rolled forward (`settle`, module docs). Every CS of the tree
     /// joins, or none (the two lock disciplines do not mix). Errors:
-    /// [`ArtError::BadConfig`] as `NodeLocks::set_member` (`m` of another CS).
+    /// [`ArtError::BadConfig`] as `NodeLocks::set_member` (`m` of another
+    /// CS), and for a configuration whose [`DolphinConfig::update`] is not
+    /// the default (the paper's updates take no lock that names a holder).
     pub fn with_member(mut self, m: Arc<Member>) -> Result<Self, ArtError> {
+        if self.update != DolphinUpdate::KeyWordCas {
+            return Err(ArtError::BadConfig(format!(
+                "dolphin updates {:?} have no lease mode",
+                self.update
+            )));
+        }
         let t = LockTechniques {
             combine: true,
             ..LockTechniques::FG_PLUS

@@ -4,7 +4,7 @@
 use super::layout::{Found, Item, KeyWord, LeafGeometry, LeafImage, LeafView};
 use super::walk::{fit, Absent, Fit, Place, Target};
 use super::Counter;
-use super::{key_u64, DolphinTree, EXCLUSIVE};
+use super::{key_u64, DolphinTree, DolphinUpdate, EXCLUSIVE};
 use crate::cache::Hit;
 use crate::cursor::Cursor;
 use crate::error::ArtError;
@@ -302,7 +302,9 @@ impl DolphinTree {
     /// if absent). Verbs past the cache: [FAA +1, READ leaf] in one
     /// doorbell, then [WRITE value buffer (8 B), CAS key word, FAA -1] in one
     /// doorbell: 2 round trips (§III-C, Fig. 5a). A lost CAS (a concurrent
-    /// update of the same key) runs the update again.
+    /// update of the same key) runs the update again. With
+    /// [`DolphinUpdate::Paper`] or [`DolphinUpdate::Authors`] the second
+    /// doorbell is the paper's ([`DolphinTree::write_item`]).
     pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, ArtError> {
         let k = key_u64(key)?;
         let path = k.to_be_bytes();
@@ -332,6 +334,11 @@ impl DolphinTree {
                 g.release([(va, v), (ka, kb)]).await?;
                 return Ok(true);
             }
+            if self.update != DolphinUpdate::KeyWordCas {
+                self.write_item(ka, nk.encode(), value, self.lock_addr(t.leaf))
+                    .await?;
+                return Ok(true);
+            }
             let (w, got, f) = futures::join!(
                 write(va, le64(value)),
                 cas(ka, kw.encode(), nk.encode()),
@@ -346,6 +353,38 @@ impl DolphinTree {
             next = Next::Leaf(t);
         }
         Err(ArtError::Corrupt(GlobalAddr::NULL))
+    }
+
+    /// The paper's update, second doorbell ([`DolphinUpdate::Paper`]):
+    /// [WRITE item at `ka` (key word `kw`, `value` in both buffers, 24 B),
+    /// FAA -1 on `lock`]; last WRITE wins. [`DolphinUpdate::Authors`]
+    /// posts both and returns without waiting (the futures are polled once,
+    /// which appends their WRs to this round's post list, and dropped: the
+    /// runtime frees their slots when the completions arrive).
+    async fn write_item(
+        &self,
+        ka: GlobalAddr,
+        kw: u64,
+        value: u64,
+        lock: GlobalAddr,
+    ) -> Result<(), ArtError> {
+        let mut item = Vec::with_capacity(24);
+        for w in [kw, value, value] {
+            item.extend_from_slice(&w.to_le_bytes());
+        }
+        let mut both = std::pin::pin!(futures::future::join(
+            write(ka, item),
+            faa(lock, (-1i64) as u64)
+        ));
+        if self.update == DolphinUpdate::Authors {
+            // Posted, not waited for: dropping the pinned join abandons both.
+            let _ = futures::poll!(both.as_mut());
+            return Ok(());
+        }
+        let (w, f) = both.await;
+        w?;
+        f?;
+        Ok(())
     }
 
     /// Inserts `key` with `value`, or overwrites its value (upsert). Verbs

@@ -100,6 +100,13 @@ pub struct Args {
     /// linearizable (hot keys with many clients need the most).
     #[arg(long, default_value_t = 4_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub check_budget: u64,
+    /// Dolphin's update as in `ycsb --dolphin-update`: `cas` (default,
+    /// sound), or the paper's `paper` and the authors' `authors` (issue
+    /// 34). Both pass on sim, whose WRITEs land whole and whose links
+    /// deliver in order: what they assume is broken only on real NICs
+    /// (`dm_art::DolphinUpdate`).
+    #[arg(long, default_value = "cas", value_parser = ["cas", "paper", "authors"])]
+    pub dolphin_update: String,
     /// Set from `--index`.
     #[arg(skip = dm_tree::Techniques::FG_PLUS)]
     pub techniques: Techniques,
@@ -174,6 +181,15 @@ impl Args {
                 || a.design == Design::Coarse)
         {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
+        }
+        if a.dolphin_update != "cas" && a.index != crate::kv::DOLPHIN {
+            bail!("--dolphin-update is for --index dolphin");
+        }
+        if a.dolphin_update != "cas" && (a.crash() || a.lease_ms.is_some()) {
+            bail!(
+                "--dolphin-update {} has no lease mode: drop --faults crash and --lease-ms",
+                a.dolphin_update
+            );
         }
         if a.crash() && a.cores < 2 {
             bail!("--faults crash kills one of the two CSs: take --cores 2 or more");

@@ -155,6 +155,16 @@ pub struct Args {
     /// the cause of DEX Table 2's 3.02 READs per Sherman lookup.
     #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
     pub node_read: String,
+    /// Dolphin: how an update publishes its value. `cas` (default, sound):
+    /// WRITE the item's other value buffer and CAS its key word; a lost CAS
+    /// runs the update again. `paper`: one WRITE of the item, last writer
+    /// wins, relying on the NIC applying that WRITE whole (Dolphin
+    /// \u{a7}III-C; RDMA does not promise it). `authors`: as `paper`, and
+    /// the update returns without waiting for that WRITE (the authors'
+    /// code; not linearizable). For measuring the paper's claims (issue
+    /// 34), not for use.
+    #[arg(long, default_value = "cas", value_parser = ["cas", "paper", "authors"])]
+    pub dolphin_update: String,
     /// Lock-table designs (Sherman's rungs with the global lock table, the
     /// ART rungs' HOCL): slots of the global lock table per MS instead of
     /// all the NIC's device memory holds (sim and loopback: 131,072 16-bit

@@ -2,7 +2,9 @@
 //! in the mapping table and its parent pinned until the miss ends
 //! (`MissGuard`). A missed leaf is admitted with probability
 //! [`super::DexConfig::leaf_admission`] (lazy admission, §5.3), else READ
-//! into a scratch copy and written back at once if changed; a missed inner node
+//! into a scratch copy and written back at once if changed (a get, and an
+//! update that inserts nothing, work on the validated image in place and
+//! decode nothing: `scratch_in_place`); a missed inner node
 //! at or below the offload level may be offloaded when the cost model votes
 //! for it and nothing below it may be newer in this CS (`offload.rs`);
 //! otherwise it is fetched (one READ, timed for the cost model) and admitted.
@@ -11,10 +13,10 @@ use super::cache::Slot;
 use super::op::{apply, Op, Res};
 use super::range::{fcmp, within};
 use super::{DexCs, DexTree};
-use crate::node::{Fence, Node};
+use crate::node::{set_sorted_value_same_version, Fence, Loc, Node, View};
 use crate::search::Found;
 use crate::tree::TreeError;
-use dm_runtime::now_ns;
+use dm_runtime::{now_ns, ReadBuf};
 use dm_verbs::GlobalAddr;
 use std::cmp::Ordering;
 use std::sync::atomic::Ordering::SeqCst;
@@ -83,7 +85,15 @@ impl DexTree {
             if admit {
                 self.make_room(c).await?;
             }
-            let mut n = self.fetch(c, m.child).await?;
+            let mut b = self.fetch_image(c, m.child).await?;
+            if !admit {
+                match self.scratch_in_place(c, key, op, &m, b).await? {
+                    Ok(r) => return Ok(MissOut::Done(r)),
+                    Err(back) => b = back,
+                }
+            }
+            let mut n = Node::decode(&self.t.g, &b).ok_or(TreeError::Corrupt(m.child))?;
+            drop(b);
             if n.level != 0 || n.low != m.low || n.high != m.high {
                 if self.lease_ns.is_some() && n.level == 0 && n.low == m.low {
                     self.adopt_split(c, &n, m.child).await?;
@@ -138,6 +148,42 @@ impl DexTree {
         Ok(MissOut::Retry)
     }
 
+    /// A scratch leaf's operation done on its image in place, when it
+    /// needs no decoded node (issue 32: the decode is a heap allocation
+    /// per entry, 38 per get in the guest's 1 MiB DEX cell): a get, an
+    /// update of a present key in a sorted leaf (its value set in the
+    /// image, which is written back whole as the scratch copy's would be,
+    /// version and all), or an update that may not insert of an absent
+    /// key. The image back (`Err`) for anything else, and for an image
+    /// whose level or fences are not those the parent routes to: the
+    /// caller decodes it.
+    async fn scratch_in_place(
+        &self,
+        c: &DexCs,
+        key: &[u8],
+        op: &Op,
+        m: &Miss,
+        mut b: ReadBuf,
+    ) -> Result<Result<Res, ReadBuf>, TreeError> {
+        let v = View::validated(&self.t.g, &b);
+        if v.level() != 0 || !v.has_fences(&m.low, &m.high) {
+            return Ok(Err(b));
+        }
+        let r = match (op, v.locate(key)) {
+            (Op::Get, l) => Res::Get(l.map(Loc::value)),
+            (Op::Put { value, .. }, Some(Loc::Sorted(off, _))) => {
+                c.locked().await.counters.scratch_leaves += 1;
+                set_sorted_value_same_version(&mut b, off, *value);
+                self.write_image(c, m.child, b.into_vec()).await?;
+                return Ok(Ok(Res::Put(true)));
+            }
+            (Op::Put { may_insert, .. }, None) if !may_insert && v.sorted() => Res::Put(false),
+            _ => return Ok(Err(b)),
+        };
+        c.locked().await.counters.scratch_leaves += 1;
+        Ok(Ok(r))
+    }
+
     /// Lease mode: rolls forward the split of leaf `n` (at `a`) whose
     /// separator is missing from the parent level: a split cut by the
     /// death of the CS that owned the partition before. Its right leaf and
@@ -176,6 +222,19 @@ impl DexTree {
             .unwrap_or_else(|e| e.into_inner())
             .record_read(now_ns() - t0);
         Ok(n)
+    }
+
+    /// As [`DexTree::fetch`], the image validated (the READs and retries
+    /// of `read_node`: DEX reads nodes by checksum only) but not decoded.
+    async fn fetch_image(&self, c: &DexCs, a: GlobalAddr) -> Result<ReadBuf, TreeError> {
+        c.fetches.fetch_add(1, SeqCst);
+        let t0 = now_ns();
+        let b = self.t.read_valid(a).await?;
+        c.cost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record_read(now_ns() - t0);
+        Ok(b)
     }
 }
 

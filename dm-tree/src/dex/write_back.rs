@@ -92,7 +92,17 @@ impl DexTree {
         a: GlobalAddr,
         n: &Node,
     ) -> Result<(), TreeError> {
-        let b = n.encode(&self.t.g);
+        self.write_image(c, a, n.encode(&self.t.g)).await
+    }
+
+    /// Writes the node image `b` to `a` (one WRITE of the page), counted as
+    /// a write-back.
+    pub(super) async fn write_image(
+        &self,
+        c: &DexCs,
+        a: GlobalAddr,
+        b: Vec<u8>,
+    ) -> Result<(), TreeError> {
         let len = b.len() as u64;
         write(a, b).await?;
         let mut st = c.locked().await;

@@ -138,6 +138,23 @@ impl<'a> View<'a> {
         }
     }
 
+    /// Whether this node keeps its entries sorted (every internal node and
+    /// all but Sherman's unsorted leaves, §4.4).
+    pub(crate) fn sorted(&self) -> bool {
+        self.flags() & FLAG_UNSORTED == 0
+    }
+
+    /// Whether this image's fences are `low` and `high` (as
+    /// [`Node::decode`] would give them).
+    pub(crate) fn has_fences(&self, low: &Fence, high: &Fence) -> bool {
+        let same = |f: FenceRef<'_>, g: &Fence| match (f, g) {
+            (FenceRef::NegInf, Fence::NegInf) | (FenceRef::PosInf, Fence::PosInf) => true,
+            (FenceRef::Key(a), Fence::Key(b)) => a == b.as_slice(),
+            _ => false,
+        };
+        same(self.low(), low) && same(self.high(), high)
+    }
+
     /// As [`Node::below_low`].
     pub(crate) fn below_low(&self, key: &[u8]) -> bool {
         match self.low() {
@@ -236,9 +253,7 @@ impl<'a> View<'a> {
 
     /// The value of `key` in this node's entries (a leaf's), if present.
     pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
-        self.locate(key).map(|l| match l {
-            Loc::Slot(_, v) | Loc::Sorted(_, v) => v,
-        })
+        self.locate(key).map(Loc::value)
     }
 }
 
@@ -249,6 +264,15 @@ pub(crate) enum Loc {
     Slot(u16, u64),
     /// A sorted node's value at this byte offset.
     Sorted(usize, u64),
+}
+
+impl Loc {
+    /// The value found.
+    pub(crate) fn value(self) -> u64 {
+        match self {
+            Loc::Slot(_, v) | Loc::Sorted(_, v) => v,
+        }
+    }
 }
 
 /// Sets the value at byte offset `value_off` of the sorted node image `b`

@@ -48,6 +48,29 @@ fn warm_gets_and_updates_barely_allocate() {
 /// `dolphin-ordered` is dolphin with `--key-order ordered` (dense keys:
 /// leaves under special nodes, whose cached entries a walk reads).
 fn loopback_ycsb(index: &str, w: &str, ops: u64, warm: Option<u64>) -> serde_json::Value {
+    let cell = Cell {
+        keys: "20000",
+        coros: "8",
+        extra: &[],
+    };
+    loopback_ycsb_in(index, w, ops, warm, cell)
+}
+
+/// The keys, coroutines and further flags of a [`loopback_ycsb_in`] run.
+struct Cell<'a> {
+    keys: &'a str,
+    coros: &'a str,
+    extra: &'a [&'a str],
+}
+
+/// [`loopback_ycsb`] with `cell`'s keys, coroutines and flags.
+fn loopback_ycsb_in(
+    index: &str,
+    w: &str,
+    ops: u64,
+    warm: Option<u64>,
+    cell: Cell<'_>,
+) -> serde_json::Value {
     let (ops, warm) = (ops.to_string(), warm.map(|n| n.to_string()));
     let (index, order) = match index {
         "dolphin-ordered" => ("dolphin", "ordered"),
@@ -68,15 +91,16 @@ fn loopback_ycsb(index: &str, w: &str, ops: u64, warm: Option<u64>) -> serde_jso
         "--threads",
         "1",
         "--coros",
-        "8",
+        cell.coros,
         "--keys",
-        "20000",
+        cell.keys,
         "--ops",
         &ops,
     ];
     if let Some(n) = &warm {
         args.extend(["--warmup", n.as_str()]);
     }
+    args.extend(cell.extra);
     let (ok, text, v) = bench(&args);
     assert!(ok, "{index} {w}: {text}");
     v
@@ -148,38 +172,17 @@ fn warm_gets_and_updates_allocate_nothing() {
 /// update of an absent key that may not insert from the image in place,
 /// without decoding the leaf (a heap allocation per entry: 30 per get and
 /// 32 per operation on YCSB A before, `docs/experiments/allocs.md`).
-/// 100,000 keys in a 1 MiB cache: three of four operations miss.
+/// 100,000 keys in a 1 MiB cache, one coroutine: three of four operations
+/// miss.
 #[test]
 fn dex_misses_on_leaves_it_does_not_admit_barely_allocate() {
     for (w, most) in [("c", 6.0), ("a", 8.5)] {
-        let (ok, text, v) = bench(&[
-            "ycsb",
-            "--index",
-            "dex",
-            "--workload",
-            w,
-            "--fabric",
-            "loopback",
-            "--cs",
-            "1",
-            "--threads",
-            "1",
-            "--coros",
-            "1",
-            "--keys",
-            "100000",
-            "--ops",
-            "20000",
-            "--warmup",
-            "5000",
-            "--cache-mb",
-            "1",
-            "--theta",
-            "0",
-            "--load",
-            "bulk",
-        ]);
-        assert!(ok, "dex {w}: {text}");
+        let small = Cell {
+            keys: "100000",
+            coros: "1",
+            extra: &["--cache-mb", "1", "--theta", "0", "--load", "bulk"],
+        };
+        let v = loopback_ycsb_in("dex", w, 20_000, Some(5_000), small);
         let a = v["allocs_per_op"].as_f64().expect("allocs_per_op");
         assert!(
             a <= most,

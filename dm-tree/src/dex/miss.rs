@@ -93,7 +93,6 @@ impl DexTree {
                 }
             }
             let mut n = Node::decode(&self.t.g, &b).ok_or(TreeError::Corrupt(m.child))?;
-            drop(b);
             if n.level != 0 || n.low != m.low || n.high != m.high {
                 if self.lease_ns.is_some() && n.level == 0 && n.low == m.low {
                     self.adopt_split(c, &n, m.child).await?;
@@ -214,18 +213,13 @@ impl DexTree {
 
     /// READs one node, timing it for the cost model.
     async fn fetch(&self, c: &DexCs, a: GlobalAddr) -> Result<Node, TreeError> {
-        c.fetches.fetch_add(1, SeqCst);
-        let t0 = now_ns();
-        let n = self.t.read_node(a).await?;
-        c.cost
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record_read(now_ns() - t0);
-        Ok(n)
+        let b = self.fetch_image(c, a).await?;
+        Node::decode(&self.t.g, &b).ok_or(TreeError::Corrupt(a))
     }
 
     /// As [`DexTree::fetch`], the image validated (the READs and retries
-    /// of `read_node`: DEX reads nodes by checksum only) but not decoded.
+    /// of `read_node`, whose `Node::decode` accepts the images `View`
+    /// does) but not decoded.
     async fn fetch_image(&self, c: &DexCs, a: GlobalAddr) -> Result<ReadBuf, TreeError> {
         c.fetches.fetch_add(1, SeqCst);
         let t0 = now_ns();

@@ -261,7 +261,7 @@ fn dolphin_check_and_ycsb() {
         let (ok, text, v) = bench(&args);
         assert!(ok && v["linearizable"] == true, "{args:?}: {text}");
     }
-    for order in ["ordered", "hashed"] {
+    for order in ["ordered", "hashed", "scattered"] {
         let args = [
             "ycsb",
             "--index",

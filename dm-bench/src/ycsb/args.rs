@@ -122,7 +122,10 @@ pub struct Args {
     /// number n becomes FNV(n), sparse), `ordered` (key n is n: dense, 256
     /// keys to each 7-byte prefix, as Dolphin's leaves are built for) or
     /// `half` (key n is 2n: a key space half filled, as Dolphin's evaluation
-    /// loads its trees, §IV-A).
+    /// loads its trees, §IV-A) or `scattered` (key numbers mapped one to
+    /// one over twice their count in a scrambled order: dense and half
+    /// filled like `half`, but inserted in no order, as Dolphin's code
+    /// hashes its key numbers into its key space).
     #[arg(long, default_value = "hashed")]
     pub key_order: String,
     /// Load phase: `insert` (YCSB's load: one insert per record, all coroutines)

@@ -249,14 +249,14 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
                     bail!("generated integer keys are 8 bytes; --key-bytes applies to string keys")
                 }
                 None => {
-                    if let Some((stride, kind)) = key_stride(&a.key_order)? {
+                    if let Some((order, kind)) = key_order(&a.key_order)? {
                         keys_info = json!({"kind": kind, "key_bytes": 8});
-                        s = s.with_key_stride(stride);
+                        s = order.apply(s);
                     }
                 }
             }
-            if key_stride(&a.key_order)?.is_some() && a.key_file.is_some() {
-                bail!("--key-order takes hashed, ordered or half, for generated integer keys only");
+            if key_order(&a.key_order)?.is_some() && a.key_file.is_some() {
+                bail!("--key-order takes hashed, ordered, half or scattered, for generated integer keys only");
             }
             let mut load = Keys::with_capacity(width, a.keys as usize);
             for n in 0..a.keys {
@@ -319,20 +319,47 @@ pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
     }
     let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
     let s = Stream::new(spec, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
-    Ok(match key_stride(&a.key_order)? {
-        Some((stride, _)) => s.with_key_stride(stride).key(n),
+    Ok(match key_order(&a.key_order)? {
+        Some((order, _)) => order.apply(s).key(n),
         None => s.key(n),
     })
 }
 
+/// How `--key-order` maps key numbers to keys, besides YCSB's hash.
+#[derive(Clone, Copy)]
+enum KeyOrder {
+    /// Key number n is `n x stride`.
+    Stride(u64),
+    /// [`Stream::with_scattered_keys`].
+    Scattered,
+}
+
+impl KeyOrder {
+    fn apply(self, s: Stream) -> Stream {
+        match self {
+            KeyOrder::Stride(k) => s.with_key_stride(k),
+            KeyOrder::Scattered => s.with_scattered_keys(),
+        }
+    }
+}
+
 /// `--key-order`: `None` for `hashed` (YCSB's FNV of the key number), else
-/// the stride key numbers are multiplied by and the report's `keys.kind`.
-fn key_stride(order: &str) -> Result<Option<(u64, &'static str)>> {
+/// the mapping and the report's `keys.kind`.
+fn key_order(order: &str) -> Result<Option<(KeyOrder, &'static str)>> {
     Ok(match order {
         "hashed" => None,
-        "ordered" => Some((1, "integer (YCSB ordered key numbers: dense)")),
-        "half" => Some((2, "integer (key number n is 2n: a key space half filled)")),
-        _ => bail!("--key-order takes hashed, ordered or half, for generated integer keys only"),
+        "ordered" => Some((KeyOrder::Stride(1), "integer (YCSB ordered key numbers: dense)")),
+        "half" => Some((
+            KeyOrder::Stride(2),
+            "integer (key number n is 2n: a key space half filled)",
+        )),
+        "scattered" => Some((
+            KeyOrder::Scattered,
+            "integer (key numbers scattered one to one over twice their count: dense, half filled, no order)",
+        )),
+        _ => bail!(
+            "--key-order takes hashed, ordered, half or scattered, for generated integer keys only"
+        ),
     })
 }
 

@@ -179,6 +179,12 @@ pub struct Stream {
     /// Key number n is the key `n x stride` (YCSB's `insertorder=ordered`
     /// at stride 1), not hashed; 0: hashed.
     stride: u64,
+    /// Key numbers above which none is used: the loaded records and every
+    /// run-phase insert (or the upsert mixes' key space).
+    max_keynum: u64,
+    /// [`Stream::with_scattered_keys`]: key numbers map one to one into
+    /// `0..scatter` in a scrambled order; 0: off.
+    scatter: u64,
 }
 
 impl Stream {
@@ -225,6 +231,8 @@ impl Stream {
             latest,
             key_list: None,
             stride: 0,
+            max_keynum: key_space.max(records.saturating_add(ops)),
+            scatter: 0,
         })
     }
 
@@ -248,6 +256,18 @@ impl Stream {
         self
     }
 
+    /// Key number `n` becomes the 8-byte big-endian key `p(n)`, where `p`
+    /// maps the key numbers the stream can use one to one into a key
+    /// space twice their count, in a scrambled order ([`scatter`]): dense
+    /// keys, about half the key space filled at the end of the run,
+    /// inserted in no order. What Dolphin's evaluation loads (§IV-A:
+    /// "50% full"; its code takes each hashed key number modulo the key
+    /// space, digest B2.3), without the modulo's duplicate keys.
+    pub fn with_scattered_keys(mut self) -> Self {
+        self.scatter = self.max_keynum.saturating_mul(2).max(2);
+        self
+    }
+
     /// Key numbers the stream has used so far (the load's `records`, or the
     /// key space of Sherman's mixes, plus the run's inserts of new keys).
     pub fn key_numbers_used(&self) -> u64 {
@@ -258,6 +278,7 @@ impl Stream {
     pub fn key(&self, n: u64) -> Vec<u8> {
         match &self.key_list {
             Some(l) => l.get(n as usize).cloned().unwrap_or_default(),
+            None if self.scatter > 0 => scatter(n, self.scatter).to_be_bytes().to_vec(),
             None if self.stride > 0 => (n * self.stride).to_be_bytes().to_vec(),
             None => int_key(n),
         }
@@ -328,6 +349,28 @@ impl Stream {
     }
 }
 
+/// A permutation of `0..space` applied to `n < space`: a bijection of
+/// `0..2^k` (the smallest power of two at least `space`; odd multipliers
+/// and xor-shifts, each one to one on k bits) walked until it lands below
+/// `space` (cycle walking: the walk from `n` stays on `n`'s cycle, which
+/// returns below `space`, so it ends; at most 2 steps expected).
+pub fn scatter(n: u64, space: u64) -> u64 {
+    let k = space.next_power_of_two().trailing_zeros().max(1);
+    let mask = if k >= 64 { u64::MAX } else { (1u64 << k) - 1 };
+    let s = k / 2 + 1;
+    let step = |mut x: u64| {
+        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask;
+        x ^= x >> s;
+        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9) & mask;
+        x ^ (x >> s)
+    };
+    let mut x = step(n);
+    while x >= space {
+        x = step(x);
+    }
+    x
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,6 +390,23 @@ mod tests {
         )
         .unwrap();
         (0..n).map(|_| s.next_op()).collect()
+    }
+
+    #[test]
+    fn scattered_keys_are_a_permutation_of_twice_the_key_numbers() {
+        for space in [2u64, 3, 10, 1000, 4096, 400_000] {
+            let mut seen: Vec<u64> = (0..space).map(|n| super::scatter(n, space)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..space).collect::<Vec<_>>(), "space {space}");
+        }
+        let st = Stream::new(Spec::named("c", 0.99, 100).unwrap(), 1000, 10, 1)
+            .unwrap()
+            .with_scattered_keys();
+        let keys: Vec<Vec<u8>> = (0..8).map(|n| st.key(n)).collect();
+        assert!(
+            keys.windows(2).any(|w| w[0] > w[1]),
+            "not in order: {keys:?}"
+        );
     }
 
     #[test]

@@ -353,8 +353,14 @@ impl Stream {
 /// `0..2^k` (the smallest power of two at least `space`; odd multipliers
 /// and xor-shifts, each one to one on k bits) walked until it lands below
 /// `space` (cycle walking: the walk from `n` stays on `n`'s cycle, which
-/// returns below `space`, so it ends; at most 2 steps expected).
+/// returns below `space`, so it ends; at most 2 steps expected). A key
+/// number at or past `space` maps to itself, outside the permutation's
+/// range, so the mapping stays one to one (and the walk never starts on a
+/// cycle with no end below `space`).
 pub fn scatter(n: u64, space: u64) -> u64 {
+    if n >= space || space > 1 << 62 {
+        return n;
+    }
     let k = space.next_power_of_two().trailing_zeros().max(1);
     let mask = if k >= 64 { u64::MAX } else { (1u64 << k) - 1 };
     let s = k / 2 + 1;
@@ -398,6 +404,7 @@ mod tests {
             let mut seen: Vec<u64> = (0..space).map(|n| super::scatter(n, space)).collect();
             seen.sort_unstable();
             assert_eq!(seen, (0..space).collect::<Vec<_>>(), "space {space}");
+            assert_eq!(super::scatter(space + 5, space), space + 5);
         }
         let st = Stream::new(Spec::named("c", 0.99, 100).unwrap(), 1000, 10, 1)
             .unwrap()

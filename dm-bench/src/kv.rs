@@ -10,6 +10,28 @@ pub(crate) const SMART: &str = "smart";
 /// The `--index` name of Dolphin (dm_art::dolphin).
 pub(crate) const DOLPHIN: &str = "dolphin";
 
+/// `--dolphin-update NAME` (`ycsb` and `check`) for `--index index`, with
+/// or without leases: the update protocol, or why it is refused (for
+/// Dolphin only; the paper's and the authors' have no lease mode).
+pub(crate) fn dolphin_update(
+    name: &str,
+    index: &str,
+    leases: bool,
+) -> anyhow::Result<dm_art::DolphinUpdate> {
+    let u = dm_art::DolphinUpdate::named(name).ok_or_else(|| {
+        anyhow::anyhow!("--dolphin-update takes cas, paper or authors, got {name:?}")
+    })?;
+    if u != dm_art::DolphinUpdate::KeyWordCas && index != DOLPHIN {
+        anyhow::bail!("--dolphin-update is for --index dolphin");
+    }
+    if u != dm_art::DolphinUpdate::KeyWordCas && leases {
+        anyhow::bail!(
+            "--dolphin-update {name} has no lease mode: drop --lease-ms (and --faults crash)"
+        );
+    }
+    Ok(u)
+}
+
 /// The radix family's `--index` names in ladder order (SMART §5.3.1,
 /// Fig. 18; `dm_art::baseline`): the DM-ported ART (ROWEX, RCU leaves,
 /// HOCL), + lock-free internal nodes (the paper's "pure lock-free ART",

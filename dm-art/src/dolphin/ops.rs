@@ -93,7 +93,7 @@ async fn next_place(t: &DolphinTree, path: &[u8; 8], next: Next) -> Result<Place
 
 /// The 24 bytes of an item.
 pub(crate) fn item_bytes(it: &Item) -> Vec<u8> {
-    let mut b = Vec::with_capacity(24);
+    let mut b = dm_verbs::buf::take(24);
     b.extend_from_slice(&it.key.encode().to_le_bytes());
     b.extend_from_slice(&it.bufs[0].to_le_bytes());
     b.extend_from_slice(&it.bufs[1].to_le_bytes());
@@ -335,8 +335,11 @@ impl DolphinTree {
                 return Ok(true);
             }
             if self.update != DolphinUpdate::KeyWordCas {
-                self.write_item(ka, nk.encode(), value, self.lock_addr(t.leaf))
-                    .await?;
+                let item = Item {
+                    key: nk,
+                    bufs: [value; 2],
+                };
+                self.write_item(ka, &item, self.lock_addr(t.leaf)).await?;
                 return Ok(true);
             }
             let (w, got, f) = futures::join!(
@@ -356,7 +359,7 @@ impl DolphinTree {
     }
 
     /// The paper's update, second doorbell ([`DolphinUpdate::Paper`]):
-    /// [WRITE item at `ka` (key word `kw`, `value` in both buffers, 24 B),
+    /// [WRITE `item` at `ka` (24 B; the update's value in both buffers),
     /// FAA -1 on `lock`]; last WRITE wins. [`DolphinUpdate::Authors`]
     /// posts both and returns without waiting (the futures are polled once,
     /// which appends their WRs to this round's post list, and dropped: the
@@ -364,16 +367,11 @@ impl DolphinTree {
     async fn write_item(
         &self,
         ka: GlobalAddr,
-        kw: u64,
-        value: u64,
+        item: &Item,
         lock: GlobalAddr,
     ) -> Result<(), ArtError> {
-        let mut item = Vec::with_capacity(24);
-        for w in [kw, value, value] {
-            item.extend_from_slice(&w.to_le_bytes());
-        }
         let mut both = std::pin::pin!(futures::future::join(
-            write(ka, item),
+            write(ka, item_bytes(item)),
             faa(lock, (-1i64) as u64)
         ));
         if self.update == DolphinUpdate::Authors {

@@ -141,6 +141,12 @@ impl Args {
             .is_some_and(|f| f.split(',').any(|x| x.trim() == "crash"))
     }
 
+    /// Whether the CSs join the membership table (leases): `--faults
+    /// crash` on sim, `--lease-ms` elsewhere.
+    pub(super) fn leases(&self) -> bool {
+        self.crash() || self.lease_ms.is_some()
+    }
+
     /// The checker's budget per key (`--check-budget`).
     pub(super) fn budget(&self) -> super::wgl::Budget {
         super::wgl::Budget {
@@ -182,15 +188,7 @@ impl Args {
         {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
         }
-        if a.dolphin_update != "cas" && a.index != crate::kv::DOLPHIN {
-            bail!("--dolphin-update is for --index dolphin");
-        }
-        if a.dolphin_update != "cas" && (a.crash() || a.lease_ms.is_some()) {
-            bail!(
-                "--dolphin-update {} has no lease mode: drop --faults crash and --lease-ms",
-                a.dolphin_update
-            );
-        }
+        crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
         if a.crash() && a.cores < 2 {
             bail!("--faults crash kills one of the two CSs: take --cores 2 or more");
         }

@@ -70,7 +70,7 @@ fn index_config(
         Family::BTree => btree::configure(cfg, a),
         Family::Dex => dex::configure(cfg, a, seed, num_cs),
         Family::Radix => smart::configure(cfg, num_cs),
-        Family::Dolphin => dolphin::configure(cfg, a),
+        Family::Dolphin => dolphin::configure(cfg, a)?,
     })
 }
 

@@ -11,12 +11,12 @@ use dm_index::IndexConfig;
 
 /// The family's part of the check's configuration: the paper's 1 KiB
 /// leaves (not `--node-bytes`, which sizes the B+trees' small nodes) and a
-/// cache of `--cache-nodes` KiB per CS, and `--dolphin-update`.
-pub(super) fn configure(cfg: IndexConfig, a: &Args) -> IndexConfig {
+/// cache of `--cache-nodes` KiB per CS, and `--dolphin-update` (checked
+/// by `Args::validate`).
+pub(super) fn configure(cfg: IndexConfig, a: &Args) -> anyhow::Result<IndexConfig> {
     let mut cfg = cfg
         .with_node_bytes(dm_art::DolphinConfig::default().leaf_bytes)
         .with_cache_bytes(a.cache_nodes << 10);
-    cfg.dolphin_update =
-        dm_art::DolphinUpdate::named(&a.dolphin_update).unwrap_or(cfg.dolphin_update);
-    cfg
+    cfg.dolphin_update = crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
+    Ok(cfg)
 }

@@ -176,15 +176,22 @@ pub struct Stream {
     latest: Option<SkewedLatest>,
     /// Key number -> key: YCSB's hashed integer keys, or a key file's keys.
     key_list: Option<Arc<Vec<Vec<u8>>>>,
-    /// Key number n is the key `n x stride` (YCSB's `insertorder=ordered`
-    /// at stride 1), not hashed; 0: hashed.
-    stride: u64,
+    /// How a key number becomes an integer key (without a key list).
+    map: KeyMap,
     /// Key numbers above which none is used: the loaded records and every
     /// run-phase insert (or the upsert mixes' key space).
     max_keynum: u64,
-    /// [`Stream::with_scattered_keys`]: key numbers map one to one into
-    /// `0..scatter` in a scrambled order; 0: off.
-    scatter: u64,
+}
+
+/// How [`Stream::key`] turns key number `n` into an 8-byte integer key.
+#[derive(Clone, Copy, Debug)]
+enum KeyMap {
+    /// YCSB's `insertorder=hashed`: [`int_key`]`(n)`.
+    Hashed,
+    /// [`Stream::with_key_stride`]: `n x stride`.
+    Stride(u64),
+    /// [`Stream::with_scattered_keys`]: [`scatter`]`(n, space)`.
+    Scattered { space: u64 },
 }
 
 impl Stream {
@@ -230,9 +237,8 @@ impl Stream {
             zipf,
             latest,
             key_list: None,
-            stride: 0,
+            map: KeyMap::Hashed,
             max_keynum: key_space.max(records.saturating_add(ops)),
-            scatter: 0,
         })
     }
 
@@ -252,7 +258,7 @@ impl Stream {
     /// trees ("512 million items 50% full", §IV-A). `stride` at least 1;
     /// `n x stride` must fit 64 bits (the caller bounds the key count).
     pub fn with_key_stride(mut self, stride: u64) -> Self {
-        self.stride = stride.max(1);
+        self.map = KeyMap::Stride(stride.max(1));
         self
     }
 
@@ -264,7 +270,9 @@ impl Stream {
     /// "50% full"; its code takes each hashed key number modulo the key
     /// space, digest B2.3), without the modulo's duplicate keys.
     pub fn with_scattered_keys(mut self) -> Self {
-        self.scatter = self.max_keynum.saturating_mul(2).max(2);
+        self.map = KeyMap::Scattered {
+            space: self.max_keynum.saturating_mul(2).max(2),
+        };
         self
     }
 
@@ -278,9 +286,11 @@ impl Stream {
     pub fn key(&self, n: u64) -> Vec<u8> {
         match &self.key_list {
             Some(l) => l.get(n as usize).cloned().unwrap_or_default(),
-            None if self.scatter > 0 => scatter(n, self.scatter).to_be_bytes().to_vec(),
-            None if self.stride > 0 => (n * self.stride).to_be_bytes().to_vec(),
-            None => int_key(n),
+            None => match self.map {
+                KeyMap::Hashed => int_key(n),
+                KeyMap::Stride(k) => (n * k).to_be_bytes().to_vec(),
+                KeyMap::Scattered { space } => scatter(n, space).to_be_bytes().to_vec(),
+            },
         }
     }
 

@@ -168,18 +168,22 @@ impl DexTree {
         if v.level() != 0 || !v.has_fences(&m.low, &m.high) {
             return Ok(Err(b));
         }
-        let r = match (op, v.locate(key)) {
-            (Op::Get, l) => Res::Get(l.map(Loc::value)),
+        // The result, and the value to set at an offset of the image.
+        let (r, set) = match (op, v.locate(key)) {
+            (Op::Get, l) => (Res::Get(l.map(Loc::value)), None),
             (Op::Put { value, .. }, Some(Loc::Sorted(off, _))) => {
-                c.locked().await.counters.scratch_leaves += 1;
-                set_sorted_value_same_version(&mut b, off, *value);
-                self.write_image(c, m.child, b.into_vec()).await?;
-                return Ok(Ok(Res::Put(true)));
+                (Res::Put(true), Some((off, *value)))
             }
-            (Op::Put { may_insert, .. }, None) if !may_insert && v.sorted() => Res::Put(false),
+            (Op::Put { may_insert, .. }, None) if !may_insert && v.sorted() => {
+                (Res::Put(false), None)
+            }
             _ => return Ok(Err(b)),
         };
         c.locked().await.counters.scratch_leaves += 1;
+        if let Some((off, value)) = set {
+            set_sorted_value_same_version(&mut b, off, value);
+            self.write_image(c, m.child, b.into_vec()).await?;
+        }
         Ok(Ok(r))
     }
 

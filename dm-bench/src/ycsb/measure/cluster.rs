@@ -142,8 +142,8 @@ fn index_config(a: &Args, c: &Choice, plan: &Plan) -> Result<IndexConfig> {
     cfg.tree_techniques = Some(c.techniques);
     cfg.node_read = dm_tree::NodeRead::named(&a.node_read)
         .ok_or_else(|| anyhow!("--node-read {}", a.node_read))?;
-    cfg.dolphin_update = dm_art::DolphinUpdate::named(&a.dolphin_update)
-        .ok_or_else(|| anyhow!("--dolphin-update {}", a.dolphin_update))?;
+    cfg.dolphin_update =
+        crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.lease_ms.is_some())?;
     cfg.radix_techniques = Some(c.art_techniques);
     cfg.read_delegation = Some(!off("rd"));
     cfg.write_combining = Some(!off("wc"));

@@ -192,15 +192,7 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
     if a.node_read != "checksum" && (smart || a.index == DEX || design != Design::Fine) {
         bail!("--node-read is for the fine-grained B+trees (fg and the sherman rungs)");
     }
-    if a.dolphin_update != "cas" && a.index != crate::kv::DOLPHIN {
-        bail!("--dolphin-update is for --index dolphin");
-    }
-    if a.dolphin_update != "cas" && a.lease_ms.is_some() {
-        bail!(
-            "--dolphin-update {} has no lease mode: drop --lease-ms",
-            a.dolphin_update
-        );
-    }
+    crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.lease_ms.is_some())?;
     if !smart && !a.smart_off.is_empty() {
         bail!("--smart-off is for the radix family (--index smart, art, ...)");
     }

@@ -101,9 +101,17 @@ impl SmartTree {
     }
 
     /// Admits the node at `addr` just READ (its slots discriminate on path
-    /// byte `end`) into the ART cache.
-    pub(crate) fn cache_fill(&self, path: &[u8], end: usize, addr: GlobalAddr, n: &NodeImage) {
+    /// byte `end`) into the ART cache, after the modelled central FIFO's
+    /// turn if the cache has one (`ArtCache::with_fifo_hold_ns`).
+    pub(crate) async fn cache_fill(
+        &self,
+        path: &[u8],
+        end: usize,
+        addr: GlobalAddr,
+        n: &NodeImage,
+    ) {
         if let Some(k) = &self.cache {
+            k.fifo_turn().await;
             k.insert(&path[..end], addr, &n.slots);
         }
     }
@@ -177,7 +185,7 @@ impl SmartTree {
                         }
                         continue;
                     }
-                    self.cache_fill(path, p, addr, &n);
+                    self.cache_fill(path, p, addr, &n).await;
                     let Some((i, w)) = n.find(path[p]) else {
                         return Ok(None);
                     };

@@ -379,3 +379,55 @@ fn ycsb_sherman_with_the_optimistic_node_read() {
         );
     }
 }
+
+/// `--smart-fifo-ns` (issue 34): the authors' central cache FIFO, modelled
+/// on sim, slows SMART when its cache churns and every key still verifies;
+/// refused off the radix family and off sim.
+#[test]
+fn ycsb_smart_with_the_modelled_central_fifo() {
+    let mut mops = Vec::new();
+    for hold in ["0", "2000"] {
+        let (ok, text, v) = bench(&[
+            "ycsb",
+            "--index",
+            "smart",
+            "--threads",
+            "8",
+            "--coros",
+            "1",
+            "--keys",
+            "200000",
+            "--ops",
+            "4000",
+            "--cache-mb",
+            "1",
+            "--key-order",
+            "ordered",
+            "--smart-fifo-ns",
+            hold,
+        ]);
+        assert!(ok, "{text}");
+        assert_eq!(v["mismatches"], 0, "{text}");
+        let admissions = v["cache"]["fifo_admissions"].as_u64().unwrap();
+        assert_eq!(admissions > 0, hold != "0", "{text}");
+        assert_eq!(text.contains("central FIFO modelled"), hold != "0");
+        mops.push(v["throughput_mops"].as_f64().unwrap());
+    }
+    assert!(mops[1] < mops[0], "{mops:?}");
+    rejects(
+        &["ycsb", "--index", "sherman", "--smart-fifo-ns", "900"],
+        "--smart-fifo-ns is for the radix family",
+    );
+    rejects(
+        &[
+            "ycsb",
+            "--fabric",
+            "loopback",
+            "--index",
+            "smart",
+            "--smart-fifo-ns",
+            "900",
+        ],
+        "sim fabric only",
+    );
+}

@@ -50,6 +50,12 @@ pub struct IndexConfig {
     /// key-word CAS; `dm_art::DolphinUpdate`, whose other variants are the
     /// paper's and its authors' protocols, kept to measure their claims).
     pub dolphin_update: dm_art::DolphinUpdate,
+    /// The radix family's ART cache with its authors' central FIFO
+    /// modelled on `sim`: virtual ns each admission holds a CS-wide lock
+    /// (`dm_art::ArtCache::with_fifo_hold_ns`; DEX §2.3 and §8.2 measure
+    /// what the artifact's FIFO costs). 0 (default): not modelled. No
+    /// effect on wall-clock fabrics.
+    pub art_fifo_hold_ns: u64,
     /// SMART's techniques, if not the rung's own (SMART §5.3.1's switches).
     pub radix_techniques: Option<dm_art::Techniques>,
     /// SMART's read delegation (§4.2.1); `None`: on for `smart` only.
@@ -107,6 +113,7 @@ impl IndexConfig {
             tree_techniques: None,
             node_read: dm_tree::NodeRead::Checksum,
             dolphin_update: dm_art::DolphinUpdate::KeyWordCas,
+            art_fifo_hold_ns: 0,
             radix_techniques: None,
             read_delegation: None,
             write_combining: None,

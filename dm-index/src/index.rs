@@ -323,7 +323,8 @@ fn cs_state(cfg: &IndexConfig, plan: &Plan, cs: u16) -> CsState {
             st.rdwc = Some(Arc::new(r));
             st.llt = Some(SmartTree::new_local_lock_table());
             if cache > 0 {
-                st.art_cache = Some(Arc::new(ArtCache::new(cache as usize)));
+                let k = ArtCache::new(cache as usize).with_fifo_hold_ns(cfg.art_fifo_hold_ns);
+                st.art_cache = Some(Arc::new(k));
             }
         }
         Plan::Dolphin(_) => {

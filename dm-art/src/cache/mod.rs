@@ -45,6 +45,15 @@
 //! entries are evicted in FIFO order of admission (the artifact's policy;
 //! the paper names none). A refresh of an entry keeps its place.
 //!
+//! ## The authors' central FIFO, modelled (sim only)
+//! The artifact's cache counts its bytes in one counter and queues every
+//! admission on one FIFO per CS; with dozens of threads per CS and a cache
+//! that churns, those words bounce between cores (DEX §2.3 and §8.2: 49% of
+//! SMART's cycles). Ours holds its mutex for a map probe, which costs no
+//! virtual time on `sim`; [`ArtCache::with_fifo_hold_ns`] charges each
+//! admission a turn at one CS-wide lock instead, for reproducing DEX's
+//! comparison (issue 34; `dm-bench ycsb --smart-fifo-ns`). Off by default.
+//!
 //! ## Staleness: the reverse check, made sound
 //! A cached slot word may be stale: a leaf split replaced a leaf by a node,
 //! a header split put a new node above the child, a type switch grew the
@@ -101,6 +110,11 @@ pub struct CacheStats {
     pub entries: u64,
     /// Bytes of entries, their map slots and slot words now.
     pub bytes: u64,
+    /// Admissions that took the modelled central FIFO lock
+    /// ([`ArtCache::with_fifo_hold_ns`]; 0 without the model).
+    pub fifo_admissions: u64,
+    /// Virtual ns those admissions spent waiting for and holding it.
+    pub fifo_ns: u64,
 }
 
 /// One compute server's ART cache, shared by its cores (`Arc`); see the
@@ -114,6 +128,13 @@ pub struct ArtCache {
     invalidations: AtomicU64,
     stale_leaves: AtomicU64,
     evictions: AtomicU64,
+    /// The central-FIFO model ([`ArtCache::with_fifo_hold_ns`]): virtual ns
+    /// each admission holds it (0: off), the clock at which it is next
+    /// free, and its counters.
+    fifo_hold_ns: u64,
+    fifo_free_ns: AtomicU64,
+    fifo_admissions: AtomicU64,
+    fifo_ns: AtomicU64,
 }
 
 /// Where a cached start came from, to invalidate it if it proves stale.
@@ -136,7 +157,54 @@ impl ArtCache {
             invalidations: AtomicU64::new(0),
             stale_leaves: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            fifo_hold_ns: 0,
+            fifo_free_ns: AtomicU64::new(0),
+            fifo_admissions: AtomicU64::new(0),
+            fifo_ns: AtomicU64::new(0),
         }
+    }
+
+    /// This cache with the authors' central FIFO modelled on `sim`: each
+    /// admission of a node just READ holds one CS-wide lock for `ns`
+    /// virtual ns, so the CS's cores admit one at a time, each waiting
+    /// (busy, as a spinning thread does) for the admissions before it.
+    /// The artifact's cache updates one usage counter and pushes every
+    /// admitted entry onto one FIFO queue; with many threads per CS and a
+    /// cache far smaller than the tree's internal nodes those shared words
+    /// bounce between cores: DEX §2.3 names it as what stops SMART scaling
+    /// and §8.2 profiles it at 49% of SMART's CPU cycles (issue 34). Our
+    /// cache's own mutex is held for a map probe only, and costs no
+    /// virtual time. On wall-clock fabrics (`loopback`, `rdma`) this has no
+    /// effect: the real lock's cost is what it is. 0: off (the default).
+    pub fn with_fifo_hold_ns(mut self, ns: u64) -> Self {
+        self.fifo_hold_ns = ns;
+        self
+    }
+
+    /// The modelled central FIFO's turn for one admission
+    /// ([`ArtCache::with_fifo_hold_ns`]): returns at once without the model.
+    pub(crate) async fn fifo_turn(&self) {
+        let hold = self.fifo_hold_ns;
+        if hold == 0 {
+            return;
+        }
+        // Arrive in virtual-time order with the CS's other cores (as DEX's
+        // shared cache does, `dm_runtime::sync_virtual_time`).
+        dm_runtime::sync_virtual_time().await;
+        let now = dm_runtime::now_ns();
+        let prev = self
+            .fifo_free_ns
+            .fetch_update(Relaxed, Relaxed, |free| Some(free.max(now) + hold))
+            .expect("the closure always returns Some");
+        let busy = prev.max(now) + hold - now;
+        dm_runtime::charge_cpu(busy);
+        self.fifo_admissions.fetch_add(1, Relaxed);
+        self.fifo_ns.fetch_add(busy, Relaxed);
+        // Let the cores behind catch up before this one posts again: the
+        // sim's NICs take posts in the order cores make them, so a core
+        // that jumped microseconds ahead would otherwise hold up the posts
+        // of cores still before it in virtual time.
+        dm_runtime::sync_virtual_time().await;
     }
 
     /// The byte budget.
@@ -155,6 +223,8 @@ impl ArtCache {
             evictions: self.evictions.load(Relaxed),
             entries: g.entries() as u64,
             bytes: g.bytes as u64,
+            fifo_admissions: self.fifo_admissions.load(Relaxed),
+            fifo_ns: self.fifo_ns.load(Relaxed),
         }
     }
 

@@ -84,3 +84,40 @@ fn a_writers_own_cases_refresh_its_entry() {
     c.replace_word(&[7], n, slot_addr(n, 1), 0x02, 0x2002);
     assert_eq!(c.lookup(&[7, 2]).unwrap().0.word, 0x1002);
 }
+
+/// `with_fifo_hold_ns` on sim: the admissions of one CS's cores take the
+/// modelled central FIFO one at a time, in virtual-time order, each core
+/// charged its wait plus the hold; without the model nothing is charged.
+#[test]
+fn modelled_fifo_serialises_a_cs_admissions_in_virtual_time() {
+    use dm_runtime::SimRuntime;
+    use dm_verbs::sim::{SimConfig, SimFabric};
+    use std::sync::Arc;
+    const HOLD: u64 = 1_000;
+    for hold in [0, HOLD] {
+        let mut rt = SimRuntime::new(SimFabric::new(SimConfig::default()));
+        let k = Arc::new(ArtCache::new(1 << 20).with_fifo_hold_ns(hold));
+        let handles: Vec<_> = (0..4u16)
+            .map(|i| {
+                let c = rt.add_core(0, i);
+                let k = k.clone();
+                rt.spawn_on(c, async move {
+                    let t0 = dm_runtime::now_ns();
+                    k.fifo_turn().await;
+                    dm_runtime::now_ns() - t0
+                })
+            })
+            .collect();
+        rt.run();
+        let mut waited: Vec<u64> = handles
+            .into_iter()
+            .map(|h| h.try_take().unwrap().unwrap())
+            .collect();
+        waited.sort_unstable();
+        let want: Vec<u64> = (1..=4).map(|i| i * hold).collect();
+        assert_eq!(waited, want, "hold {hold}");
+        let s = k.stats();
+        let n = if hold == 0 { 0 } else { 4 };
+        assert_eq!((s.fifo_admissions, s.fifo_ns), (n, 10 * hold));
+    }
+}

@@ -121,7 +121,7 @@ impl DolphinTree {
                         };
                         return Ok(Place::Absent(a, hit));
                     }
-                    self.art.cache_fill(path, p, addr, &n);
+                    self.art.cache_fill(path, p, addr, &n).await;
                     match n.find(path[p]) {
                         Some((i, w)) => {
                             c = Cursor {

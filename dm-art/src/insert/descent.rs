@@ -123,7 +123,7 @@ impl SmartTree {
                         }
                         continue;
                     }
-                    self.cache_fill(path, p, addr, &n);
+                    self.cache_fill(path, p, addr, &n).await;
                     if let Some((i, w)) = n.find(path[p]) {
                         c = Cursor {
                             slot_a: slot_addr(addr, i),

@@ -158,6 +158,13 @@ pub struct Args {
     /// the cause of DEX Table 2's 3.02 READs per Sherman lookup.
     #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
     pub node_read: String,
+    /// Radix family, sim only: model the authors' central cache FIFO. Each
+    /// admission of a node READ into a CS's ART cache holds one CS-wide
+    /// lock for this many virtual ns, so the CS's threads admit one at a
+    /// time (the artifact's usage counter and FIFO queue, which DEX
+    /// \u{a7}8.2 profiles at 49% of SMART's CPU cycles). 0 (default): off.
+    #[arg(long, default_value_t = 0)]
+    pub smart_fifo_ns: u64,
     /// Dolphin: how an update publishes its value. `cas` (default, sound):
     /// WRITE the item's other value buffer and CAS its key word; a lost CAS
     /// runs the update again. `paper`: one WRITE of the item, last writer

@@ -135,18 +135,30 @@ impl CacheReport {
             c.stale_leaves += s.stale_leaves;
             c.entries += s.entries;
             c.bytes += s.bytes;
+            c.fifo_admissions += s.fifo_admissions;
+            c.fifo_ns += s.fifo_ns;
         }
         let ratio = c.hits as f64 / (c.hits + c.misses).max(1) as f64;
+        // --smart-fifo-ns: what the modelled central FIFO cost.
+        let fifo = if c.fifo_admissions > 0 {
+            format!(
+                "; central FIFO modelled: {} admissions (load and run), {:.0} ns each waited or held",
+                c.fifo_admissions,
+                c.fifo_ns as f64 / c.fifo_admissions as f64
+            )
+        } else {
+            String::new()
+        };
         CacheReport {
             line: format!(
-                "ART cache: hit ratio {ratio:.3} (load and run; a hit starts below the root), {} node snapshots, {:.1} MiB over {cs} CS, {} stale entries dropped, {} evicted, {} cached leaf addresses found replaced (RCU)",
+                "ART cache: hit ratio {ratio:.3} (load and run; a hit starts below the root), {} node snapshots, {:.1} MiB over {cs} CS, {} stale entries dropped, {} evicted, {} cached leaf addresses found replaced (RCU){fifo}",
                 c.entries,
                 c.bytes as f64 / (1 << 20) as f64,
                 c.invalidations,
                 c.evictions,
                 c.stale_leaves,
             ),
-            json: json!({"hit_ratio": ratio, "bytes": c.bytes, "items": c.entries, "hits": c.hits, "misses": c.misses, "invalidations": c.invalidations, "evictions": c.evictions, "stale_leaves": c.stale_leaves}),
+            json: json!({"hit_ratio": ratio, "bytes": c.bytes, "items": c.entries, "hits": c.hits, "misses": c.misses, "invalidations": c.invalidations, "evictions": c.evictions, "stale_leaves": c.stale_leaves, "fifo_admissions": c.fifo_admissions, "fifo_ns": c.fifo_ns}),
             bytes: c.bytes,
         }
     }

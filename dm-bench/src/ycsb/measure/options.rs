@@ -192,6 +192,20 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
     if a.node_read != "checksum" && (smart || a.index == DEX || design != Design::Fine) {
         bail!("--node-read is for the fine-grained B+trees (fg and the sherman rungs)");
     }
+    if a.smart_fifo_ns > 0 {
+        if !smart {
+            bail!("--smart-fifo-ns is for the radix family (--index smart, art, ...)");
+        }
+        if a.fabric != FabricArg::Sim {
+            bail!("--smart-fifo-ns models a CPU cost on the sim fabric only: on loopback and rdma the cache's real lock costs what it costs");
+        }
+        if a.smart_fifo_ns > 1_000_000_000 {
+            bail!(
+                "--smart-fifo-ns {} is over 1 s per admission",
+                a.smart_fifo_ns
+            );
+        }
+    }
     crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.lease_ms.is_some())?;
     if !smart && !a.smart_off.is_empty() {
         bail!("--smart-off is for the radix family (--index smart, art, ...)");

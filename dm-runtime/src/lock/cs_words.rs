@@ -20,10 +20,18 @@
 //! it is absent from the ledger (one mutex section), so at most one task of
 //! the CS claims a stale word at a time; the claimer then CASes the word
 //! from the stale value to the same value. The CAS proves the word still
-//! holds it: a legitimate taker's registration precedes its CAS and lasts
-//! until its release, so between the claimer's check and its CAS no task
-//! of the CS can have taken the word and left it at that value, and a
-//! release moves the word (SMART: to the next sequence number).
+//! holds it if no task of the CS took the word meanwhile, which its
+//! registration shows: a legitimate taker registers before its CAS and
+//! stays registered until its release. A taker that registered before the
+//! claim's check makes the claim fail. One that registers while the claim
+//! is in flight is what the check cannot see. A release moves a SMART word
+//! to the next sequence number, so a SMART taker cannot bring back the
+//! stale value. A GLT lane names only the CS, so a taker that found the
+//! lane free (its holder released it after the claimer saw it) leaves the
+//! same value. [`CsCas::confirm_claim`] therefore refuses a claim during
+//! which any lock CAS on the word was registered (`ycsb --fabric loopback
+//! --lease-ms`, sherman-onchip: two cores of one CS held a lane at once
+//! and an update lost its key).
 //!
 //! **Another CS's waiter** cannot claim the word; it asks this CS
 //! ([`super::Member::ask_release_cs`], a request slot of the membership
@@ -60,6 +68,11 @@ pub struct CsWords {
 struct Entry {
     held: u32,
     in_flight: u32,
+    /// A claim ([`CsWords::claim`]) is in flight on the word.
+    claim: bool,
+    /// A lock CAS was registered while that claim was in flight
+    /// ([`CsCas::confirm_claim`] then refuses it).
+    spoiled: bool,
 }
 
 impl fmt::Debug for CsWords {
@@ -89,8 +102,15 @@ impl CsWords {
     /// CAS failed, errored or was cancelled) unless [`CsCas::took`] turns
     /// it into a hold.
     pub fn begin(&self, word: u64) -> CsCas<'_> {
-        self.update(word, |e| e.in_flight += 1);
-        CsCas { words: self, word }
+        self.update(word, |e| {
+            e.spoiled |= e.claim;
+            e.in_flight += 1;
+        });
+        CsCas {
+            words: self,
+            word,
+            claim: false,
+        }
     }
 
     /// Registers a claim of `word`, which names this CS's incarnation, if
@@ -106,11 +126,16 @@ impl CsWords {
         m.insert(
             word,
             Entry {
-                held: 0,
                 in_flight: 1,
+                claim: true,
+                ..Entry::default()
             },
         );
-        Some(CsCas { words: self, word })
+        Some(CsCas {
+            words: self,
+            word,
+            claim: true,
+        })
     }
 
     /// Sets the format of this CS's CS-named words, which serving a
@@ -185,12 +210,22 @@ impl CsWords {
             let Some(claim) = self.claim(lane_key(w, shift)) else {
                 continue;
             };
+            // Prove the name stale first, then free it as its holder: a
+            // lane names only the CS, so a core of this CS that took it
+            // while the claim was in flight leaves the same name
+            // (`CsCas::confirm_claim`), and freeing it outright would free
+            // that core's lock.
             let m = 0xffffu64 << shift;
-            let old = crate::masked_cas(w, lane << shift, 0, m, m).await?;
-            drop(claim);
-            if (old & m) >> shift == lane {
+            let old = crate::masked_cas(w, lane << shift, lane << shift, m, m).await?;
+            if (old & m) >> shift != lane {
+                continue;
+            }
+            let Some(held) = claim.confirm_claim() else {
+                continue;
+            };
+            let release = crate::masked_cas(w, lane << shift, 0, m, m);
+            if (while_releasing(Some(held), release).await? & m) >> shift == lane {
                 freed += 1;
-                LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     word = format_args!("{:#x}", w.to_u64()),
                     lane = format_args!("{lane:#x}"),
@@ -215,19 +250,48 @@ pub(super) fn lane_key(w: GlobalAddr, shift: u32) -> u64 {
 pub struct CsCas<'a> {
     words: &'a CsWords,
     word: u64,
+    /// From [`CsWords::claim`].
+    claim: bool,
 }
 
 impl<'a> CsCas<'a> {
     /// The CAS took the word: it stays registered as held until the
     /// returned guard is dropped, after the release verb has completed.
     pub fn took(self) -> CsHeld<'a> {
-        let (words, word) = (self.words, self.word);
+        let (words, word, claim) = (self.words, self.word, self.claim);
         std::mem::forget(self);
         words.update(word, |e| {
             e.in_flight -= 1;
             e.held += 1;
+            if claim {
+                (e.claim, e.spoiled) = (false, false);
+            }
         });
         CsHeld { words, word }
+    }
+
+    /// A claim's CAS returned the stale value: the claimer holds the word
+    /// (as [`CsCas::took_over`]) unless a lock CAS of this CS on it was
+    /// registered while the claim was in flight, which may have taken the
+    /// word and left that same value (module docs); then `None`, the claim
+    /// ends, and the word is left as it is (the claim's CAS changed
+    /// nothing).
+    pub fn confirm_claim(self) -> Option<CsHeld<'a>> {
+        let (words, word) = (self.words, self.word);
+        {
+            let mut m = words.lock();
+            let e = m.get_mut(&word)?;
+            if e.spoiled {
+                // Dropping `self` (after the guard) ends the claim.
+                return None;
+            }
+            e.in_flight -= 1;
+            e.held += 1;
+            (e.claim, e.spoiled) = (false, false);
+        }
+        std::mem::forget(self);
+        LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+        Some(CsHeld { words, word })
     }
 
     /// The claim's CAS took a stale word of this CS ([`CsWords::claim`]):
@@ -242,7 +306,13 @@ impl<'a> CsCas<'a> {
 
 impl Drop for CsCas<'_> {
     fn drop(&mut self) {
-        self.words.update(self.word, |e| e.in_flight -= 1);
+        let claim = self.claim;
+        self.words.update(self.word, |e| {
+            e.in_flight -= 1;
+            if claim {
+                (e.claim, e.spoiled) = (false, false);
+            }
+        });
     }
 }
 
@@ -327,6 +397,30 @@ mod tests {
         let c = w.begin(16);
         drop(c);
         assert!(w.claim(16).is_some(), "a failed CAS leaves nothing behind");
+    }
+
+    #[test]
+    fn a_claim_during_which_a_cas_was_registered_is_refused() {
+        let w = CsWords::default();
+        let claim = w.claim(8).unwrap();
+        // Another core registers a lock CAS while the claim is in flight:
+        // its CAS may take the word and leave the value the claim proves.
+        let c = w.begin(8);
+        drop(c);
+        assert!(claim.confirm_claim().is_none(), "spoiled");
+        assert!(w.lock().is_empty(), "nothing left behind");
+        let claim = w.claim(8).unwrap();
+        let h = claim.confirm_claim().expect("nobody registered meanwhile");
+        assert!(w.claim(8).is_none(), "held");
+        let c = w.begin(8);
+        drop(c);
+        drop(h);
+        assert!(w.lock().is_empty(), "a hold leaves no claim flag behind");
+        let claim = w.claim(8).unwrap();
+        assert!(
+            claim.confirm_claim().is_some(),
+            "a later claim is not spoiled"
+        );
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //!   hand-over passes the hold to the receiver ([`NodeLocks::lane_adopt`]);
 //! - a waiter of this CS that finds the lane naming this incarnation while
 //!   the ledger shows nobody on it claims it, masked-CASes the name to
-//!   itself to prove it unchanged, and holds it
-//!   ([`NodeLocks::claim_own_lane`]);
+//!   itself to prove it unchanged, and holds it unless a lock CAS of the
+//!   CS on the lane was registered meanwhile ([`NodeLocks::claim_own_lane`],
+//!   [`CsCas::confirm_claim`]);
 //! - a waiter of another CS asks this one after a lease (request word
 //!   `address | CS_WORD_REQUEST | LANES_REQUEST`,
 //!   [`super::super::Member::ask_release_lanes`]); its serving task frees
@@ -80,7 +81,12 @@ impl NodeLocks {
         if (old & m) >> shift != name {
             return Ok(false);
         }
-        *cs = Some(claim.took_over());
+        // A lane names only the CS: a core of this CS that took it while
+        // the claim was in flight leaves the same name (`CsCas::confirm_claim`).
+        let Some(held) = claim.confirm_claim() else {
+            return Ok(false);
+        };
+        *cs = Some(held);
         self.counters().count(LockEvent::TakenOver);
         tracing::warn!(
             node = ?a,

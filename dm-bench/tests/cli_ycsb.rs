@@ -431,3 +431,43 @@ fn ycsb_smart_with_the_modelled_central_fifo() {
         "sim fabric only",
     );
 }
+
+/// `--load-fraction` (issue 34): an upsert mix over a key space five times
+/// the loaded records inserts most of the keys it writes, and every key
+/// verifies; refused for the mixes that insert new keys and for shares
+/// outside (0, 1].
+#[test]
+fn ycsb_upsert_mix_with_a_sparser_key_space() {
+    let mut keys = Vec::new();
+    for f in ["0.8", "0.2"] {
+        let (ok, text, v) = bench(&[
+            "ycsb",
+            "--workload",
+            "write-only",
+            "--theta",
+            "0",
+            "--keys",
+            "2000",
+            "--ops",
+            "4000",
+            "--load-fraction",
+            f,
+        ]);
+        assert!(ok, "{text}");
+        assert_eq!(v["mismatches"], 0, "{text}");
+        keys.push(v["verified"].as_u64().unwrap());
+    }
+    // Uniform upserts over 2,500 and 10,000 key numbers: the sparser space
+    // leaves far more of the 4,000 writes as new keys.
+    assert!(keys[0] < 2600 && keys[1] > 4500, "{keys:?}");
+    rejects(
+        &["ycsb", "--workload", "a", "--load-fraction", "0.5"],
+        "--load-fraction is for Sherman's upsert mixes",
+    );
+    for bad in ["0", "1.5", "NaN"] {
+        rejects(
+            &["ycsb", "--workload", "write-only", "--load-fraction", bad],
+            "share of the key space",
+        );
+    }
+}

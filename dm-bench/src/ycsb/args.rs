@@ -95,6 +95,13 @@ pub struct Args {
     /// Range length of Sherman's range mixes.
     #[arg(long, default_value_t = 100)]
     pub scan_len: u32,
+    /// Sherman's upsert mixes (write-only, write-intensive, read-intensive,
+    /// range-only, range-write): the loaded records' share of the key space
+    /// that operations draw from; an upsert of a key number not loaded
+    /// inserts it. Default 0.8 (Sherman \u{a7}5.1); SMART's skew sweep
+    /// (its artifact's `zipfian_test`, Fig. 22a) loads 0.2.
+    #[arg(long, value_parser = crate::ycsb::workload::parse_load_fraction)]
+    pub load_fraction: Option<f64>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Torn-READ model on sim.

@@ -194,6 +194,9 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
         Some(_) if a.mix.is_some() => {
             bail!("--mix applies to generated workloads; a trace brings its own operations")
         }
+        Some(_) if a.load_fraction.is_some() => {
+            bail!("--load-fraction applies to generated workloads; a trace brings its own keys")
+        }
         Some(dir) => {
             let ints = a.key_type == "randint";
             if !ints {
@@ -225,12 +228,8 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             (load, run)
         }
         None => {
-            let mut spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
-            if let Some(m) = &a.mix {
-                spec.mix = Mix::parse_percent(m)?;
-            }
-            let mut s =
-                Stream::new(spec, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
+            let mut s = Stream::new(spec(a)?, a.keys, total_ops(a) as u64, a.seed)
+                .map_err(|e| anyhow!(e))?;
             match &a.key_file {
                 Some(path) => {
                     let kf = keys::load(path, key_bytes(a)).map_err(|e| anyhow!(e))?;
@@ -311,14 +310,34 @@ pub(crate) fn sorted_load(plan: &Plan) -> Vec<(&[u8], u64)> {
     out
 }
 
+/// The generated workload's spec: `--workload` with `--theta` and
+/// `--scan-len`, its mix replaced by `--mix`, its key space by
+/// `--load-fraction`.
+fn spec(a: &Args) -> Result<Spec> {
+    let mut spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
+    if let Some(m) = &a.mix {
+        spec.mix = Mix::parse_percent(m)?;
+    }
+    if let Some(f) = a.load_fraction {
+        if spec.upsert_load_fraction.is_none() {
+            bail!(
+                "--load-fraction is for Sherman's upsert mixes (write-only, write-intensive, \
+                 read-intensive, range-only, range-write); workload {} inserts new keys",
+                a.workload
+            );
+        }
+        spec.upsert_load_fraction = Some(f);
+    }
+    Ok(spec)
+}
+
 /// The key of generated key number `n` (`--key-order` hashed or ordered):
 /// the load inserts key numbers `0..--keys`.
 pub(crate) fn generated_key(a: &Args, n: u64) -> Result<Vec<u8>> {
     if a.key_file.is_some() || a.trace_dir.is_some() {
         bail!("key numbers name generated integer keys (no --key-file, --trace-dir)");
     }
-    let spec = Spec::named(&a.workload, a.theta, a.scan_len).map_err(|e| anyhow!(e))?;
-    let s = Stream::new(spec, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
+    let s = Stream::new(spec(a)?, a.keys, total_ops(a) as u64, a.seed).map_err(|e| anyhow!(e))?;
     Ok(match key_order(&a.key_order)? {
         Some((order, _)) => order.apply(s).key(n),
         None => s.key(n),

@@ -97,6 +97,22 @@ pub fn parse_theta(s: &str) -> Result<f64, String> {
     check_theta(t).map(|()| t)
 }
 
+/// `--load-fraction`'s parser: the loaded records' share of an upsert
+/// mix's key space, finite, above 0 and at most 1.
+pub fn parse_load_fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    if f.is_finite() && f > 0.0 && f <= 1.0 {
+        Ok(f)
+    } else {
+        Err(format!(
+            "{f}: the loaded records' share of the key space is above 0 and at most 1"
+        ))
+    }
+}
+
 /// A workload: mix, distribution and how inserts choose keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spec {

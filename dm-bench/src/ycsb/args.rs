@@ -165,6 +165,14 @@ pub struct Args {
     /// the cause of DEX Table 2's 3.02 READs per Sherman lookup.
     #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
     pub node_read: String,
+    /// How each phase's operations are dealt to the coroutines:
+    /// `round-robin` (default: operation j to coroutine j mod N) or
+    /// `chunks` (coroutine i runs the i-th of N contiguous chunks of the
+    /// stream, as the SMART and Sherman artifacts split their traces,
+    /// `ycsb/split_workload.py`). With YCSB D's latest distribution a read
+    /// then mostly finds a key its own coroutine inserted shortly before.
+    #[arg(long, default_value = "round-robin", value_parser = ["round-robin", "chunks"])]
+    pub split: String,
     /// Radix family, sim only: model the authors' central cache FIFO. Each
     /// admission of a node READ into a CS's ART cache holds one CS-wide
     /// lock for this many virtual ns, so the CS's threads admit one at a

@@ -27,6 +27,9 @@ pub(super) struct Plan {
     pub writes: Writes,
     /// How many of `run`'s first operations are the warm-up's.
     pub warm: usize,
+    /// `--split chunks`: each coroutine runs a contiguous chunk of every
+    /// phase's operations instead of every N-th one.
+    pub chunks: bool,
     /// The keys something inserted (load or run), sorted, each once.
     pub written: Written,
     /// Where the keys come from, for the report.
@@ -280,6 +283,7 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
     let warm = (a.warmup as usize).min(run.len());
     Ok(Plan {
         warm,
+        chunks: a.split == "chunks",
         carved0: dm_runtime::alloc::bytes_carved(),
         dolphin0: dm_art::dolphin::totals(),
         load,

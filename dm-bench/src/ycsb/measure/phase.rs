@@ -103,16 +103,23 @@ async fn coroutine(
 ) -> Out {
     let mut out = Out::new();
     let r = phase.range(&plan);
-    // All operations round-robin, or (DEX, partitioned) this CS's list.
-    let mine: Box<dyn Iterator<Item = usize>> = match &ids {
-        None => Box::new((r.start + id..r.end).step_by(total)),
-        Some(v) => Box::new(
+    // All operations round-robin, or (DEX, partitioned) this CS's list;
+    // `--split chunks`: this coroutine's contiguous share of them.
+    let mine: Box<dyn Iterator<Item = usize>> = match (&ids, plan.chunks) {
+        (None, false) => Box::new((r.start + id..r.end).step_by(total)),
+        (None, true) => Box::new(chunk(r, id, total)),
+        (Some(v), false) => Box::new(
             v.iter()
                 .copied()
                 .filter(move |j| r.contains(j))
                 .skip(id)
                 .step_by(total),
         ),
+        (Some(v), true) => {
+            let lo = v.partition_point(|&j| j < r.start);
+            let hi = v.partition_point(|&j| j < r.end);
+            Box::new(chunk(lo..hi, id, total).map(move |k| v[k]))
+        }
     };
     // The end of the previous operation when nothing ran since: the next
     // one's start (one clock read per operation; a read of the wall clock
@@ -257,6 +264,16 @@ async fn run_op_checked(
             5
         }
     })
+}
+
+/// Coroutine `id`'s share of `r` under `--split chunks`: the `id`-th of
+/// `total` contiguous chunks of `r.len() / total` operations, the last one
+/// taking the remainder (the SMART artifact's `split_workload.py`).
+fn chunk(r: std::ops::Range<usize>, id: usize, total: usize) -> std::ops::Range<usize> {
+    let size = r.len() / total;
+    let start = r.start + id * size;
+    let end = if id + 1 == total { r.end } else { start + size };
+    start..end
 }
 
 /// The coroutines of one core: ids `first..first + coros` of `total`, over

@@ -266,7 +266,7 @@ impl Summary {
             "load": {"mode": a.load, "fill": (a.load == "bulk").then_some(a.fill), "ns": load_ns, "per_op": per_op(&load_total, loaded)},
             "ops": ops,
             "ops_by_kind": counts,
-            "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros, "ms_cores": a.ms_cores},
+            "cluster": {"ms": a.ms, "cs": a.cs, "threads": a.threads, "coros": a.coros, "ms_cores": a.ms_cores, "split": a.split},
             "nam": nam_json,
             "dex": sections.iter().find(|s| s.0 == "dex").map(|s| s.2.clone()),
             "head_nodes": sections.iter().find(|s| s.0 == "head nodes").map(|s| s.2.clone()),
@@ -333,8 +333,17 @@ impl Summary {
             v["fabric"].as_str().unwrap()
         );
         println!(
-            "  cluster      {} MS ({} RPC cores each), {} CS x {} threads x {} coroutines",
-            a.ms, a.ms_cores, a.cs, a.threads, a.coros
+            "  cluster      {} MS ({} RPC cores each), {} CS x {} threads x {} coroutines{}",
+            a.ms,
+            a.ms_cores,
+            a.cs,
+            a.threads,
+            a.coros,
+            if a.split == "chunks" {
+                ", the stream split in contiguous chunks"
+            } else {
+                ""
+            }
         );
         println!(
             "  keys         {}",

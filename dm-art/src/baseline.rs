@@ -166,7 +166,7 @@ impl SmartTree {
             return Ok(self.confirm(c, path, hit).await?.then_some(false));
         };
         let value = match wc {
-            Some(w) if valid => w.consume().unwrap_or(value),
+            Some(w) if valid => w.consume(l.valid).unwrap_or(value),
             _ => value,
         };
         let a = self.spare_leaf(spare).await?;

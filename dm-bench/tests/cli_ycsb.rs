@@ -419,6 +419,10 @@ fn ycsb_smart_with_the_modelled_central_fifo() {
         "--smart-fifo-ns is for the radix family",
     );
     rejects(
+        &["ycsb", "--index", "dex", "--art-absorb"],
+        "--art-absorb is for the radix family",
+    );
+    rejects(
         &[
             "ycsb",
             "--fabric",

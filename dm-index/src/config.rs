@@ -56,6 +56,12 @@ pub struct IndexConfig {
     /// what the artifact's FIFO costs). 0 (default): not modelled. No
     /// effect on wall-clock fabrics.
     pub art_fifo_hold_ns: u64,
+    /// The radix family's same-key write queue absorbs its writers: a
+    /// leader about to publish covers the writers queued so far, which
+    /// return its result without writing (`dm_art::Rdwc::absorb_writers`;
+    /// the sound version of the SMART artifact's ART baseline hand-over).
+    /// Default false. No effect where writers do not queue or combine.
+    pub art_absorb_writers: bool,
     /// SMART's techniques, if not the rung's own (SMART §5.3.1's switches).
     pub radix_techniques: Option<dm_art::Techniques>,
     /// SMART's read delegation (§4.2.1); `None`: on for `smart` only.
@@ -94,6 +100,9 @@ pub struct CsOverride {
     /// (E-HOCL, SMART §5.3.1); `None`: as
     /// [`IndexConfig::queues_same_key_writers`] derives it.
     pub queue_same_key_writers: Option<bool>,
+    /// Whether this CS's queued same-key writers are absorbed
+    /// ([`IndexConfig::art_absorb_writers`]).
+    pub absorb_writers: Option<bool>,
 }
 
 impl IndexConfig {
@@ -114,6 +123,7 @@ impl IndexConfig {
             node_read: dm_tree::NodeRead::Checksum,
             dolphin_update: dm_art::DolphinUpdate::KeyWordCas,
             art_fifo_hold_ns: 0,
+            art_absorb_writers: false,
             radix_techniques: None,
             read_delegation: None,
             write_combining: None,

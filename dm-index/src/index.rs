@@ -319,7 +319,10 @@ fn cs_state(cfg: &IndexConfig, plan: &Plan, cs: u16) -> CsState {
                 .queue_same_key_writers
                 .unwrap_or_else(|| cfg.queues_without_combining(wc));
             let entries = o.rdwc_entries.unwrap_or(cfg.rdwc_entries);
-            let r = Rdwc::new(entries, rd, wc).queue_writers(queue);
+            let absorb = o.absorb_writers.unwrap_or(cfg.art_absorb_writers);
+            let r = Rdwc::new(entries, rd, wc)
+                .queue_writers(queue)
+                .absorb_writers(absorb);
             st.rdwc = Some(Arc::new(r));
             st.llt = Some(SmartTree::new_local_lock_table());
             if cache > 0 {

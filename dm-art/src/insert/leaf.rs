@@ -43,7 +43,7 @@ impl Mode {
 pub(crate) fn next_leaf(l: Leaf, decided: (bool, u64), wc: Option<&Lead<'_>>) -> Leaf {
     let (valid, value) = decided;
     let value = match wc {
-        Some(w) if valid => w.consume().unwrap_or(value),
+        Some(w) if valid => w.consume(l.valid).unwrap_or(value),
         _ => value,
     };
     Leaf {

@@ -51,6 +51,21 @@
 //! replaces it; without the queue, every client of a hot key retries the
 //! rear lock CAS remotely.
 //!
+//! ## Absorbing queued writers (the authors' ART baseline; issue 34)
+//! The artifact's DM-ported ART hands HOCL's local lock over between
+//! same-key writers of a CS, and a writer that receives it does not write
+//! at all: it returns the result of the writer before it
+//! (`out_of_place_update_leaf` of dmemsys/SMART, `TREE_TEST_HOCL_HANDOVER`).
+//! That loses a writer that arrived after the other's CAS had taken
+//! effect. [`Rdwc::absorb_writers`] is the sound version, for the RCU
+//! leaves of the ART rungs: the leader, about to publish its own value,
+//! covers the writers queued so far, at most [`ABSORB_MAX`] of them
+//! ([`Lead::consume`] returns `None`, so it writes its own value, but marks
+//! them covered); they are linearized
+//! just before its CAS, their values overwritten at once, and receive its
+//! result. Writers that queue later lead the next round. Off by default;
+//! no effect with write combining on.
+//!
 //! ## Cancellation
 //! A dropped leader (or a dropped follower that was promoted) passes the
 //! lead to the next queued client, so nobody waits for a leader that is
@@ -62,6 +77,11 @@ use crate::error::ArtError;
 use dm_runtime::sync::SharedCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+
+/// Followers one absorbing leader covers at most ([`Rdwc::absorb_writers`]):
+/// the artifact's `MAX_HOCL_HANDOVER` (its local lock is handed over at
+/// most about that many times before a writer must take the remote lock).
+const ABSORB_MAX: usize = 8;
 
 /// What a queued client receives.
 #[derive(Clone, Debug)]
@@ -150,6 +170,8 @@ pub struct Rdwc {
     read_delegation: bool,
     write_combining: bool,
     write_queue: bool,
+    /// [`Rdwc::absorb_writers`].
+    absorb: bool,
     delegated: AtomicU64,
     queued: AtomicU64,
     combined: AtomicU64,
@@ -207,6 +229,7 @@ impl Rdwc {
             read_delegation,
             write_combining,
             write_queue: false,
+            absorb: false,
             delegated: AtomicU64::new(0),
             queued: AtomicU64::new(0),
             combined: AtomicU64::new(0),
@@ -219,6 +242,15 @@ impl Rdwc {
     /// set; no effect while write combining is on (it queues anyway).
     pub fn queue_writers(mut self, on: bool) -> Self {
         self.write_queue = on;
+        self
+    }
+
+    /// With the write queue and without write combining, whether a leader
+    /// about to publish covers the same-key writers queued so far, which
+    /// then return its result without writing (module docs, "Absorbing
+    /// queued writers"). Off unless set.
+    pub fn absorb_writers(mut self, on: bool) -> Self {
+        self.absorb = on;
         self
     }
 
@@ -385,12 +417,26 @@ impl Lead<'_> {
     /// For the write leader holding the leaf lock: the value to WRITE (the
     /// WCB's latest), marking every follower queued so far as covered;
     /// `None` without write combining (the leader writes its own value).
-    pub(crate) fn consume(&self) -> Option<u64> {
-        if !self.t.write_combining {
+    ///
+    /// With [`Rdwc::absorb_writers`] (and no write combining): `None`, the
+    /// leader writes its own value, and if the key is `present` before that
+    /// write, every follower queued so far is covered, linearized just
+    /// before it (an update follower then finds the key: it returns `true`,
+    /// [`Lead::finish_write`]). An absent key covers nobody: an update
+    /// linearized before the leader's upsert would find nothing.
+    pub(crate) fn consume(&self, present: bool) -> Option<u64> {
+        let covers = self.t.write_combining || (self.t.absorb && present);
+        if !covers {
             return None;
         }
         let mut e = self.t.entries[self.idx].lock().unwrap();
         let g = e.write.as_mut().expect("a write leader's group");
+        if !self.t.write_combining {
+            // At most ABSORB_MAX of them, the first queued.
+            let n = g.members.len().min(ABSORB_MAX);
+            g.consumed = n.checked_sub(1).map(|i| g.members[i].0);
+            return None;
+        }
         g.consumed = Some(g.latest.0);
         Some(g.latest.1)
     }
@@ -442,9 +488,15 @@ impl Lead<'_> {
     }
 
     /// A write leader's result: to the followers its WRITE covered, then the
-    /// lead to the first one it did not.
+    /// lead to the first one it did not. Absorbed followers (linearized
+    /// before the leader's write, the key present) get `true` unless the
+    /// leader failed.
     pub(crate) fn finish_write(mut self, r: &WriteResult) {
         self.finished = true;
+        let r = match r {
+            Ok(_) if !self.t.write_combining => Ok(true),
+            r => r.clone(),
+        };
         let mut e = self.t.entries[self.idx].lock().unwrap();
         if let Some(g) = &mut e.write {
             if let Some(upto) = g.consumed {

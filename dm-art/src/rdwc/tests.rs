@@ -41,7 +41,7 @@ fn followers_cells_and_queues_are_used_again() {
     // Writes: the covered follower's cell comes back too.
     let l = lead(t.join_write(b"w", 1));
     let f = follow(t.join_write(b"w", 2));
-    assert_eq!(l.consume(), Some(2));
+    assert_eq!(l.consume(true), Some(2));
     l.finish_write(&Ok(true));
     assert!(matches!(f.wait().now_or_never(), Some(Ok(Ok(true)))));
     let sp = t.spare.lock().unwrap();
@@ -84,7 +84,7 @@ fn writes_are_acknowledged_only_if_the_leaders_write_covered_them() {
     let l = lead(t.join_write(b"k", 1));
     let a = follow(t.join_write(b"k", 2));
     let b = follow(t.join_write(b"k", 3));
-    assert_eq!(l.consume(), Some(3), "the latest value is written");
+    assert_eq!(l.consume(true), Some(3), "the latest value is written");
     let c = follow(t.join_write(b"k", 4));
     let d = follow(t.join_write(b"k", 5));
     l.finish_write(&Ok(true));
@@ -92,7 +92,7 @@ fn writes_are_acknowledged_only_if_the_leaders_write_covered_them() {
     assert_eq!(b.wait().now_or_never().unwrap().unwrap(), Ok(true));
     // `c` put its value in after the consume: not acknowledged, it leads.
     let lc = c.wait().now_or_never().unwrap().unwrap_err();
-    assert_eq!(lc.consume(), Some(5));
+    assert_eq!(lc.consume(true), Some(5));
     lc.finish_write(&Ok(true));
     assert_eq!(d.wait().now_or_never().unwrap().unwrap(), Ok(true));
     assert_eq!(t.stats().combined_writes, 3);
@@ -114,12 +114,12 @@ fn without_combining_same_key_writers_queue_and_each_writes_its_own() {
     let l = lead(t.join_write(b"k", 1));
     let a = follow(t.join_write(b"k", 2));
     let b = follow(t.join_write(b"k", 3));
-    assert_eq!(l.consume(), None, "the leader writes its own value");
+    assert_eq!(l.consume(true), None, "the leader writes its own value");
     l.finish_write(&Ok(true));
     // Nobody was covered: `a` runs its own write next, then `b`.
     let la = a.wait().now_or_never().unwrap().unwrap_err();
     assert!(b.cell.try_get().is_none(), "b still waits");
-    assert_eq!(la.consume(), None);
+    assert_eq!(la.consume(true), None);
     la.finish_write(&Ok(true));
     let lb = b.wait().now_or_never().unwrap().unwrap_err();
     lb.finish_write(&Ok(false));

@@ -107,6 +107,10 @@ pub struct Args {
     /// (`dm_art::DolphinUpdate`).
     #[arg(long, default_value = "cas", value_parser = ["cas", "paper", "authors"])]
     pub dolphin_update: String,
+    /// Radix family: the CSs that queue same-key writers (odd ones) absorb
+    /// them, as `ycsb --art-absorb` (`dm_art::Rdwc::absorb_writers`).
+    #[arg(long)]
+    pub art_absorb: bool,
     /// Set from `--index`.
     #[arg(skip = dm_tree::Techniques::FG_PLUS)]
     pub techniques: Techniques,
@@ -189,6 +193,9 @@ impl Args {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
         }
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
+        if a.art_absorb && radix(&a.index).is_none() {
+            bail!("--art-absorb is for the radix family (--index smart, art, ...)");
+        }
         if a.crash() && a.cores < 2 {
             bail!("--faults crash kills one of the two CSs: take --cores 2 or more");
         }

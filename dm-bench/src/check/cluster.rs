@@ -69,7 +69,7 @@ fn index_config(
     Ok(match kind.family() {
         Family::BTree => btree::configure(cfg, a),
         Family::Dex => dex::configure(cfg, a, seed, num_cs),
-        Family::Radix => smart::configure(cfg, num_cs),
+        Family::Radix => smart::configure(cfg, num_cs, a.art_absorb),
         Family::Dolphin => dolphin::configure(cfg, a)?,
     })
 }

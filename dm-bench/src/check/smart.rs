@@ -13,7 +13,10 @@ use dm_index::{CsOverride, IndexConfig};
 /// 48 keys, so same-key groups and hash conflicts both happen: even CSs
 /// combine, odd CSs queue same-key writers without combining (E-HOCL).
 /// The ladder's lock-table locks take the check's tiny lock table.
-pub(super) fn configure(mut cfg: IndexConfig, num_cs: u16) -> IndexConfig {
+///
+/// `absorb` (`check --art-absorb`): the queuing CSs absorb their queued
+/// writers (`dm_art::Rdwc::absorb_writers`).
+pub(super) fn configure(mut cfg: IndexConfig, num_cs: u16, absorb: bool) -> IndexConfig {
     for cs in 0..num_cs {
         let combine = cs % 2 == 0;
         cfg = cfg.with_cs_override(
@@ -24,6 +27,7 @@ pub(super) fn configure(mut cfg: IndexConfig, num_cs: u16) -> IndexConfig {
                 read_delegation: Some(true),
                 write_combining: Some(combine),
                 queue_same_key_writers: Some(!combine),
+                absorb_writers: Some(absorb && !combine),
             },
         );
     }

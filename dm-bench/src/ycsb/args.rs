@@ -173,6 +173,13 @@ pub struct Args {
     /// then mostly finds a key its own coroutine inserted shortly before.
     #[arg(long, default_value = "round-robin", value_parser = ["round-robin", "chunks"])]
     pub split: String,
+    /// Radix family: same-key writers that queue in a CS's local lock
+    /// table (the ART rungs, write combining off) are absorbed: a leader
+    /// about to publish covers the writers queued so far, which return its
+    /// result without writing; the sound version of the SMART artifact's
+    /// ART baseline hand-over (`dm_art::Rdwc::absorb_writers`).
+    #[arg(long)]
+    pub art_absorb: bool,
     /// Radix family, sim only: model the authors' central cache FIFO. Each
     /// admission of a node READ into a CS's ART cache holds one CS-wide
     /// lock for this many virtual ns, so the CS's threads admit one at a

@@ -146,6 +146,7 @@ fn index_config(a: &Args, c: &Choice, plan: &Plan) -> Result<IndexConfig> {
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.lease_ms.is_some())?;
     cfg.radix_techniques = Some(c.art_techniques);
     cfg.art_fifo_hold_ns = a.smart_fifo_ns;
+    cfg.art_absorb_writers = a.art_absorb;
     cfg.read_delegation = Some(!off("rd"));
     cfg.write_combining = Some(!off("wc"));
     if c.design != Design::Fine {

@@ -159,3 +159,45 @@ fn sync_virtual_time_orders_cs_shared_accesses_by_virtual_time() {
         (1..=5).map(|i| poll + 2_000 * i).collect::<Vec<_>>()
     );
 }
+
+/// Core 0's tick charges 1 µs of CPU before its READ, core 1's 0.1 µs, and
+/// core 0 ticks first. Posts taken when the ticks make them let core 0's
+/// later READ reserve their CS's NIC ahead of core 1's earlier one; with
+/// `NetModel::posts_in_time_order` the NIC takes them in virtual-time order
+/// and core 1's READ comes back a round trip after its post.
+#[test]
+fn posts_in_time_order_keep_a_core_that_ran_ahead_from_holding_up_the_nic() {
+    let finish = |timed: bool| -> (u64, u64) {
+        let mut cfg = small_cfg();
+        cfg.net.posts_in_time_order = timed;
+        let mut r = rt(cfg);
+        let hs: Vec<_> = [1_000u64, 100]
+            .into_iter()
+            .enumerate()
+            .map(|(i, cpu)| {
+                let c = r.add_core(0, i as u16);
+                r.spawn_on(c, async move {
+                    dm_runtime::charge_cpu(cpu);
+                    let t0 = dm_runtime::now_ns();
+                    read(GlobalAddr::new(0, 64), 8).await.unwrap();
+                    dm_runtime::now_ns() - t0
+                })
+            })
+            .collect();
+        r.run();
+        let t: Vec<u64> = hs.iter().map(|h| h.try_take().unwrap().unwrap()).collect();
+        (t[0], t[1])
+    };
+    let rtt = small_cfg().net.rtt_ns;
+    let (ahead0, ahead1) = finish(false);
+    assert!(
+        ahead1 > rtt + 800,
+        "core 1 held behind core 0's post: {ahead1}"
+    );
+    let (timed0, timed1) = finish(true);
+    assert!(timed1 < rtt + 200, "core 1 not held up: {timed1}");
+    assert!(
+        timed0 < rtt + 200 && ahead0 < rtt + 200,
+        "{timed0} {ahead0}"
+    );
+}

@@ -134,6 +134,16 @@ pub struct NetModel {
     pub ms_rpc_ns: u64,
     /// CS CPU costs, ns.
     pub cpu: CpuCost,
+    /// A simulation method, not a NIC figure: take every post list at the
+    /// NICs at its core's clock, in virtual-time order across cores (an
+    /// event at that time), instead of when the core's tick makes it. A
+    /// tick runs a core's tasks back to back, so a core charged CPU inside
+    /// its tick (each operation's `cpu.op_ns`) posts at a clock ahead of
+    /// cores whose events come later in the tick order, and the NICs'
+    /// reservations then hold those cores' earlier posts behind its later
+    /// one. Default false (every committed figure was run so); issue 34's
+    /// notes measure what it moves.
+    pub posts_in_time_order: bool,
 }
 
 /// A NIC preset of [`NetModel`] (`dm-bench --nic`).
@@ -166,6 +176,7 @@ impl NetModel {
                 cq_poll_ns: 40,
                 op_ns: 1800,
             },
+            posts_in_time_order: false,
         }
     }
 

@@ -53,6 +53,18 @@ impl World {
 
     pub(super) fn post_list(&mut self, core: usize, ms: u16, wrs: &mut Vec<WorkRequest>) {
         let t0 = self.cores[core].clock.get();
+        if self.cfg.net.posts_in_time_order && t0 > self.now {
+            // Taken at the NICs when virtual time reaches t0, after every
+            // event before it (`NetModel::posts_in_time_order`).
+            let wrs = std::mem::take(wrs);
+            self.push(t0, Event::Post { core, ms, t0, wrs });
+            return;
+        }
+        self.post_at(core, ms, t0, wrs);
+    }
+
+    /// [`World::post_list`] at the NICs, the core's clock being `t0`.
+    pub(super) fn post_at(&mut self, core: usize, ms: u16, t0: u64, wrs: &mut Vec<WorkRequest>) {
         assert!(
             t0 >= self.now,
             "sim: core {core} posts at {t0} ns, before global time {} ns",

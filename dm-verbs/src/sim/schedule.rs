@@ -19,6 +19,12 @@ impl World {
                 Event::Exec { core, wr_id, verb } => self.exec(core, wr_id, verb),
                 Event::Replay(verb) => self.replay(verb),
                 Event::Redo { core, wr_id, verb } => self.redo(core, wr_id, verb),
+                Event::Post {
+                    core,
+                    ms,
+                    t0,
+                    mut wrs,
+                } => self.post_at(core, ms, t0, &mut wrs),
                 Event::ReadEnd {
                     core,
                     wr_id,

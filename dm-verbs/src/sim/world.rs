@@ -7,7 +7,7 @@ use super::queue::EventQueue;
 use super::trace::Recorder;
 use super::SimConfig;
 use crate::ms::{ChunkAllocator, RpcRegistry};
-use crate::{Completion, GlobalAddr, RpcHandler, Verb, VerbError};
+use crate::{Completion, GlobalAddr, RpcHandler, Verb, VerbError, WorkRequest};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cell::Cell;
@@ -78,6 +78,14 @@ pub(super) enum Event {
     Deliver {
         core: usize,
         c: Completion,
+    },
+    /// A post list taken at the NICs at its core's clock `t0`
+    /// ([`super::NetModel::posts_in_time_order`]).
+    Post {
+        core: usize,
+        ms: u16,
+        t0: u64,
+        wrs: Vec<WorkRequest>,
     },
     /// A second, unreported execution of an atomic (`Faults::replay_prob`).
     Replay(Verb),

@@ -493,8 +493,9 @@ impl Lead<'_> {
     /// leader failed.
     pub(crate) fn finish_write(mut self, r: &WriteResult) {
         self.finished = true;
+        // Without write combining only absorbed followers are covered.
         let r = match r {
-            Ok(_) if !self.t.write_combining => Ok(true),
+            Ok(_) if self.t.absorb && !self.t.write_combining => Ok(true),
             r => r.clone(),
         };
         let mut e = self.t.entries[self.idx].lock().unwrap();

@@ -168,7 +168,7 @@ pub struct Args {
     /// How each phase's operations are dealt to the coroutines:
     /// `round-robin` (default: operation j to coroutine j mod N) or
     /// `chunks` (coroutine i runs the i-th of N contiguous chunks of the
-    /// stream, as the SMART and Sherman artifacts split their traces,
+    /// stream, as the SMART artifact splits its traces,
     /// `ycsb/split_workload.py`). With YCSB D's latest distribution a read
     /// then mostly finds a key its own coroutine inserted shortly before.
     #[arg(long, default_value = "round-robin", value_parser = ["round-robin", "chunks"])]

@@ -75,6 +75,17 @@ struct Entry {
     spoiled: bool,
 }
 
+impl Entry {
+    /// A registered lock CAS (or claim, `claim`) is no longer in flight;
+    /// a claim's marks end with it.
+    fn land(&mut self, claim: bool) {
+        self.in_flight -= 1;
+        if claim {
+            (self.claim, self.spoiled) = (false, false);
+        }
+    }
+}
+
 impl fmt::Debug for CsWords {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CsWords")
@@ -261,11 +272,8 @@ impl<'a> CsCas<'a> {
         let (words, word, claim) = (self.words, self.word, self.claim);
         std::mem::forget(self);
         words.update(word, |e| {
-            e.in_flight -= 1;
+            e.land(claim);
             e.held += 1;
-            if claim {
-                (e.claim, e.spoiled) = (false, false);
-            }
         });
         CsHeld { words, word }
     }
@@ -285,9 +293,8 @@ impl<'a> CsCas<'a> {
                 // Dropping `self` (after the guard) ends the claim.
                 return None;
             }
-            e.in_flight -= 1;
+            e.land(true);
             e.held += 1;
-            (e.claim, e.spoiled) = (false, false);
         }
         std::mem::forget(self);
         LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
@@ -307,12 +314,7 @@ impl<'a> CsCas<'a> {
 impl Drop for CsCas<'_> {
     fn drop(&mut self) {
         let claim = self.claim;
-        self.words.update(self.word, |e| {
-            e.in_flight -= 1;
-            if claim {
-                (e.claim, e.spoiled) = (false, false);
-            }
-        });
+        self.words.update(self.word, |e| e.land(claim));
     }
 }
 

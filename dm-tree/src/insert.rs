@@ -48,12 +48,12 @@ impl FgTree {
         }
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
-            let Some((a, img, held)) = self.lock_covering_image(a, key, 0).await? else {
+            let Some((a, img, held)) = self.lock_covering_image(a, key, 0, true).await? else {
                 self.drop_stale(cached);
                 continue;
             };
             // A present key: its value changes in place, nothing decoded.
-            let view = View::validated(&self.g, &img);
+            let view = View::validated_for(&self.g, &img, key);
             match view.locate(key) {
                 Some(Loc::Slot(s, _)) => {
                     let version = view.version();
@@ -75,7 +75,8 @@ impl FgTree {
                 }
                 None => {}
             }
-            let mut n = Node::decode(&self.g, &img).expect("View::new accepted the image");
+            // `key` is absent, so `View::for_key` checked every slot.
+            let mut n = Node::decode(&self.g, &img).expect("View::for_key accepted the image");
             drop(img);
             // The slot to write back alone (unsorted leaf with room, §4.4).
             let slot = match n.find(key) {

@@ -526,7 +526,7 @@ impl FgTree {
         level: u8,
     ) -> Result<Option<(GlobalAddr, Node, Held<'_>)>, TreeError> {
         Ok(self
-            .lock_covering_image(a, key, level)
+            .lock_covering_image(a, key, level, false)
             .await?
             .map(|(a, img, held)| {
                 let n = Node::decode(&self.g, &img).expect("View::new accepted the image");
@@ -536,22 +536,40 @@ impl FgTree {
 
     /// [`FgTree::lock_covering`] with the node's validated image, not
     /// decoded (a warm update of a present key needs no `Node`: issue 32).
+    ///
+    /// `for_key`: validate the image as [`View::for_key`] does for `key`
+    /// (in an unsorted leaf, Sherman §4.4, the lowest slot holding `key`
+    /// under a matching check word, or every slot when `key` is absent)
+    /// instead of every slot ([`View::new`]). Under the lock no other
+    /// writer changes the leaf, so a slot that does not validate can only
+    /// be another key's entry from a WRITE cut short (lib.rs, "A compute
+    /// server that dies"), which an update of `key`'s own slot leaves as
+    /// it is; an absent key still needs every slot whole. Take the image
+    /// through [`View::validated_for`] then, never [`View::validated`].
+    /// Hashing every slot of a 1 KB leaf was a quarter of a loopback
+    /// Sherman update's CPU (docs/experiments/allocs.md).
     pub(crate) async fn lock_covering_image(
         &self,
         mut a: GlobalAddr,
         key: &[u8],
         level: u8,
+        for_key: bool,
     ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf, Held<'_>)>, TreeError> {
         loop {
             let held = self.lock(a).await?;
-            let img = match self.read_valid(a).await {
+            let img = if for_key {
+                self.read_valid_for(a, key).await.map(|(b, _)| b)
+            } else {
+                self.read_valid(a).await
+            };
+            let img = match img {
                 Ok(b) => b,
                 Err(e) => {
                     let _ = self.release(held, []).await;
                     return Err(e);
                 }
             };
-            let v = View::validated(&self.g, &img);
+            let v = View::validated_for(&self.g, &img, key);
             if v.level() != level || v.below_low(key) {
                 self.release(held, []).await?;
                 return Ok(None);

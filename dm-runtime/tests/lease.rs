@@ -284,3 +284,31 @@ fn a_replayed_join_leaves_the_incarnation_as_joined() {
     });
     assert_eq!(out.unwrap(), (1, 2, 2));
 }
+
+/// Four CSs join at once: each finds no membership table and allocates
+/// one, one CAS publishes its chunk, and the three losers return theirs
+/// (`dm_verbs::ms::RPC_FREE_CHUNK`), so MS 0 keeps one chunk for the table.
+/// All four records are in the published table.
+#[test]
+fn joiners_that_lose_the_table_race_return_their_chunks() {
+    let mut r: SimRuntime = rt(small_cfg());
+    let before = r.fabric().ms_bytes_used(0);
+    let hs: Vec<_> = (0..4u16)
+        .map(|cs| {
+            let c = r.add_core(cs, 0);
+            r.spawn_on(c, async move {
+                let m = Member::join(cs, LEASE, CHUNK).await.unwrap();
+                m.read_record(cs).await.unwrap().0
+            })
+        })
+        .collect();
+    r.run();
+    let incs: Vec<u64> = hs.iter().map(|h| h.try_take().unwrap().unwrap()).collect();
+    assert_eq!(incs, [1, 1, 1, 1], "every CS's record says it joined once");
+    let chunk = small_cfg().ms.chunk_bytes;
+    assert_eq!(
+        r.fabric().ms_bytes_used(0),
+        before + chunk,
+        "one table chunk"
+    );
+}

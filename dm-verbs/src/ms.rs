@@ -8,10 +8,13 @@
 //! | 0                     | [`SUPERBLOCK_BYTES`] (4 KiB) | superblock: well-known words (default roots, the catalog of named roots and its root areas; map in [`superblock`]); zeroed at start |
 //! | 4096                  | `chunk_bytes` each      | chunks, handed out in address order by [`RPC_ALLOC_CHUNK`] |
 //!
-//! Chunks (default 8 MiB) are never returned: Sherman §4.2 allocates "in chunks"
-//! through the MS and carves them locally on the CS; freed nodes are recycled by
-//! the index, not the MS. When no whole chunk is left the RPC fails with
-//! [`VerbError::MsOutOfMemory`].
+//! Chunks (default 8 MiB) are handed out whole: Sherman §4.2 allocates "in
+//! chunks" through the MS and carves them locally on the CS; freed nodes are
+//! recycled by the index, not the MS. When no whole chunk is left the RPC
+//! fails with [`VerbError::MsOutOfMemory`]. A chunk a CS took and never
+//! used (it lost a race to publish it, as two CSs creating the membership
+//! table at once) goes back with [`RPC_FREE_CHUNK`]; the next allocation
+//! takes a returned chunk first.
 
 pub mod superblock;
 
@@ -23,6 +26,13 @@ pub const SUPERBLOCK_BYTES: u64 = 4096;
 /// RPC id of the built-in chunk allocator. Request: empty. Reply: the chunk's
 /// [`GlobalAddr`] as 8 little-endian bytes; chunk length is `MsConfig::chunk_bytes`.
 pub const RPC_ALLOC_CHUNK: u16 = 0;
+/// RPC id of the built-in chunk release. Request: the chunk's [`GlobalAddr`]
+/// as 8 little-endian bytes (as [`RPC_ALLOC_CHUNK`] replied it). Reply:
+/// empty. Fails with [`VerbError::RpcFailed`] if the address is not a chunk
+/// of this MS that is handed out (never allocated, already returned, or not
+/// a chunk's start). Only for a chunk nothing was written into and no other
+/// CS knows of: the MS cannot tell.
+pub const RPC_FREE_CHUNK: u16 = 1;
 
 /// How each memory server is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,12 +59,15 @@ impl Default for MsConfig {
     }
 }
 
-/// Bump allocator of whole chunks over one host region.
+/// Bump allocator of whole chunks over one host region, with the chunks
+/// returned by [`RPC_FREE_CHUNK`] taken first.
 #[derive(Clone, Debug)]
 pub struct ChunkAllocator {
     next: u64,
     end: u64,
     chunk: u64,
+    /// Offsets of returned chunks, reused last returned first.
+    free: Vec<u64>,
 }
 
 impl ChunkAllocator {
@@ -63,11 +76,15 @@ impl ChunkAllocator {
             next: SUPERBLOCK_BYTES,
             end: cfg.region_bytes,
             chunk: cfg.chunk_bytes.max(8),
+            free: Vec::new(),
         }
     }
 
     /// Next chunk's offset, or `None` when the region has no whole chunk left.
     pub fn alloc(&mut self) -> Option<u64> {
+        if let Some(off) = self.free.pop() {
+            return Some(off);
+        }
         if self.next + self.chunk > self.end {
             return None;
         }
@@ -76,9 +93,25 @@ impl ChunkAllocator {
         Some(off)
     }
 
-    /// Bytes handed out so far (superblock included).
+    /// Takes back the chunk at `off`; the reason if `off` is not the start
+    /// of a chunk handed out and not yet returned.
+    pub fn free(&mut self, off: u64) -> Result<(), String> {
+        let handed = off >= SUPERBLOCK_BYTES
+            && off < self.next
+            && (off - SUPERBLOCK_BYTES).is_multiple_of(self.chunk);
+        if !handed {
+            return Err(format!("offset {off:#x} is not a chunk handed out"));
+        }
+        if self.free.contains(&off) {
+            return Err(format!("chunk at {off:#x} was already returned"));
+        }
+        self.free.push(off);
+        Ok(())
+    }
+
+    /// Bytes handed out and not returned (superblock included).
     pub fn used(&self) -> u64 {
-        self.next
+        self.next - self.free.len() as u64 * self.chunk
     }
 }
 
@@ -96,6 +129,9 @@ pub trait MsMemory {
     fn faa(&mut self, addr: GlobalAddr, add: u64) -> Result<u64, VerbError>;
     /// Takes one chunk from this MS's allocator.
     fn alloc_chunk(&mut self) -> Result<GlobalAddr, VerbError>;
+    /// Returns the chunk at offset `off` of this MS to its allocator
+    /// ([`ChunkAllocator::free`]'s reason on a bad offset).
+    fn free_chunk(&mut self, off: u64) -> Result<(), String>;
     /// Charges `ns` of MS CPU time to the running handler.
     fn charge_cpu(&mut self, ns: u64);
 }
@@ -112,6 +148,27 @@ pub fn alloc_chunk_handler() -> RpcHandler {
     })
 }
 
+/// The built-in handler behind [`RPC_FREE_CHUNK`].
+pub fn free_chunk_handler() -> RpcHandler {
+    Arc::new(|mem: &mut dyn MsMemory, req: &[u8]| {
+        let ms = mem.ms_id();
+        let failed = |reason: String| VerbError::RpcFailed {
+            ms,
+            handler: RPC_FREE_CHUNK,
+            reason,
+        };
+        let raw: [u8; 8] = req
+            .try_into()
+            .map_err(|_| failed(format!("a {}-byte request, not 8", req.len())))?;
+        let a = GlobalAddr::from_u64(u64::from_le_bytes(raw));
+        if a.ms() != ms || a.is_device() {
+            return Err(failed(format!("{a:?} is not in this MS's host region")));
+        }
+        mem.free_chunk(a.offset()).map_err(failed)?;
+        Ok(Vec::new())
+    })
+}
+
 /// Handler table of one MS, indexed by handler id.
 #[derive(Clone, Default)]
 pub struct RpcRegistry {
@@ -123,6 +180,7 @@ impl RpcRegistry {
     pub fn with_builtins() -> Self {
         let mut r = RpcRegistry::default();
         r.register(RPC_ALLOC_CHUNK, alloc_chunk_handler());
+        r.register(RPC_FREE_CHUNK, free_chunk_handler());
         r
     }
 

@@ -7,8 +7,9 @@
 //! ## Layout
 //! The membership table is one chunk on MS 0, allocated by the first CS to
 //! join (its address CASed into the superblock word
-//! `dm_verbs::ms::superblock::MEMBERSHIP_PTR`; a loser of that race leaves
-//! its chunk unused). CS `cs`'s record is at `cs * 64` ([`RECORD_BYTES`]):
+//! `dm_verbs::ms::superblock::MEMBERSHIP_PTR`; a loser of that race returns
+//! its chunk with `dm_verbs::ms::RPC_FREE_CHUNK`). CS `cs`'s record is at
+//! `cs * 64` ([`RECORD_BYTES`]):
 //!
 //! | offset | bytes | what | written by |
 //! |---|---|---|---|
@@ -54,7 +55,7 @@ use super::ask::Owners;
 use super::cs_words::CsWords;
 use super::LockError;
 use crate::{cas, read, rpc, write, yield_now};
-use dm_verbs::ms::{superblock, RPC_ALLOC_CHUNK};
+use dm_verbs::ms::{superblock, RPC_ALLOC_CHUNK, RPC_FREE_CHUNK};
 use dm_verbs::GlobalAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -139,7 +140,17 @@ impl Member {
             let r = rpc(0, RPC_ALLOC_CHUNK, Vec::new()).await?;
             let mine = u64::from_le_bytes(r[..8].try_into().unwrap());
             let old = cas(ptr, 0, mine).await?;
-            t = if old == 0 { mine } else { old };
+            // `old == mine`: our CAS took the word and reported the new
+            // value as a failure would (soft-RoCE's unreported success,
+            // `check --faults unreported`); no other joiner holds `mine`.
+            t = if old == 0 || old == mine {
+                mine
+            } else {
+                // Another joiner published its table first: ours was
+                // never written and no one else knows of it.
+                rpc(0, RPC_FREE_CHUNK, mine.to_le_bytes().to_vec()).await?;
+                old
+            };
         }
         let table = GlobalAddr::from_u64(t);
         let rec = table.add(cs as u64 * RECORD_BYTES);

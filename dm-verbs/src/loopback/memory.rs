@@ -163,5 +163,12 @@ impl MsMemory for LbView<'_> {
             .map(|off| GlobalAddr::new(ms, off))
             .ok_or(VerbError::MsOutOfMemory { ms })
     }
+    fn free_chunk(&mut self, off: u64) -> Result<(), String> {
+        self.s.ms[self.ms as usize]
+            .alloc
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .free(off)
+    }
     fn charge_cpu(&mut self, _ns: u64) {}
 }

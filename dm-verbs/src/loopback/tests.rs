@@ -41,7 +41,7 @@ fn cq_partial_polls_keep_order_and_ownership() {
 }
 
 use super::{LoopbackConfig, LoopbackFabric, LoopbackQueues};
-use crate::ms::{RPC_ALLOC_CHUNK, SUPERBLOCK_BYTES};
+use crate::ms::{RPC_ALLOC_CHUNK, RPC_FREE_CHUNK, SUPERBLOCK_BYTES};
 use crate::{
     Capability, CpuCost, Fabric, FabricKind, GlobalAddr, MsConfig, MsMemory, Queues, Verb,
     VerbError, VerbOutput, WorkRequest,
@@ -282,6 +282,58 @@ fn chunk_rpc_until_out_of_memory() {
     let oom = run(&mut q, rpc(0, RPC_ALLOC_CHUNK, vec![]));
     assert_eq!(oom, Err(E::MsOutOfMemory { ms: 0 }));
     assert_eq!(f.ms_bytes_used(0), SUPERBLOCK_BYTES + 2048);
+}
+
+/// A returned chunk is handed out again before the region's next one; a
+/// chunk that is not handed out, or returned twice, is refused.
+#[test]
+fn a_returned_chunk_is_reused_and_a_bad_return_refused() {
+    let f = fab(2, SUPERBLOCK_BYTES + 3 * 1024, true);
+    let mut q = f.open_queues(0, 0);
+    let alloc = |q: &mut _| match run(q, rpc(0, RPC_ALLOC_CHUNK, vec![])) {
+        Ok(Rpc(r)) => u64::from_le_bytes(r[..8].try_into().unwrap()),
+        other => panic!("{other:?}"),
+    };
+    let free = |q: &mut _, a: u64| run(q, rpc(0, RPC_FREE_CHUNK, a.to_le_bytes().to_vec()));
+    let (a, b) = (alloc(&mut q), alloc(&mut q));
+    assert_eq!(free(&mut q, a), Ok(Rpc(vec![])));
+    assert_eq!(f.ms_bytes_used(0), SUPERBLOCK_BYTES + 1024);
+    let refused = |r: Result<_, E>| {
+        matches!(
+            r,
+            Err(E::RpcFailed {
+                ms: 0,
+                handler: RPC_FREE_CHUNK,
+                ..
+            })
+        )
+    };
+    assert!(refused(free(&mut q, a)), "returned twice");
+    assert!(refused(free(&mut q, b + 8)), "not a chunk's start");
+    assert!(
+        refused(free(
+            &mut q,
+            GlobalAddr::new(0, SUPERBLOCK_BYTES + 2048).to_u64()
+        )),
+        "never handed out"
+    );
+    assert!(
+        refused(free(&mut q, GlobalAddr::new(1, SUPERBLOCK_BYTES).to_u64())),
+        "another MS's"
+    );
+    assert!(
+        refused(run(&mut q, rpc(0, RPC_FREE_CHUNK, vec![1, 2]))),
+        "short request"
+    );
+    assert_eq!(alloc(&mut q), a, "the returned chunk first");
+    assert_eq!(
+        alloc(&mut q),
+        GlobalAddr::new(0, SUPERBLOCK_BYTES + 2048).to_u64()
+    );
+    assert_eq!(
+        run(&mut q, rpc(0, RPC_ALLOC_CHUNK, vec![])),
+        Err(E::MsOutOfMemory { ms: 0 })
+    );
 }
 
 #[test]

@@ -548,5 +548,8 @@ impl MsMemory for View<'_> {
             .map(|off| GlobalAddr::new(ms, off))
             .ok_or(VerbError::MsOutOfMemory { ms })
     }
+    fn free_chunk(&mut self, off: u64) -> Result<(), String> {
+        self.alloc.free(off)
+    }
     fn charge_cpu(&mut self, _ns: u64) {}
 }

@@ -109,6 +109,9 @@ impl MsMemory for MsView<'_> {
             None => Err(VerbError::MsOutOfMemory { ms }),
         }
     }
+    fn free_chunk(&mut self, off: u64) -> Result<(), String> {
+        self.w.ms[self.ms as usize].alloc.free(off)
+    }
     fn charge_cpu(&mut self, ns: u64) {
         self.cpu_ns += ns;
     }

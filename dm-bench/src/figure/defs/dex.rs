@@ -277,3 +277,16 @@ pub const TABLE2: Figure = Figure {
         reads("SMART write-intensive READs/op", "smart", "WI", 1.45),
     ],
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cause's switch (a const string) names the hold the rows run.
+    #[test]
+    fn the_fifo_cause_names_the_hold_its_rows_run() {
+        let flag = format!("--smart-fifo-ns {FIFO_HOLD_NS}");
+        assert!(SMART_FIFO_CAUSE.switch.ends_with(&flag));
+        assert!(series_flags(SMART_FIFO).ends_with(&flag));
+    }
+}

@@ -153,12 +153,13 @@ pub struct SimNetArgs {
     /// 1 s = 1000000000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
     pub op_cpu_ns: Option<u64>,
-    /// Take each post list at the simulated NICs at its core's clock, in
-    /// virtual-time order across cores, instead of in the order the cores'
-    /// ticks make them (`NetModel::posts_in_time_order`; off by default, as
-    /// every committed figure ran).
+    /// Take each post list at the simulated NICs in the order the cores'
+    /// ticks make it, as the simulator did before 2026-11-27, instead of at
+    /// its core's clock in virtual-time order across cores (the default:
+    /// `NetModel::posts_in_time_order`; docs/simulator.md). Only to rerun
+    /// a figure of before then.
     #[arg(long)]
-    pub posts_in_time_order: bool,
+    pub posts_in_tick_order: bool,
 }
 
 /// The longest simulated duration a timing flag takes, virtual ns (1 s):
@@ -188,7 +189,7 @@ impl SimNetArgs {
         if let Some(v) = self.op_cpu_ns {
             m.cpu.op_ns = v;
         }
-        m.posts_in_time_order = self.posts_in_time_order;
+        m.posts_in_time_order = !self.posts_in_tick_order;
         m
     }
 }

@@ -183,6 +183,54 @@ fn figure_keys_and_ops_override_every_row() {
     }
 }
 
+/// `--with` adds flags to every row: the args column records them and the
+/// rows run with them (here the simulator's old post order, which moves
+/// SMART's throughput); a flag `ycsb` does not take fails before any row.
+#[test]
+fn figure_with_adds_flags_to_every_row() {
+    let tmp = tempdir("dm-bench-figure-with-");
+    let dir = tmp.path().to_str().unwrap();
+    let mops = |with: Option<&str>| -> Vec<(String, f64)> {
+        let mut args = vec!["figure", "dolphin-ycsb", "--quick", "--out", dir];
+        args.extend(with);
+        bench(&args);
+        let path = tmp.path().join("dolphin-ycsb.csv");
+        let mut csv = csv::Reader::from_path(path).unwrap();
+        let heads = csv.headers().unwrap().clone();
+        let col = |h: &str| heads.iter().position(|x| x == h).unwrap();
+        csv.records()
+            .map(|r| r.unwrap())
+            .map(|r| (r[col("args")].to_string(), r[col("mops")].parse().unwrap()))
+            .collect()
+    };
+    let plain = mops(None);
+    let old = mops(Some("--with=--posts-in-tick-order"));
+    assert_eq!(plain.len(), old.len());
+    assert!(old
+        .iter()
+        .all(|(a, _)| a.ends_with(" --posts-in-tick-order")));
+    assert!(plain.iter().all(|(a, _)| !a.contains("tick-order")));
+    assert!(
+        plain.iter().zip(&old).any(|(p, o)| p.1 != o.1),
+        "no row moved"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dm-bench"))
+        .args([
+            "figure",
+            "dolphin-ycsb",
+            "--quick",
+            "--out",
+            dir,
+            "--with",
+            "--no-such-flag",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--no-such-flag"), "{err}");
+}
+
 /// Issue 34: a claim whose cause was found carries it in the claims CSV
 /// (one line, the switch, the claim measured with it), and `--series S
 /// --merge` reruns only S's rows into the existing CSV.

@@ -72,6 +72,13 @@ pub struct Args {
     /// (at least 1: every row measures its run phase).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub ops: Option<u64>,
+    /// `dm-bench ycsb` flags added to every row (one string, split at
+    /// whitespace; the CSV's `args` column records them), to rerun a
+    /// figure with one thing switched: `--with=--posts-in-tick-order`
+    /// gives the simulator every figure before 2026-11-27 ran with.
+    /// Errors: a flag `ycsb` does not take, or one a row already sets.
+    #[arg(long, allow_hyphen_values = true)]
+    pub with: Option<String>,
 }
 
 /// `args` with the value after `flag` replaced by `v` (`None`: unchanged).
@@ -218,9 +225,17 @@ pub fn run(a: Args) -> Result<()> {
             .map(|mut r| {
                 r.args = with_flag(&r.args, "--keys", a.keys);
                 r.args = with_flag(&r.args, "--ops", a.ops);
+                if let Some(w) = &a.with {
+                    r.args = format!("{} {}", r.args, w.trim());
+                }
                 r
             })
             .collect();
+        for r in &rows {
+            // Every row's flags parse (a bad or repeated `--with` fails
+            // here, before any row runs).
+            row_args(r)?;
+        }
         if rows.is_empty() {
             bail!("{}: no rows of series {:?}", fig.name, a.series);
         }

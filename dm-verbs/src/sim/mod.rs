@@ -141,8 +141,8 @@ pub struct NetModel {
     /// its tick (each operation's `cpu.op_ns`) posts at a clock ahead of
     /// cores whose events come later in the tick order, and the NICs'
     /// reservations then hold those cores' earlier posts behind its later
-    /// one. Default false (every committed figure was run so); issue 34's
-    /// notes measure what it moves.
+    /// one. Default true since 2026-11-27; false is the model every figure
+    /// before then ran with (docs/simulator.md measures what it moves).
     pub posts_in_time_order: bool,
 }
 
@@ -176,7 +176,7 @@ impl NetModel {
                 cq_poll_ns: 40,
                 op_ns: 1800,
             },
-            posts_in_time_order: false,
+            posts_in_time_order: true,
         }
     }
 

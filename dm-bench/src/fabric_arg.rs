@@ -160,6 +160,13 @@ pub struct SimNetArgs {
     /// a figure of before then.
     #[arg(long)]
     pub posts_in_tick_order: bool,
+    /// Carry both directions of each simulated MS link (WRITE payloads in,
+    /// READ responses out) on one resource, as the simulator did before
+    /// 2026-11-27, instead of apart as a real link does (the default:
+    /// `NetModel::full_duplex_ms_links`). Only to rerun a figure of before
+    /// then.
+    #[arg(long)]
+    pub half_duplex_ms_links: bool,
 }
 
 /// The longest simulated duration a timing flag takes, virtual ns (1 s):
@@ -190,6 +197,7 @@ impl SimNetArgs {
             m.cpu.op_ns = v;
         }
         m.posts_in_time_order = !self.posts_in_tick_order;
+        m.full_duplex_ms_links = !self.half_duplex_ms_links;
         m
     }
 }

@@ -74,8 +74,9 @@ pub struct Args {
     pub ops: Option<u64>,
     /// `dm-bench ycsb` flags added to every row (one string, split at
     /// whitespace; the CSV's `args` column records them), to rerun a
-    /// figure with one thing switched: `--with=--posts-in-tick-order`
-    /// gives the simulator every figure before 2026-11-27 ran with.
+    /// figure with one thing switched: `--with="--posts-in-tick-order
+    /// --half-duplex-ms-links"` gives the simulator every figure before
+    /// 2026-11-27 ran with.
     /// Errors: a flag `ycsb` does not take, or one a row already sets.
     #[arg(long, allow_hyphen_values = true)]
     pub with: Option<String>,

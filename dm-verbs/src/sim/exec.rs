@@ -47,7 +47,7 @@ impl World {
                 let len = data.len() as u64;
                 crate::buf::give(data);
                 self.trace_hash = mix(self.trace_hash, len);
-                let t = self.link(addr.ms(), now, len);
+                let t = self.link_in(addr.ms(), now, len);
                 let t = self.return_path(core, t, 0);
                 self.complete(core, wr_id, t, res.map(|_| VerbOutput::Write));
             }

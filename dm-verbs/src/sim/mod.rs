@@ -98,7 +98,7 @@ impl TearGranularity {
 /// | parameter | cx5 (default) | source |
 /// |---|---|---|
 /// | `rtt_ns` | 2000 | RTT ~2 µs for small verbs on commodity RNICs (Sherman §3.1) |
-/// | `link_bytes_per_ns` | 12.5 | 100 Gbps link = 12.5 GB/s (Sherman §5.1; SMART §3.2.2: Sherman's READs saturate it at 4.17 Mops of ~3 KB leaves) |
+/// | `link_bytes_per_ns` | 12.5 | 100 Gbps link = 12.5 GB/s each way (Sherman §5.1; SMART §3.2.2: Sherman's READs saturate it at 4.17 Mops of ~3 KB leaves) |
 /// | `nic_msg_ns` | 22 | one RNIC's ~45 Mops of small verbs to host memory (SMART §3.2.2, §5.2), on CS and MS side |
 /// | `device_msg_ns` | 9 | MS NIC time of a verb on device (on-chip) memory, no PCIe: ~110 Mops of on-chip CAS (Sherman §4.3) |
 /// | `host_atomic_ns` | 1000 | a host-memory atomic that writes holds its NIC bucket for 2 PCIe transactions, read and write-back (Sherman §3.2.2); not fitted: docs/simulator.md measures Table 1 with it |
@@ -112,7 +112,8 @@ impl TearGranularity {
 pub struct NetModel {
     /// Round trip of a small verb on an idle network, ns (half each way).
     pub rtt_ns: u64,
-    /// Link bandwidth of each NIC (CS and MS), bytes per ns.
+    /// Link bandwidth of each NIC (CS and MS), bytes per ns, in each
+    /// direction ([`NetModel::full_duplex_ms_links`]).
     pub link_bytes_per_ns: f64,
     /// NIC time per verb to or from host memory (message rate), ns.
     pub nic_msg_ns: u64,
@@ -144,6 +145,13 @@ pub struct NetModel {
     /// one. Default true since 2026-11-27; false is the model every figure
     /// before then ran with (docs/simulator.md measures what it moves).
     pub posts_in_time_order: bool,
+    /// Each MS link carries its two directions apart, as a real link does:
+    /// WRITE payloads coming in do not wait for READ responses going out
+    /// (the CS side is full duplex either way, `tx_free` and `rx_free`).
+    /// Default true since 2026-11-27; false is one resource per MS for
+    /// both, the model every figure before then ran with
+    /// (docs/simulator.md measures what it moves).
+    pub full_duplex_ms_links: bool,
 }
 
 /// A NIC preset of [`NetModel`] (`dm-bench --nic`).
@@ -177,6 +185,7 @@ impl NetModel {
                 op_ns: 1800,
             },
             posts_in_time_order: true,
+            full_duplex_ms_links: true,
         }
     }
 

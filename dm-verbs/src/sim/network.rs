@@ -144,6 +144,20 @@ impl World {
         }
     }
 
+    /// Occupies MS `ms`'s incoming link for `bytes` (a WRITE's payload)
+    /// starting no earlier than `t`; returns the end. The same resource as
+    /// [`World::link`]'s unless `NetModel::full_duplex_ms_links`.
+    pub(super) fn link_in(&mut self, ms: u16, t: u64, bytes: u64) -> u64 {
+        if !self.cfg.net.full_duplex_ms_links {
+            return self.link(ms, t, bytes);
+        }
+        let x = self.transfer_ns(bytes);
+        let m = &mut self.ms[ms as usize];
+        let end = t.max(m.link_in_free) + x;
+        m.link_in_free = end;
+        end
+    }
+
     /// Occupies MS `ms`'s link for `bytes` starting no earlier than `t`; returns the end.
     pub(super) fn link(&mut self, ms: u16, t: u64, bytes: u64) -> u64 {
         let x = self.transfer_ns(bytes);

@@ -26,8 +26,12 @@ pub(super) struct SimMs {
     pub(super) rpc: RpcRegistry,
     /// NIC message-rate resource: free again at this time.
     pub(super) nic_free: u64,
-    /// NIC link (bytes) resource.
+    /// NIC link (bytes) resource: both directions, or the outgoing one
+    /// (READ responses, RPC replies) with `NetModel::full_duplex_ms_links`.
     pub(super) link_free: u64,
+    /// The incoming direction (WRITE payloads) with
+    /// `NetModel::full_duplex_ms_links`; unused otherwise.
+    pub(super) link_in_free: u64,
     /// Atomic unit buckets: each free again at this time.
     pub(super) buckets: Vec<u64>,
     /// RPC cores: busy flag per core; RPCs waiting for a core.
@@ -131,6 +135,7 @@ impl World {
                 rpc: RpcRegistry::with_builtins(),
                 nic_free: 0,
                 link_free: 0,
+                link_in_free: 0,
                 buckets: vec![0; cfg.net.atomic_buckets.max(1) as usize],
                 cores_busy: vec![false; cfg.ms.cores.max(1) as usize],
                 rpc_queue: VecDeque::new(),

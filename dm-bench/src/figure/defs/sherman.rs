@@ -225,20 +225,6 @@ const fn at_176(series: &'static str) -> Cause {
     }
 }
 
-/// The cause of Fig. 6's throughput claims (issue 34), on mix series
-/// `series`: the same client count as [`at_176`]'s. At 528 clients the MS
-/// links run near saturation, and FG+ moves a whole node each way per
-/// write-only operation (1 KB READ, 1 KB write-back) where Sherman writes
-/// 24 bytes, so Sherman / FG+ grows with the load.
-const fn at_176_mops(series: &'static str) -> Cause {
-    Cause {
-        what: "the paper runs 176 client threads (§5: 22 per CS); ours run the code's 3 coroutines per thread, 528, which drive the MS links near saturation, where FG+'s whole-node write-backs (1 KB against Sherman's 12-24 bytes) cost it more",
-        switch: "--coros 1",
-        num: Some(series),
-        den: Some(series),
-    }
-}
-
 pub const FIG6: Figure = Figure {
     name: "sherman-fig6",
     title: "technique ladder, uniform",
@@ -255,8 +241,7 @@ pub const FIG6: Figure = Figure {
             "sherman",
             "fg",
             1.24,
-        )
-        .because(at_176_mops(AT_176[0].1)),
+        ),
         step(
             "write-intensive: Sherman / FG+ throughput",
             "write-intensive",
@@ -264,8 +249,7 @@ pub const FIG6: Figure = Figure {
             "sherman",
             "fg",
             1.15,
-        )
-        .because(at_176_mops(AT_176[1].1)),
+        ),
         step(
             "write-only: FG+ p99 / Sherman p99",
             "write-only",

@@ -42,9 +42,7 @@ impl World {
         let x = self.transfer_ns(bytes);
         let cs = self.cores[core].cs as usize;
         let arrive = t + self.cfg.net.rtt_ns / 2;
-        let nic = &mut self.cs_nics[cs];
-        let done = arrive.max(nic.rx_free) + x;
-        nic.rx_free = done;
+        let done = occupy(&mut self.cs_nics[cs].rx_free, arrive, x);
         if let Some(r) = self.rec.as_deref_mut() {
             r.reply = Some((t, bytes));
         }
@@ -93,10 +91,8 @@ impl World {
             // CS NIC: message rate, then the outgoing payload on the link.
             let cs = self.cores[core].cs as usize;
             let out = self.transfer_ns(wr.verb.bytes_out());
-            let nic = &mut self.cs_nics[cs];
-            let start = t0.max(nic.tx_free);
-            nic.tx_free = start + net.nic_msg_ns + out;
-            let arrive = nic.tx_free + net.rtt_ns / 2;
+            let sent = occupy(&mut self.cs_nics[cs].tx_free, t0, net.nic_msg_ns + out);
+            let arrive = sent + net.rtt_ns / 2;
             // MS NIC: message rate; in-order execution per QP.
             let m = &mut self.ms[ms as usize];
             let target = wr.verb.addr();
@@ -148,24 +144,28 @@ impl World {
     /// starting no earlier than `t`; returns the end. The same resource as
     /// [`World::link`]'s unless `NetModel::full_duplex_ms_links`.
     pub(super) fn link_in(&mut self, ms: u16, t: u64, bytes: u64) -> u64 {
-        if !self.cfg.net.full_duplex_ms_links {
-            return self.link(ms, t, bytes);
-        }
         let x = self.transfer_ns(bytes);
+        let duplex = self.cfg.net.full_duplex_ms_links;
         let m = &mut self.ms[ms as usize];
-        let end = t.max(m.link_in_free) + x;
-        m.link_in_free = end;
-        end
+        let free = match duplex {
+            true => &mut m.link_in_free,
+            false => &mut m.link_free,
+        };
+        occupy(free, t, x)
     }
 
     /// Occupies MS `ms`'s link for `bytes` starting no earlier than `t`; returns the end.
     pub(super) fn link(&mut self, ms: u16, t: u64, bytes: u64) -> u64 {
         let x = self.transfer_ns(bytes);
-        let m = &mut self.ms[ms as usize];
-        let end = t.max(m.link_free) + x;
-        m.link_free = end;
-        end
+        occupy(&mut self.ms[ms as usize].link_free, t, x)
     }
+}
+
+/// Occupies a resource free again at `*free` for `x` ns starting no earlier
+/// than `t`: the end, which is also when it is free again.
+fn occupy(free: &mut u64, t: u64, x: u64) -> u64 {
+    *free = t.max(*free) + x;
+    *free
 }
 
 /// The NIC atomic bucket of `addr`: the 12 LSBs of its 8-byte word's index

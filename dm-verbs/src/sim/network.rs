@@ -54,8 +54,18 @@ impl World {
         if self.cfg.net.posts_in_time_order && t0 > self.now {
             // Taken at the NICs when virtual time reaches t0, after every
             // event before it (`NetModel::posts_in_time_order`).
-            let wrs = std::mem::take(wrs);
-            self.push(t0, Event::Post { core, ms, t0, wrs });
+            // Moved into a pooled list: the caller keeps its capacity.
+            let mut list = self.spare_lists.pop().unwrap_or_default();
+            list.append(wrs);
+            self.push(
+                t0,
+                Event::Post {
+                    core,
+                    ms,
+                    t0,
+                    wrs: list,
+                },
+            );
             return;
         }
         self.post_at(core, ms, t0, wrs);

@@ -24,7 +24,10 @@ impl World {
                     ms,
                     t0,
                     mut wrs,
-                } => self.post_at(core, ms, t0, &mut wrs),
+                } => {
+                    self.post_at(core, ms, t0, &mut wrs);
+                    self.spare_lists.push(wrs);
+                }
                 Event::ReadEnd {
                     core,
                     wr_id,

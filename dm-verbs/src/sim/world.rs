@@ -117,6 +117,9 @@ pub(super) struct World {
     pub(super) events: EventQueue<Event>,
     /// The WR recorder, when on ([`super::SimFabric::start_trace`]).
     pub(super) rec: Option<Box<Recorder>>,
+    /// Emptied post lists of deferred posts (`Event::Post`), reused by the
+    /// next deferral: a warm operation allocates nothing (issue 32).
+    pub(super) spare_lists: Vec<Vec<WorkRequest>>,
 }
 
 /// Folds `v` into the trace hash (one multiply-rotate round; order-sensitive).
@@ -153,6 +156,7 @@ impl World {
             cores: Vec::new(),
             events: EventQueue::new(),
             rec: None,
+            spare_lists: Vec::new(),
         }
     }
 

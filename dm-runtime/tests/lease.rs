@@ -312,3 +312,21 @@ fn joiners_that_lose_the_table_race_return_their_chunks() {
         "one table chunk"
     );
 }
+
+/// A fabric that reports every CAS that takes its word as failed (sim's
+/// `unreported_cas_prob = 1.0`): each join CAS moves the incarnation word
+/// and reads as lost, and the join ends with `BadConfig` after
+/// `JOIN_CAS_TRIES` (64) CASes instead of looping for ever.
+#[test]
+fn a_join_whose_cases_all_read_as_lost_ends_in_an_error() {
+    let mut cfg = small_cfg();
+    cfg.faults.unreported_cas_prob = 1.0;
+    let mut r: SimRuntime = rt(cfg);
+    let c0 = r.add_core(0, 0);
+    let out = r.block_on(c0, async move { Member::join(2, LEASE, CHUNK).await.err() });
+    let e = out.unwrap().expect("the join fails");
+    assert!(
+        matches!(&e, dm_runtime::lock::LockError::BadConfig(m) if m.contains("64 CASes")),
+        "{e}"
+    );
+}

@@ -334,15 +334,29 @@ pub fn short_inc(inc: u32) -> u16 {
     }
 }
 
+/// CASes a joiner loses on its record's incarnation word before
+/// [`Member::join`] gives up.
+const JOIN_CAS_TRIES: u32 = 64;
+
 /// Moves the incarnation word at `rec` from its value v to v + 1 with a
-/// CAS (retried while another joiner moves it) and returns v + 1.
+/// CAS (retried while another joiner moves it) and returns v + 1. A CAS
+/// that took the word but reported the new value (soft-RoCE's unreported
+/// success) reads as a lost race: the retry skips a number, which is
+/// harmless. Errors: [`LockError::BadConfig`] after [`JOIN_CAS_TRIES`]
+/// lost CASes (processes joining as one CS id, or a fabric that reports
+/// every CAS as failed: sim's `unreported_cas_prob = 1.0`, which looped
+/// here for ever before).
 async fn next_incarnation(rec: GlobalAddr) -> Result<u64, LockError> {
     let mut v = u64::from_le_bytes(read(rec, 8).await?[..8].try_into().unwrap());
-    loop {
+    for _ in 0..JOIN_CAS_TRIES {
         let old = cas(rec, v, v.wrapping_add(1)).await?;
         if old == v {
             return Ok(v.wrapping_add(1));
         }
         v = old;
     }
+    Err(LockError::BadConfig(format!(
+        "the incarnation word at {rec:?} moved under each of {JOIN_CAS_TRIES} CASes: \
+         other processes join as the same CS, or the fabric reports every CAS as failed"
+    )))
 }

@@ -113,8 +113,12 @@ impl World {
     }
 
     pub(super) fn read_end(&mut self, core: usize, wr_id: u64, addr: GlobalAddr, old: Vec<u8>) {
-        let g = self.cfg.faults.tear.bytes().unwrap_or(8);
+        let mut g = self.cfg.faults.tear.bytes().unwrap_or(8);
         let mut out = old;
+        if out.len() <= 8 {
+            // An 8-byte READ is whole even under `HalfWord`.
+            g = g.max(8);
+        }
         let off = self
             .bounds(addr, out.len() as u64)
             .expect("bounds checked at start") as usize;

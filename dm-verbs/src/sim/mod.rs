@@ -76,6 +76,15 @@ pub enum TearGranularity {
     CacheLine,
     /// 8-byte words: the strict model, all RDMA promises. Index tests use this.
     Word,
+    /// 4-byte halves of words, in READs longer than 8 bytes (an 8-byte READ
+    /// stays whole): soft-RoCE in a TCG guest whose CPU has ERMS or FSRM,
+    /// which copies a long READ's payload a byte at a time while a CAS
+    /// changes a word in it (docs/rdma.md, "READs that tear inside a
+    /// word"). Weaker than any RNIC; no index is built for it, and the
+    /// radix family (SMART and its ART rungs, which follow slot words read
+    /// out of node images) fails under it (`dm-bench check --faults
+    /// torn-half`). For reproducing that, not for tests.
+    HalfWord,
 }
 
 impl TearGranularity {
@@ -84,6 +93,7 @@ impl TearGranularity {
             TearGranularity::Off => None,
             TearGranularity::CacheLine => Some(64),
             TearGranularity::Word => Some(8),
+            TearGranularity::HalfWord => Some(4),
         }
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use common::{rt, small_cfg};
 use dm_runtime::alloc::ChunkAlloc;
-use dm_runtime::{cas, faa, read, write, yield_now};
+use dm_runtime::{cas, faa, read, write, yield_now, SimCore, SimRuntime};
 use dm_verbs::ms::SUPERBLOCK_BYTES;
 use dm_verbs::sim::{Faults, TearGranularity};
 use dm_verbs::{Fabric, GlobalAddr, VerbError};
@@ -120,12 +120,12 @@ fn torn_reads_visible_in_strict_model_and_absent_when_off() {
     assert_eq!(none, 0, "tearing switched off: every READ is a snapshot");
 }
 
-#[test]
-fn torn_pieces_follow_granularity() {
-    // With 64-byte granularity every cache line of a READ is uniform.
+/// A sim cluster with `tear`ing, a writer that flips a 512-byte page
+/// between all-0x00 and all-0xFF 200 times, and the core to READ it from.
+fn flipping_page(tear: TearGranularity) -> (SimRuntime, GlobalAddr, SimCore) {
     let mut cfg = small_cfg();
     cfg.faults = Faults {
-        tear: TearGranularity::CacheLine,
+        tear,
         tear_window_ns: 200,
         ..Default::default()
     };
@@ -140,6 +140,13 @@ fn torn_pieces_follow_granularity() {
                 .unwrap();
         }
     });
+    (r, page, rd)
+}
+
+#[test]
+fn torn_pieces_follow_granularity() {
+    // With 64-byte granularity every cache line of a READ is uniform.
+    let (mut r, page, rd) = flipping_page(TearGranularity::CacheLine);
     let h = r.spawn_on(rd, async move {
         let mut bad = 0;
         for _ in 0..200 {
@@ -158,26 +165,9 @@ fn torn_pieces_follow_granularity() {
 /// `TearGranularity::HalfWord` (soft-RoCE in a TCG guest with ERMS): a
 /// READ longer than a word returns words whose two 4-byte halves come from
 /// different moments, never a half that mixes; an 8-byte READ stays whole.
-/// The writer flips a 512-byte page between all-0x00 and all-0xFF.
 #[test]
 fn half_word_tears_split_words_of_long_reads_only() {
-    let mut cfg = small_cfg();
-    cfg.faults = Faults {
-        tear: TearGranularity::HalfWord,
-        tear_window_ns: 200,
-        ..Default::default()
-    };
-    let mut r = rt(cfg);
-    let page = GlobalAddr::new(0, SUPERBLOCK_BYTES);
-    let w = r.add_core(0, 0);
-    let rd = r.add_core(1, 0);
-    r.spawn_on(w, async move {
-        for i in 0..200u32 {
-            write(page, vec![if i % 2 == 0 { 0xff } else { 0 }; 512])
-                .await
-                .unwrap();
-        }
-    });
+    let (mut r, page, rd) = flipping_page(TearGranularity::HalfWord);
     let h = r.spawn_on(rd, async move {
         let (mut split_words, mut bad_halves, mut bad_short) = (0, 0, 0);
         for k in 0..400 {

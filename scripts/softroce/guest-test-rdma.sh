@@ -45,6 +45,10 @@ fail() {
     if [ "$(wc -l < "$f")" -gt 30 ]; then head -n 5 "$f"; echo "[...]"; fi
     tail -n 15 "$f" | cut -c1-400
   done
+  # Warnings anywhere in those files (a client's start, not its tail, holds
+  # what went wrong first: the art kill step of 2026-11-27 printed none).
+  echo "--- warnings and errors in those files (first 20)"
+  grep -h -E "WARN|ERROR|panicked" $(ls -t $L/* | head -n 6) 2>/dev/null | cut -c1-400 | head -n 20 || true
   echo "=== FAIL: $*"
   exit 1
 }

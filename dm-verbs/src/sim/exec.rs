@@ -17,7 +17,7 @@ impl World {
         match verb {
             Verb::Read { addr, len } => {
                 let res = self.peek(addr, len as usize);
-                match (res, self.cfg.faults.tear.bytes()) {
+                match (res, self.cfg.faults.tear.granule(len as usize)) {
                     (Ok(old), Some(_)) => {
                         let end =
                             self.link(addr.ms(), now, len as u64) + self.cfg.faults.tear_window_ns;
@@ -113,12 +113,8 @@ impl World {
     }
 
     pub(super) fn read_end(&mut self, core: usize, wr_id: u64, addr: GlobalAddr, old: Vec<u8>) {
-        let mut g = self.cfg.faults.tear.bytes().unwrap_or(8);
+        let g = self.cfg.faults.tear.granule(old.len()).unwrap_or(8);
         let mut out = old;
-        if out.len() <= 8 {
-            // An 8-byte READ is whole even under `HalfWord`.
-            g = g.max(8);
-        }
         let off = self
             .bounds(addr, out.len() as u64)
             .expect("bounds checked at start") as usize;

@@ -88,11 +88,14 @@ pub enum TearGranularity {
 }
 
 impl TearGranularity {
-    pub(crate) fn bytes(self) -> Option<u64> {
+    /// The pieces a READ of `len` bytes tears into, bytes; `None` when
+    /// tearing is off. Under `HalfWord` a READ of at most 8 bytes stays whole.
+    pub(crate) fn granule(self, len: usize) -> Option<u64> {
         match self {
             TearGranularity::Off => None,
             TearGranularity::CacheLine => Some(64),
             TearGranularity::Word => Some(8),
+            TearGranularity::HalfWord if len <= 8 => Some(8),
             TearGranularity::HalfWord => Some(4),
         }
     }

@@ -40,7 +40,8 @@ rxe_stats() {
 fail() {
   echo "=== FAIL: $*"
   rxe_stats
-  for f in $(ls -t $L/* | head -n 6); do
+  latest=$(ls -t $L/* | head -n 6)
+  for f in $latest; do
     echo "--- $f ($(wc -l < "$f") lines)"
     if [ "$(wc -l < "$f")" -gt 30 ]; then head -n 5 "$f"; echo "[...]"; fi
     tail -n 15 "$f" | cut -c1-400
@@ -48,7 +49,7 @@ fail() {
   # Warnings anywhere in those files (a client's start, not its tail, holds
   # what went wrong first: the art kill step of 2026-11-27 printed none).
   echo "--- warnings and errors in those files (first 20)"
-  grep -h -E "WARN|ERROR|panicked" $(ls -t $L/* | head -n 6) 2>/dev/null | cut -c1-400 | head -n 20 || true
+  grep -h -E "WARN|ERROR|panicked" $latest 2>/dev/null | cut -c1-400 | head -n 20 || true
   echo "=== FAIL: $*"
   exit 1
 }

@@ -172,6 +172,18 @@ pub fn now_ns() -> u64 {
     with_current(|c| c.clock.now_ns())
 }
 
+/// Whether the current core's clock is virtual (`sim`), where cores run
+/// ahead of one another inside a scheduling round and state they share
+/// through CS memory must be ordered by virtual time
+/// ([`sync_virtual_time`](crate::sync_virtual_time), DEX's Lamport stamps).
+/// `false` on wall clocks (`loopback`, `rdma`): real cores already act in
+/// time order, and an index can skip that bookkeeping (a clock read costs
+/// a `clock_gettime` there). Panics outside a dm-runtime task, as
+/// [`now_ns`] does.
+pub fn clock_is_virtual() -> bool {
+    with_current(|c| matches!(c.clock, dm_verbs::Clock::Virtual(_)))
+}
+
 /// The polling core's executor id ([`Executor::id`](crate::Executor::id))
 /// and clock (ns), or `None` outside a dm-runtime executor's tick. For
 /// `tracing` subscribers that stamp the runtime's events (`post`,

@@ -58,8 +58,7 @@ pub async fn yield_until(ns: u64) {
 /// resumes the task is not charged ([`dm_verbs::CpuCost::poll_ns`]), since
 /// the round it ends is an artefact of simulating many cores in one thread.
 pub async fn sync_virtual_time() {
-    let virtual_clock = with_current(|c| matches!(c.clock, dm_verbs::Clock::Virtual(_)));
-    if virtual_clock {
+    if crate::core::clock_is_virtual() {
         EndRound(false).await
     }
 }

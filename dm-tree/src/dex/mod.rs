@@ -209,7 +209,7 @@ impl DexCs {
     /// The cache, for synchronous clean-up (guards' drops); stamps the clock.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Cache> {
         let g = self.st.lock().unwrap_or_else(|e| e.into_inner());
-        self.last_ns.fetch_max(dm_runtime::now_ns(), SeqCst);
+        self.stamp();
         g
     }
 
@@ -223,7 +223,10 @@ impl DexCs {
     /// clock is behind run first, so accesses arrive in virtual-time order
     /// and the wait is rare (without it, a core whose operations hit the
     /// cache posted no WR, ran ahead within its round, and the wait
-    /// serialised the CS). With wall clocks (loopback, rdma) neither waits.
+    /// serialised the CS). With wall clocks (loopback, rdma) real cores
+    /// already act in time order: neither waits, and no stamp is kept (a
+    /// clock read and a shared `fetch_max` per access were a tenth of a
+    /// cached loopback get's CPU, issue 32).
     pub(crate) async fn locked(&self) -> MutexGuard<'_, Cache> {
         let g = self.peek().await;
         self.stamp();
@@ -239,16 +242,21 @@ impl DexCs {
         // Let every core whose virtual clock is behind act first, so that
         // accesses reach the cache in virtual-time order and the wait below
         // is the exception, not the rule (a no-op on wall clocks).
-        dm_runtime::sync_virtual_time().await;
-        while dm_runtime::now_ns() < self.last_ns.load(SeqCst) {
-            yield_now().await;
+        if dm_runtime::clock_is_virtual() {
+            dm_runtime::sync_virtual_time().await;
+            while dm_runtime::now_ns() < self.last_ns.load(SeqCst) {
+                yield_now().await;
+            }
         }
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records that the cache was touched at this core's clock.
+    /// Records that the cache was touched at this core's clock (a virtual
+    /// one: nothing on wall clocks, see [`DexCs::locked`]).
     pub(crate) fn stamp(&self) {
-        self.last_ns.fetch_max(dm_runtime::now_ns(), SeqCst);
+        if dm_runtime::clock_is_virtual() {
+            self.last_ns.fetch_max(dm_runtime::now_ns(), SeqCst);
+        }
     }
 }
 

@@ -95,7 +95,11 @@ fn traverse(
                 Some((r, changed)) => {
                     let mut through = None;
                     if changed {
-                        f.sync_keys();
+                        // An update of a present key changes a value only:
+                        // the flat keys stay as they are.
+                        if !(at.is_ok() && matches!(op, Op::Put { .. })) {
+                            f.sync_keys();
+                        }
                         f.dirty = true;
                         f.gen += 1;
                         if lease {

@@ -405,9 +405,8 @@ pub struct DexTree {
     pub(crate) t: FgTree,
     pub(crate) cs: u16,
     pub(crate) cl: Arc<DexCluster>,
-    /// This handle's copy of the partition bounds and the bounds epoch it
-    /// was taken at (`u64::MAX`: none yet).
-    bounds: RefCell<(u64, Vec<Vec<u8>>)>,
+    /// This handle's copy of the partition bounds ([`range::BoundsCopy`]).
+    bounds: RefCell<range::BoundsCopy>,
     /// Lease mode ([`DexTree::with_member`]): the member's lease, ns.
     pub(crate) lease_ns: Option<u64>,
     /// Lease mode: this handle saw its CS's predecessor waited out.
@@ -429,7 +428,7 @@ impl DexTree {
             t: FgTree::open(cl.tcfg, cs, core)?,
             cs,
             cl,
-            bounds: RefCell::new((u64::MAX, Vec::new())),
+            bounds: RefCell::new(range::BoundsCopy::none()),
             lease_ns: None,
             served: std::cell::Cell::new(false),
         })
@@ -441,12 +440,19 @@ impl DexTree {
     /// A copy that is stale because a repartition is under way names an
     /// owner that is frozen, which `enter` waits out.
     fn owner(&self, key: &[u8]) -> u16 {
+        self.with_bounds(|b| b.keys.partition_point(|x| x.as_slice() <= key) as u16)
+    }
+
+    /// `f` of this handle's copy of the bounds, taken again first if the
+    /// bounds epoch moved. `f` must not reach the copy again (it is
+    /// borrowed while `f` runs); no `await` can happen inside it.
+    pub(super) fn with_bounds<R>(&self, f: impl FnOnce(&range::BoundsCopy) -> R) -> R {
         let epoch = self.cl.bounds_epoch.load(SeqCst);
         let mut b = self.bounds.borrow_mut();
-        if b.0 != epoch {
-            *b = (epoch, self.cl.bounds());
+        if b.epoch != epoch {
+            *b = range::BoundsCopy::new(epoch, self.cl.bounds(), self.cl.num_cs());
         }
-        b.1.partition_point(|x| x.as_slice() <= key) as u16
+        f(&b)
     }
 
     /// Creates an empty tree (one empty leaf per partition) and returns this

@@ -61,3 +61,42 @@ pub(super) fn child_index(at: Result<usize, usize>) -> usize {
         Err(i) => i - 1,
     }
 }
+
+/// A handle's copy of the partition bounds (§4): taken at bounds epoch
+/// `epoch` (`u64::MAX`: none yet), with each CS's partition `[low, high)`
+/// under them, so that a cached operation neither read-locks the shared
+/// bounds nor clones a fence (issue 32: the per-operation copy allocated
+/// with more than one CS).
+pub(crate) struct BoundsCopy {
+    pub(super) epoch: u64,
+    pub(super) keys: Vec<Vec<u8>>,
+    pub(super) parts: Vec<(Fence, Fence)>,
+}
+
+impl BoundsCopy {
+    pub(super) fn none() -> BoundsCopy {
+        BoundsCopy {
+            epoch: u64::MAX,
+            keys: Vec::new(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// The copy of bounds `keys` (ascending; CS `i` owns `[keys[i - 1],
+    /// keys[i])`, the ends open) of a cluster of `num_cs` CSs.
+    pub(super) fn new(epoch: u64, keys: Vec<Vec<u8>>, num_cs: u16) -> BoundsCopy {
+        let parts = (0..num_cs as usize)
+            .map(|i| {
+                let low = match i {
+                    0 => Fence::NegInf,
+                    _ => keys
+                        .get(i - 1)
+                        .map_or(Fence::PosInf, |k| Fence::Key(k.clone())),
+                };
+                let high = keys.get(i).map_or(Fence::PosInf, |k| Fence::Key(k.clone()));
+                (low, high)
+            })
+            .collect();
+        BoundsCopy { epoch, keys, parts }
+    }
+}

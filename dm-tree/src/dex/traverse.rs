@@ -172,21 +172,11 @@ impl Drop for HoldGuard<'_> {
 impl DexTree {
     /// The key range CS `cs` owns.
     fn partition(&self, cs: u16) -> (Fence, Fence) {
-        let b = self.cl.bounds();
-        let i = cs as usize;
-        let low = match i {
-            0 => Fence::NegInf,
-            _ => b
-                .get(i - 1)
-                .map_or(Fence::PosInf, |k| Fence::Key(k.clone())),
-        };
-        let high = b.get(i).map_or(Fence::PosInf, |k| Fence::Key(k.clone()));
-        (low, high)
+        self.with_bounds(|b| b.parts[cs as usize].clone())
     }
 
     /// Runs `op` on `key` against CS `c`'s cache (the caller entered it).
     pub(crate) async fn point(&self, c: &DexCs, key: &[u8], op: Op) -> Result<Res, TreeError> {
-        let part = self.partition(c.id);
         let cap = self.t.leaf_capacity();
         let lease = self.lease_ns.is_some();
         let mut offload_ok = self.cl.cfg.offload;
@@ -197,7 +187,12 @@ impl DexTree {
             let mut visited = 0;
             let step = {
                 let mut st = c.peek().await;
-                let step = traverse(&mut st, key, &op, (cap, lease), &part, &mut visited);
+                // The partition from this handle's copy of the bounds
+                // (fixed while this operation has the CS entered).
+                let step = self.with_bounds(|b| {
+                    let part = &b.parts[c.id as usize];
+                    traverse(&mut st, key, &op, (cap, lease), part, &mut visited)
+                });
                 let waits = matches!(step, Step::WaitOffload);
                 if waits != hold.held {
                     hold.held = waits;
@@ -226,7 +221,10 @@ impl DexTree {
                 Step::Split(lf) => self.split_cached(c, lf).await?,
                 Step::Reread(lf, a) => self.reread(c, lf, a).await?,
                 Step::Foreign(a) => return Err(TreeError::Corrupt(a)),
-                Step::Miss(m) => match self.miss(c, key, &op, m, offload_ok, &part).await? {
+                Step::Miss(m) => match {
+                    let part = self.partition(c.id);
+                    self.miss(c, key, &op, m, offload_ok, &part).await?
+                } {
                     MissOut::Done(r) => return Ok(r),
                     MissOut::Retry => {}
                     MissOut::NoOffload => offload_ok = false,

@@ -46,7 +46,9 @@ fn warm_gets_and_updates_barely_allocate() {
 /// CS, one thread, 8 coroutines, 20,000 keys, `ops` operations, after a
 /// warm-up of `warm` operations if given); fails the test if it fails.
 /// `dolphin-ordered` is dolphin with `--key-order ordered` (dense keys:
-/// leaves under special nodes, whose cached entries a walk reads).
+/// leaves under special nodes, whose cached entries a walk reads);
+/// `dex-2cs` is dex over two CSs (partitions with key bounds, whose
+/// per-operation copy allocated three times per get before 645aded).
 fn loopback_ycsb(index: &str, w: &str, ops: u64, warm: Option<u64>) -> serde_json::Value {
     let cell = Cell {
         keys: "20000",
@@ -72,9 +74,10 @@ fn loopback_ycsb_in(
     cell: Cell<'_>,
 ) -> serde_json::Value {
     let (ops, warm) = (ops.to_string(), warm.map(|n| n.to_string()));
-    let (index, order) = match index {
-        "dolphin-ordered" => ("dolphin", "ordered"),
-        _ => (index, "hashed"),
+    let (index, order, cs) = match index {
+        "dolphin-ordered" => ("dolphin", "ordered", "1"),
+        "dex-2cs" => ("dex", "hashed", "2"),
+        _ => (index, "hashed", "1"),
     };
     let mut args = vec![
         "ycsb",
@@ -87,7 +90,7 @@ fn loopback_ycsb_in(
         "--fabric",
         "loopback",
         "--cs",
-        "1",
+        cs,
         "--threads",
         "1",
         "--coros",
@@ -142,6 +145,7 @@ fn warm_gets_and_updates_allocate_nothing() {
         "nam-hybrid",
         "nam-coarse",
         "dex",
+        "dex-2cs",
         "smart",
         "smart-inplace",
         "dolphin",

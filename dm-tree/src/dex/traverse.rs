@@ -221,15 +221,18 @@ impl DexTree {
                 Step::Split(lf) => self.split_cached(c, lf).await?,
                 Step::Reread(lf, a) => self.reread(c, lf, a).await?,
                 Step::Foreign(a) => return Err(TreeError::Corrupt(a)),
-                Step::Miss(m) => match {
+                Step::Miss(m) => {
+                    // A miss awaits: it takes its own copy of the partition.
                     let part = self.partition(c.id);
-                    self.miss(c, key, &op, m, offload_ok, &part).await?
-                } {
-                    MissOut::Done(r) => return Ok(r),
-                    MissOut::Retry => {}
-                    MissOut::NoOffload => offload_ok = false,
-                    MissOut::Refresh(a) => self.refresh_route(c, a, key, &mut stuck_since).await?,
-                },
+                    match self.miss(c, key, &op, m, offload_ok, &part).await? {
+                        MissOut::Done(r) => return Ok(r),
+                        MissOut::Retry => {}
+                        MissOut::NoOffload => offload_ok = false,
+                        MissOut::Refresh(a) => {
+                            self.refresh_route(c, a, key, &mut stuck_since).await?
+                        }
+                    }
+                }
             }
         }
         Err(TreeError::Corrupt(GlobalAddr::NULL))

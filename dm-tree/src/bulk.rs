@@ -88,7 +88,7 @@ impl FgTree {
                 if i == 0 {
                     Fence::NegInf
                 } else {
-                    Fence::Key(group(i)[0].0.as_ref().to_vec())
+                    Fence::key(group(i)[0].0.as_ref())
                 }
             })
             .collect();

@@ -194,7 +194,7 @@ impl CacheStats {
 
 fn low_key(f: &Fence) -> Vec<u8> {
     match f {
-        Fence::Key(k) => k.clone(),
+        Fence::Key(k) => k.to_vec(),
         _ => Vec::new(),
     }
 }

@@ -179,7 +179,7 @@ impl FgTree {
             self.release(held, Vec::new()).await?;
             return Ok(false);
         }
-        let mut h = Node::empty(0, Fence::Key(k.clone()), Fence::Key(k.clone()));
+        let mut h = Node::empty(0, Fence::key(k), Fence::key(k));
         h.head = true;
         h.sibling = leaf.sibling;
         h.entries = list;

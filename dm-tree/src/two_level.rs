@@ -174,7 +174,7 @@ mod tests {
     use dm_verbs::GlobalAddr;
 
     fn leaf(g: &Geometry, n: usize, version: u32) -> Node {
-        let mut l = Node::empty_unsorted_leaf(Fence::Key(vec![1; 8]), Fence::PosInf);
+        let mut l = Node::empty_unsorted_leaf(Fence::key(&[1; 8]), Fence::PosInf);
         l.version = version;
         l.sibling = GlobalAddr::new(1, 4096);
         for i in 0..n as u8 {
@@ -229,7 +229,7 @@ mod tests {
         // A split (whole-node write at version 6, fewer keys, new fence) racing
         // the READ: any one word from either image mixed into the other is rejected.
         let mut split = leaf(&g, 6, 6);
-        split.high = Fence::Key(vec![2, 6, 0, 0, 0, 0, 0, 0]);
+        split.high = Fence::key(&[2, 6, 0, 0, 0, 0, 0, 0]);
         let new = split.encode(&g);
         for w in 1..g.node_bytes / 8 {
             for (a, b) in [(&old, &new), (&new, &old)] {

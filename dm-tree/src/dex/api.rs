@@ -66,7 +66,7 @@ impl DexTree {
             };
             out.extend(v);
             match high {
-                Fence::Key(h) => k = h,
+                Fence::Key(h) => k = h.to_vec(),
                 _ => break,
             }
         }

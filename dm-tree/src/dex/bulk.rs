@@ -40,17 +40,17 @@ impl DexTree {
         for e in entries {
             let k = e.0.as_ref();
             while next_bound < bounds.len() && k >= &bounds[next_bound][..] {
-                leaves.push((Fence::Key(bounds[next_bound].clone()), Vec::new()));
+                leaves.push((Fence::key(&bounds[next_bound]), Vec::new()));
                 next_bound += 1;
             }
             let cur = leaves.last_mut().unwrap();
             if cur.1.len() == per_leaf {
-                leaves.push((Fence::Key(k.to_vec()), Vec::new()));
+                leaves.push((Fence::key(k), Vec::new()));
             }
             leaves.last_mut().unwrap().1.push((k.to_vec(), e.1));
         }
         for b in &bounds[next_bound..] {
-            leaves.push((Fence::Key(b.clone()), Vec::new()));
+            leaves.push((Fence::key(b), Vec::new()));
         }
         // Levels bottom-up: nodes and, per node above 0, its children's indices.
         let mut levels: Vec<Vec<Node>> = Vec::new();

@@ -126,7 +126,7 @@ mod tests {
     use crate::node::Node;
 
     fn k(x: u8) -> Fence {
-        Fence::Key(vec![0, 0, 0, 0, 0, 0, 0, x])
+        Fence::key(&[0, 0, 0, 0, 0, 0, 0, x])
     }
 
     /// The race of [`IoRange`] played by hand: a scratch leaf `[30, 40)` in

@@ -212,7 +212,7 @@ impl DexTree {
         }
         tracing::debug!(?a, right = ?n.sibling, "a dead owner's leaf split rolled forward");
         c.lock().counters.rolled_forward += 1;
-        self.insert_separator(1, a, sep.clone(), n.sibling).await
+        self.insert_separator(1, a, sep.to_vec(), n.sibling).await
     }
 
     /// READs one node, timing it for the cost model.

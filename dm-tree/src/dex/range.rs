@@ -41,10 +41,10 @@ pub(super) fn child_range(n: &Node, i: usize) -> (Fence, Fence) {
     let low = if i == 0 {
         n.low.clone()
     } else {
-        Fence::Key(n.entries[i].0.clone())
+        Fence::key(&n.entries[i].0)
     };
     let high = match n.entries.get(i + 1) {
-        Some(e) => Fence::Key(e.0.clone()),
+        Some(e) => Fence::key(&e.0),
         None => n.high.clone(),
     };
     (low, high)
@@ -89,11 +89,9 @@ impl BoundsCopy {
             .map(|i| {
                 let low = match i {
                     0 => Fence::NegInf,
-                    _ => keys
-                        .get(i - 1)
-                        .map_or(Fence::PosInf, |k| Fence::Key(k.clone())),
+                    _ => keys.get(i - 1).map_or(Fence::PosInf, |k| Fence::key(k)),
                 };
-                let high = keys.get(i).map_or(Fence::PosInf, |k| Fence::Key(k.clone()));
+                let high = keys.get(i).map_or(Fence::PosInf, |k| Fence::key(k));
                 (low, high)
             })
             .collect();

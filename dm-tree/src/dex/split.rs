@@ -111,13 +111,13 @@ impl DexTree {
             let Found::Node(a, n) = self.t.find(key, 0).await? else {
                 unreachable!("the root is at level 0 or above")
             };
-            if n.low == Fence::Key(key.to_vec()) {
+            if n.low == Fence::key(key) {
                 return Ok(());
             }
             let Some((a, mut n, held)) = self.t.lock_covering(a, key, 0).await? else {
                 continue;
             };
-            if n.low == Fence::Key(key.to_vec()) {
+            if n.low == Fence::key(key) {
                 return self.t.release(held, Vec::new()).await;
             }
             let ra = match self.t.alloc_node_near(0, a).await {
@@ -171,7 +171,7 @@ impl DexTree {
                     return Ok(moved);
                 }
                 tracing::debug!(?a, right = ?n.sibling, level = n.level, "a cut split rolled forward");
-                self.insert_separator(n.level + 1, a, sep, n.sibling)
+                self.insert_separator(n.level + 1, a, sep.to_vec(), n.sibling)
                     .await?;
                 moved += 1;
                 a = n.sibling;

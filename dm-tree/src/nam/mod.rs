@@ -204,7 +204,7 @@ impl NamConfig {
         let b = self.splits[p as usize - 1].to_be_bytes();
         let n = key_bytes.min(8);
         k[..n].copy_from_slice(&b[..n]);
-        Fence::Key(k)
+        Fence::Key(k.into())
     }
 
     /// Where partition `p`'s header is: (MS, superblock offset).
@@ -281,8 +281,8 @@ mod tests {
                 let mut keys: Vec<Vec<u8>> = Vec::new();
                 for p in 1..c.parts {
                     if let Fence::Key(f) = c.fence(p, kb) {
-                        keys.push(f.clone());
-                        let mut below = f.clone();
+                        keys.push(f.to_vec());
+                        let mut below = f.to_vec();
                         if let Some(b) = below.iter_mut().rev().find(|b| **b > 0) {
                             *b -= 1;
                         }
@@ -300,7 +300,7 @@ mod tests {
                 for k in keys {
                     let by_fence = (1..c.parts)
                         .filter(|&p| match c.fence(p, kb) {
-                            Fence::Key(f) => k >= f,
+                            Fence::Key(f) => k[..] >= f[..],
                             _ => false,
                         })
                         .count() as u16;

@@ -134,7 +134,7 @@ impl<'a> Rd<'a> {
         let k = self.take(kb)?;
         match tag {
             0 => Ok(Fence::NegInf),
-            1 => Ok(Fence::Key(k.to_vec())),
+            1 => Ok(Fence::key(k)),
             2 => Ok(Fence::PosInf),
             _ => bad("bad fence tag"),
         }

@@ -181,7 +181,7 @@ impl FgTree {
             }
             // This partition is exhausted: continue at the next one's low fence.
             match self.cfg.nam.fence(p + 1, kb) {
-                Fence::Key(k) => at = k,
+                Fence::Key(k) => at = k.to_vec(),
                 _ => break,
             }
         }

@@ -65,7 +65,7 @@ impl Node {
         let key_at = |o: usize| v.key_at(o).to_vec();
         let fence = |f| match f {
             super::view::FenceRef::NegInf => Fence::NegInf,
-            super::view::FenceRef::Key(k) => Fence::Key(k.to_vec()),
+            super::view::FenceRef::Key(k) => Fence::key(k),
             super::view::FenceRef::PosInf => Fence::PosInf,
         };
         let (low, high) = (fence(v.low()), fence(v.high()));
@@ -100,7 +100,7 @@ mod tests {
     use super::*;
 
     fn sample(g: &Geometry) -> Node {
-        let mut n = Node::empty(0, Fence::Key(vec![1; 8]), Fence::PosInf);
+        let mut n = Node::empty(0, Fence::key(&[1; 8]), Fence::PosInf);
         n.sibling = GlobalAddr::new(1, 4096);
         for i in 0..g.capacity() as u8 {
             n.entries

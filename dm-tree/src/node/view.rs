@@ -303,9 +303,9 @@ mod tests {
     /// A leaf of `n` entries (keys `[2, i, 0..]`), sorted or unsorted.
     fn leaf(g: &Geometry, n: usize, unsorted: bool, bump: u64) -> Vec<u8> {
         let mut l = if unsorted {
-            Node::empty_unsorted_leaf(Fence::Key(vec![1; 8]), Fence::PosInf)
+            Node::empty_unsorted_leaf(Fence::key(&[1; 8]), Fence::PosInf)
         } else {
-            Node::empty(0, Fence::Key(vec![1; 8]), Fence::Key(vec![9; 8]))
+            Node::empty(0, Fence::key(&[1; 8]), Fence::key(&[9; 8]))
         };
         l.sibling = GlobalAddr::new(1, 4096 + bump * 8);
         l.version = bump as u32;

@@ -188,6 +188,22 @@ fn ycsb_fg_on_string_keys_from_a_key_file() {
         ],
         "usable keys",
     );
+    // More records than usable keys: the same error (the load asked the
+    // file for keys it does not have, and panicked, before 2026-11-28).
+    rejects(
+        &[
+            "ycsb",
+            "--workload",
+            "c",
+            "--keys",
+            "3000",
+            "--ops",
+            "10",
+            "--key-file",
+            p,
+        ],
+        "usable keys",
+    );
     rejects(
         &["ycsb", "--key-file", "/nonexistent/keys.gz"],
         "cannot open",

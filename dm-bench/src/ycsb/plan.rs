@@ -260,10 +260,10 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
             if key_order(&a.key_order)?.is_some() && a.key_file.is_some() {
                 bail!("--key-order takes hashed, ordered, half or scattered, for generated integer keys only");
             }
-            let mut load = Keys::with_capacity(width, a.keys as usize);
-            for n in 0..a.keys {
-                load.push(&s.key(n));
-            }
+            // The run first: with a key file, the check below must come
+            // before the load asks for keys the file does not have
+            // (`Stream::key` has none to give past its list). Neither
+            // order moves a key: the load draws no random number.
             let run = (0..total_ops(a)).map(|_| s.next_op()).collect();
             if let Some(usable) = keys_info["usable"].as_u64() {
                 if s.key_numbers_used() > usable {
@@ -274,6 +274,10 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
                         s.key_numbers_used()
                     );
                 }
+            }
+            let mut load = Keys::with_capacity(width, a.keys as usize);
+            for n in 0..a.keys {
+                load.push(&s.key(n));
             }
             (load, run)
         }

@@ -196,8 +196,8 @@ pub(crate) struct DexCs {
     forwarded: AtomicU64,
     repartitions: AtomicU64,
     repartition_ns: AtomicU64,
-    /// The latest core clock (ns) at which the cache was touched; see
-    /// [`DexCs::locked`].
+    /// The latest core clock (ns) at which the cache was touched, kept on
+    /// virtual clocks only (0 on wall clocks); see [`DexCs::locked`].
     last_ns: AtomicU64,
     /// Lease mode: the core clock (ns) from which this CS serves its
     /// partition, one lease after its first operation (0: not set yet);

@@ -5,6 +5,7 @@
 //! `SkipMap<Vec<u8>, u64>`. Scans go through `range` from their start key,
 //! `take(len)`, copied out as the index's scans are.
 
+use crate::ycsb::Op;
 use crossbeam_skiplist::SkipMap;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -48,6 +49,11 @@ pub(super) trait Map: Sync + Sized {
     fn update(&self, k: &[u8], v: u64) -> bool;
     fn remove(&self, k: &[u8]) -> bool;
     fn get(&self, k: &[u8]) -> Option<u64>;
+    /// The get of run operation `j` (a map answers as [`Map::get`]; the
+    /// harness's no-op index answers what a sound index would).
+    fn get_at(&self, _j: usize, k: &[u8]) -> Option<u64> {
+        self.get(k)
+    }
     /// At most `n` pairs from `from` on, in key order.
     fn scan(&self, from: &[u8], n: usize) -> Vec<(Vec<u8>, u64)>;
 }
@@ -155,6 +161,41 @@ pub(super) struct Noop {
     /// Load records and the value record `i` is written with.
     records: usize,
     load_value: fn(usize) -> u64,
+    /// Per run operation that reads: 1 + the last run operation before it
+    /// in stream order that wrote its key (0: none), whose value
+    /// (`run_value`) it answers, so that the read check takes the path a
+    /// sound index's answer takes (a value a run operation wrote is
+    /// checked against that operation's key, one random access into the
+    /// run's write table; [`last_writers`]). Empty: every get answers a
+    /// load record's value.
+    last: Vec<u32>,
+    run_value: fn(usize) -> u64,
+}
+
+/// For every run operation that reads (get, read-modify-write), 1 + the
+/// last operation before it that wrote its key (insert, update,
+/// read-modify-write), 0 if none or if a remove came after it; other
+/// operations 0. One pass with a map of the keys written so far.
+pub(super) fn last_writers(run: &[Op]) -> Vec<u32> {
+    let mut at: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
+    let mut out = vec![0u32; run.len()];
+    for (j, op) in run.iter().enumerate() {
+        match op {
+            Op::Read(k) => out[j] = at.get(k.as_slice()).copied().unwrap_or(0),
+            Op::ReadModifyWrite(k) => {
+                out[j] = at.get(k.as_slice()).copied().unwrap_or(0);
+                at.insert(k, j as u32 + 1);
+            }
+            Op::Insert(k) | Op::Update(k) => {
+                at.insert(k, j as u32 + 1);
+            }
+            Op::Remove(k) => {
+                at.remove(k.as_slice());
+            }
+            Op::Scan(..) => {}
+        }
+    }
+    out
 }
 
 impl Noop {
@@ -163,7 +204,18 @@ impl Noop {
         Noop {
             records,
             load_value,
+            last: Vec::new(),
+            run_value: |_| 0,
         }
+    }
+
+    /// [`Noop::answering`], whose gets of run operations answer the value
+    /// of the last run operation that wrote the key (`last`, from
+    /// [`last_writers`]) where there is one.
+    pub(super) fn with_last_writers(mut self, last: Vec<u32>, run_value: fn(usize) -> u64) -> Self {
+        self.last = last;
+        self.run_value = run_value;
+        self
     }
 }
 
@@ -191,7 +243,43 @@ impl Map for Noop {
         let i = u64::from_le_bytes(w).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
         Some((self.load_value)(i as usize % self.records))
     }
+    fn get_at(&self, j: usize, k: &[u8]) -> Option<u64> {
+        match self.last.get(j).copied().unwrap_or(0) {
+            0 => self.get(k),
+            w => Some((self.run_value)(w as usize - 1)),
+        }
+    }
     fn scan(&self, _: &[u8], _: usize) -> Vec<(Vec<u8>, u64)> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{last_writers, Map, Noop};
+    use crate::ycsb::Op;
+
+    /// A read answers the last write of its key before it; a remove
+    /// forgets it; a read-modify-write reads, then writes.
+    #[test]
+    fn a_read_answers_the_last_write_of_its_key_before_it() {
+        let (a, b) = (b"a".to_vec(), b"b".to_vec());
+        let run = [
+            Op::Update(a.clone()),
+            Op::Read(a.clone()),
+            Op::Remove(a.clone()),
+            Op::Read(a.clone()),
+            Op::Insert(b.clone()),
+            Op::ReadModifyWrite(b.clone()),
+            Op::Read(b.clone()),
+            Op::Read(a.clone()),
+        ];
+        assert_eq!(last_writers(&run), [0, 1, 0, 0, 0, 5, 6, 0]);
+        let noop = Noop::answering(3, |i| 100 + i as u64)
+            .with_last_writers(last_writers(&run), |j| 1000 + j as u64);
+        assert_eq!(noop.get_at(6, &b), Some(1005), "the read-modify-write's value");
+        assert_eq!(noop.get_at(1, &a), Some(1000));
+        let v = noop.get_at(3, &a).unwrap();
+        assert!((100..103).contains(&v), "no writer: a load record's value, {v}");
     }
 }

@@ -277,9 +277,16 @@ mod tests {
         assert_eq!(last_writers(&run), [0, 1, 0, 0, 0, 5, 6, 0]);
         let noop = Noop::answering(3, |i| 100 + i as u64)
             .with_last_writers(last_writers(&run), |j| 1000 + j as u64);
-        assert_eq!(noop.get_at(6, &b), Some(1005), "the read-modify-write's value");
+        assert_eq!(
+            noop.get_at(6, &b),
+            Some(1005),
+            "the read-modify-write's value"
+        );
         assert_eq!(noop.get_at(1, &a), Some(1000));
         let v = noop.get_at(3, &a).unwrap();
-        assert!((100..103).contains(&v), "no writer: a load record's value, {v}");
+        assert!(
+            (100..103).contains(&v),
+            "no writer: a load record's value, {v}"
+        );
     }
 }

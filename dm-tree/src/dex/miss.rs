@@ -109,8 +109,8 @@ impl DexTree {
             c.locked().await.counters.scratch_leaves += 1;
             let at = n.find(key);
             return match apply(&mut n, at, self.t.leaf_capacity(), key, op) {
-                Some((r, changed)) => {
-                    if changed {
+                Some((r, change)) => {
+                    if change.any() {
                         self.write_page(c, m.child, &n).await?;
                     }
                     Ok(MissOut::Done(r))

@@ -25,43 +25,61 @@ pub(crate) enum Res {
     Scan(Vec<(Vec<u8>, u64)>, Fence),
 }
 
+/// What [`apply`] changed in the leaf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Change {
+    /// Nothing.
+    None,
+    /// A present key's value only: the keys are as they were.
+    Value,
+    /// The set of keys (an insert or a remove).
+    Keys,
+}
+
+impl Change {
+    /// Whether the leaf changed at all.
+    pub(super) fn any(self) -> bool {
+        self != Change::None
+    }
+}
+
 /// Runs `op` on leaf `n`, where `at` is `key`'s place among its entries
 /// (as [`Node::find`] gives it); `None` when an insert needs a split
-/// first. The bool says whether `n` changed.
+/// first. The [`Change`] says what changed in `n`.
 pub(super) fn apply(
     n: &mut Node,
     at: Result<usize, usize>,
     cap: usize,
     key: &[u8],
     op: &Op,
-) -> Option<(Res, bool)> {
+) -> Option<(Res, Change)> {
     Some(match op {
-        Op::Get => (Res::Get(at.ok().map(|i| n.entries[i].1)), false),
+        Op::Get => (Res::Get(at.ok().map(|i| n.entries[i].1)), Change::None),
         Op::Put { value, may_insert } => match at {
             Ok(i) => {
                 n.entries[i].1 = *value;
-                (Res::Put(true), true)
+                (Res::Put(true), Change::Value)
             }
-            Err(_) if !may_insert => (Res::Put(false), false),
+            Err(_) if !may_insert => (Res::Put(false), Change::None),
             Err(i) => {
                 if n.entries.len() >= cap {
                     return None;
                 }
                 n.entries.insert(i, (key.to_vec(), *value));
-                (Res::Put(true), true)
+                (Res::Put(true), Change::Keys)
             }
         },
         Op::Remove => match at {
             Ok(i) => {
                 n.entries.remove(i);
-                (Res::Remove(true), true)
+                (Res::Remove(true), Change::Keys)
             }
-            Err(_) => (Res::Remove(false), false),
+            Err(_) => (Res::Remove(false), Change::None),
         },
         Op::Scan { max } => {
             let i = at.unwrap_or_else(|i| i);
             let v = n.entries[i..].iter().take(*max).cloned().collect();
-            (Res::Scan(v, n.high.clone()), false)
+            (Res::Scan(v, n.high.clone()), Change::None)
         }
     })
 }

@@ -10,7 +10,7 @@
 
 use super::cache::{Cache, Slot, NONE};
 use super::miss::{Miss, MissOut};
-use super::op::{apply, Op, Res};
+use super::op::{apply, Change, Op, Res};
 use super::range::{child_index, child_range, covers, within};
 use super::write_back::Through;
 use super::{DexCs, DexTree};
@@ -92,12 +92,11 @@ fn traverse(
                     f.busy = true;
                     Step::Split(cur)
                 }
-                Some((r, changed)) => {
+                Some((r, change)) => {
                     let mut through = None;
-                    if changed {
-                        // An update of a present key changes a value only:
-                        // the flat keys stay as they are.
-                        if !(at.is_ok() && matches!(op, Op::Put { .. })) {
+                    if change.any() {
+                        // A value change leaves the flat keys as they are.
+                        if change == Change::Keys {
                             f.sync_keys();
                         }
                         f.dirty = true;

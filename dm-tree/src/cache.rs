@@ -41,7 +41,10 @@ use std::sync::Mutex;
 
 /// A cache entry's id: its low fence key (at most 32 bytes, so held inline:
 /// a warm lookup allocates nothing, issue 32).
-pub(crate) type CacheId = smallvec::SmallVec<[u8; 32]>;
+pub(crate) type CacheId = smallvec::SmallVec<[u8; CACHE_ID_INLINE]>;
+
+/// The bytes a [`CacheId`] holds inline.
+const CACHE_ID_INLINE: usize = 32;
 
 /// A cached leaf parent's low fence as the map's key: the fence's first 8
 /// bytes as a big-endian word (zero-padded), then the fence itself.
@@ -172,9 +175,9 @@ impl Inner {
     /// The cached leaf parent with the greatest low fence <= `key`, if any
     /// (it covers `key` unless `key` is beyond its high fence).
     fn covering(&self, key: &[u8]) -> Option<(&Low, &Flat)> {
-        if key.len() <= 32 {
-            // A probe of the map's own key type, held inline (a
-            // `CacheId` keeps 32 bytes): compared by word first.
+        if key.len() <= CACHE_ID_INLINE {
+            // A probe of the map's own key type, held inline: compared by
+            // word first.
             let probe = Low::new(CacheId::from_slice(key));
             return self.nodes.range(..=probe).next_back();
         }

@@ -138,8 +138,8 @@ impl Geometry {
 
 /// A fence key's bytes, inline up to 32 bytes (the family's longest key,
 /// [`Geometry::key_bytes`]): cloning a fence allocates nothing (issue 32:
-/// a DEX miss cloned its child's two fences twice, about five heap
-/// allocations per operation in a 1 MiB cache).
+/// a DEX miss cloned its child's two fences twice, about 2.2 of the 4.9
+/// heap allocations per get of a 1 MiB cache on loopback).
 pub type FenceKey = smallvec::SmallVec<[u8; 32]>;
 
 /// A fence key: a key, or an infinity.

@@ -134,6 +134,12 @@ fn kind_allocs(index: &str, w: &str, warm: u64, ops: u64) -> Vec<(String, f64)> 
 /// extra operation is 1 in 4,000 gets or updates on every index: a
 /// handful of new high-water marks (a pool, a lock-table shard's map, the
 /// ART cache's kept slot arrays), measured in `docs/experiments/allocs.md`.
+/// It also holds one cache admission that comes late. Two CSs load
+/// `dex-2cs`'s tree together, so its shape differs from run to run, and
+/// now and then a leaf is first admitted (DEX §5.3) after the warm-up.
+/// That costs 5 or 6 allocations, and cost about 40 before a node's
+/// entries decoded without an allocation each
+/// (`docs/experiments/cpu-ratios.md`).
 #[test]
 fn warm_gets_and_updates_allocate_nothing() {
     // At most 1 allocation in 4,000 warm gets or updates.
@@ -177,10 +183,12 @@ fn warm_gets_and_updates_allocate_nothing() {
 /// without decoding the leaf (a heap allocation per entry: 30 per get and
 /// 32 per operation on YCSB A before, `docs/experiments/allocs.md`).
 /// 100,000 keys in a 1 MiB cache, one coroutine: three of four operations
-/// miss.
+/// miss. The leaves a miss admits decode with one allocation, not one per
+/// entry (measured 0.12 per op on C and 0.17 on A, against 2.67 and 5.11
+/// before, `docs/experiments/cpu-ratios.md`).
 #[test]
 fn dex_misses_on_leaves_it_does_not_admit_barely_allocate() {
-    for (w, most) in [("c", 6.0), ("a", 8.5)] {
+    for (w, most) in [("c", 0.5), ("a", 0.75)] {
         let small = Cell {
             keys: "100000",
             coros: "1",

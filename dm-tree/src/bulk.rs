@@ -7,7 +7,7 @@
 //! -inf, as elsewhere). Nodes are written with WRITEs posted 64 at a time; the
 //! root pointer is written last, so nobody sees a partial tree through it.
 
-use crate::node::{Fence, Node};
+use crate::node::{Fence, Node, NodeKey};
 use crate::tree::{FgTree, TreeConfig, TreeError};
 use dm_runtime::write;
 use dm_verbs::GlobalAddr;
@@ -99,7 +99,7 @@ impl FgTree {
                     let mut l = self.new_leaf(lows[i].clone(), high);
                     l.entries = group(i)
                         .iter()
-                        .map(|(k, v)| (k.as_ref().to_vec(), *v))
+                        .map(|(k, v)| (NodeKey::from_slice(k.as_ref()), *v))
                         .collect();
                     l.sibling = addrs.get(i + 1).copied().unwrap_or(GlobalAddr::NULL);
                     write(addrs[i], l.encode(&self.g))

@@ -372,6 +372,7 @@ impl IndexCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::NodeKey;
     use proptest::prelude::*;
 
     proptest! {
@@ -401,7 +402,10 @@ mod tests {
             seps.sort_unstable();
             seps.dedup();
             let mut n = Node::empty(1, Fence::NegInf, Fence::PosInf);
-            n.entries = seps.iter().map(|s| (s.to_be_bytes().to_vec(), *s)).collect();
+            n.entries = seps
+                .iter()
+                .map(|s| (NodeKey::from_slice(&s.to_be_bytes()), *s))
+                .collect();
             let f = Flat::new(&n, 8);
             prop_assert_eq!(f.words.len(), seps.len());
             let key = k.to_be_bytes();

@@ -36,7 +36,7 @@
 //! overlap; each change holds the locks of the nodes it rewrites.
 
 use crate::nam::Design;
-use crate::node::{Fence, Node};
+use crate::node::{Fence, Node, NodeKey};
 use crate::tree::{FgTree, TreeError};
 use dm_verbs::GlobalAddr;
 
@@ -151,7 +151,7 @@ impl FgTree {
     }
 
     /// The entries of a head listing the first `n` of `leaves` (chain indices).
-    fn listing(&self, chain: &[Seen], leaves: &[usize], n: usize) -> Vec<(Vec<u8>, u64)> {
+    fn listing(&self, chain: &[Seen], leaves: &[usize], n: usize) -> Vec<(NodeKey, u64)> {
         leaves
             .iter()
             .take(n)
@@ -164,7 +164,7 @@ impl FgTree {
 
     /// Links a new head listing `list` after the leaf `at` if it is still as
     /// the walk saw it (same high fence and sibling); `false` if it changed.
-    async fn install_head(&self, at: &Seen, list: Vec<(Vec<u8>, u64)>) -> Result<bool, TreeError> {
+    async fn install_head(&self, at: &Seen, list: Vec<(NodeKey, u64)>) -> Result<bool, TreeError> {
         let Fence::Key(k) = &at.node.high else {
             return Ok(false);
         };
@@ -200,7 +200,7 @@ impl FgTree {
     async fn refresh_head(
         &self,
         ha: GlobalAddr,
-        list: Vec<(Vec<u8>, u64)>,
+        list: Vec<(NodeKey, u64)>,
     ) -> Result<bool, TreeError> {
         let (held, mut h) = self.lock_read(ha).await?;
         if !h.head {

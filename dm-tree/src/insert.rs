@@ -20,7 +20,7 @@
 //! from any other node would hang the old root's left part off nothing.
 
 use crate::nam::Design;
-use crate::node::{set_sorted_value, Fence, Loc, Node, View};
+use crate::node::{set_sorted_value, Fence, Loc, Node, NodeKey, View};
 use crate::search::Found;
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::lock::Held;
@@ -89,7 +89,7 @@ impl FgTree {
                     return Ok(false);
                 }
                 Err(i) => {
-                    n.entries.insert(i, (key.to_vec(), value));
+                    n.entries.insert(i, (NodeKey::from_slice(key), value));
                     let s = if n.unsorted {
                         n.free_slot(&self.g)
                     } else {
@@ -167,7 +167,7 @@ impl FgTree {
         &self,
         level: u8,
         left: GlobalAddr,
-        sep: Vec<u8>,
+        sep: NodeKey,
         right: GlobalAddr,
     ) -> Result<(), TreeError> {
         let mut round = 0u64;
@@ -195,7 +195,7 @@ impl FgTree {
                     // moving right, as B-link readers do.
                     let mut r = Node::empty(level, Fence::NegInf, Fence::PosInf);
                     r.entries = vec![
-                        (vec![0; self.cfg.key_bytes], root.to_u64()),
+                        (NodeKey::from_elem(0, self.cfg.key_bytes), root.to_u64()),
                         (sep.clone(), right.to_u64()),
                     ];
                     let ra = self.alloc_node_near(level, left).await?;

@@ -30,7 +30,7 @@
 //! returned; every key returned was present in a validated leaf image taken
 //! during the scan.
 
-use crate::node::{Fence, Node};
+use crate::node::{Fence, Node, NodeKey};
 use crate::tree::{FgTree, TreeError};
 use dm_verbs::GlobalAddr;
 use futures::future::join_all;
@@ -58,14 +58,14 @@ impl FgTree {
         // `pre` holds leaves a head node listed.
         let mut from_head = false;
         loop {
-            let keys: &[(Vec<u8>, u64)] = if n.head { &[] } else { &n.entries };
+            let keys: &[(NodeKey, u64)] = if n.head { &[] } else { &n.entries };
             if !n.head {
                 per_leaf = n.entries.len();
             }
             for (k, v) in keys {
-                let after_last = out.last().is_none_or(|(l, _)| k > l);
+                let after_last = out.last().is_none_or(|(l, _)| k.as_slice() > l.as_slice());
                 if k.as_slice() >= from && after_last {
-                    out.push((k.clone(), *v));
+                    out.push((k.to_vec(), *v));
                     if out.len() == count {
                         return Ok(out);
                     }

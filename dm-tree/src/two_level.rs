@@ -57,7 +57,7 @@
 //! | +Kp | 8 | value |
 //! | +Kp+8 | 8 | check word: bit 0 occupied, bits 1.. the slot hash |
 
-use crate::node::{Fence, Geometry, Node};
+use crate::node::{Fence, Geometry, Node, NodeKey};
 
 /// Seeds the slot hash with the node version, slot number and occupied bit.
 fn slot_hash(version: u32, slot: u16, occupied: bool, words: &[u8]) -> u64 {
@@ -136,11 +136,11 @@ pub(crate) fn slot_entry<'a>(g: &Geometry, slot: &'a [u8]) -> Option<(&'a [u8], 
 /// during the READ) the lower slot's copy is kept, either being a value the
 /// key held during the READ.
 pub(crate) fn decode_slots(g: &Geometry, b: &[u8], mut n: Node) -> Option<Node> {
-    let mut found: Vec<(Vec<u8>, u64, u16)> = Vec::new();
+    let mut found: Vec<(NodeKey, u64, u16)> = Vec::new();
     for s in 0..g.unsorted_capacity() as u16 {
         let o = slot_offset(g, s);
         if let Some((k, v)) = check_slot(g, n.version, s, &b[o..o + g.slot_bytes()])? {
-            found.push((k.to_vec(), v, s));
+            found.push((NodeKey::from_slice(k), v, s));
         }
     }
     found.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.cmp(&b.2)));
@@ -178,8 +178,10 @@ mod tests {
         l.version = version;
         l.sibling = GlobalAddr::new(1, 4096);
         for i in 0..n as u8 {
-            l.entries
-                .push((vec![2, i, 0, 0, 0, 0, 0, 0], i as u64 * 10));
+            l.entries.push((
+                NodeKey::from_slice(&[2, i, 0, 0, 0, 0, 0, 0]),
+                i as u64 * 10,
+            ));
         }
         assert!(n <= g.unsorted_capacity());
         l
@@ -202,7 +204,10 @@ mod tests {
         b[o..o + 24].copy_from_slice(&slot_image(&g, 3, 4, None));
         let d = Node::decode(&g, &b).unwrap();
         assert_eq!(d.entries.len(), 10);
-        assert_eq!(d.entries[0], (vec![1, 9, 0, 0, 0, 0, 0, 0], 7));
+        assert_eq!(
+            d.entries[0],
+            (NodeKey::from_slice(&[1, 9, 0, 0, 0, 0, 0, 0]), 7)
+        );
         assert_eq!(d.slots[0], 10);
         assert!(d.find(&[2, 4, 0, 0, 0, 0, 0, 0]).is_err());
         assert_eq!(d.free_slot(&g), Some(4));
@@ -271,7 +276,10 @@ mod tests {
         b[o..o + 24].copy_from_slice(&slot_image(&g, 0, 9, Some((&[2, 1, 0, 0, 0, 0, 0, 0], 77))));
         let d = Node::decode(&g, &b).unwrap();
         assert_eq!(d.entries.len(), 4);
-        assert_eq!(d.entries[1], (vec![2, 1, 0, 0, 0, 0, 0, 0], 10));
+        assert_eq!(
+            d.entries[1],
+            (NodeKey::from_slice(&[2, 1, 0, 0, 0, 0, 0, 0]), 10)
+        );
         assert_eq!(d.slots.len(), 4);
     }
 }

@@ -8,14 +8,14 @@
 //!   above M go round-robin. A tree no taller than M lives on MS 0.
 
 use super::{DexCluster, DexTree};
-use crate::node::{Fence, Node};
+use crate::node::{Fence, Node, NodeKey};
 use crate::tree::TreeError;
 use dm_runtime::write;
 use dm_verbs::GlobalAddr;
 use std::sync::Arc;
 
 /// Key-value entries of one leaf, sorted.
-type Entries = Vec<(Vec<u8>, u64)>;
+type Entries = Vec<(NodeKey, u64)>;
 
 impl DexTree {
     /// Builds a tree holding `entries` (strictly increasing keys, nodes
@@ -47,7 +47,11 @@ impl DexTree {
             if cur.1.len() == per_leaf {
                 leaves.push((Fence::key(k), Vec::new()));
             }
-            leaves.last_mut().unwrap().1.push((k.to_vec(), e.1));
+            leaves
+                .last_mut()
+                .unwrap()
+                .1
+                .push((NodeKey::from_slice(k), e.1));
         }
         for b in &bounds[next_bound..] {
             leaves.push((Fence::key(b), Vec::new()));

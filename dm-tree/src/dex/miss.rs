@@ -13,7 +13,7 @@ use super::cache::Slot;
 use super::op::{apply, Op, Res};
 use super::range::{fcmp, within};
 use super::{DexCs, DexTree};
-use crate::node::{set_sorted_value_same_version, Fence, Loc, Node, View};
+use crate::node::{set_sorted_value_same_version, Fence, Loc, Node, NodeKey, View};
 use crate::search::Found;
 use crate::tree::TreeError;
 use dm_runtime::{now_ns, ReadBuf};
@@ -148,8 +148,8 @@ impl DexTree {
     }
 
     /// A scratch leaf's operation done on its image in place, when it
-    /// needs no decoded node (issue 32: the decode is a heap allocation
-    /// per entry, 38 per get in the guest's 1 MiB DEX cell): a get, an
+    /// needs no decoded node (issue 32: the decode was a heap allocation
+    /// per entry then, 38 per get in the guest's 1 MiB DEX cell): a get, an
     /// update of a present key in a sorted leaf (its value set in the
     /// image, which is written back whole as the scratch copy's would be,
     /// version and all), or an update that may not insert of an absent
@@ -212,7 +212,8 @@ impl DexTree {
         }
         tracing::debug!(?a, right = ?n.sibling, "a dead owner's leaf split rolled forward");
         c.lock().counters.rolled_forward += 1;
-        self.insert_separator(1, a, sep.to_vec(), n.sibling).await
+        self.insert_separator(1, a, NodeKey::from_slice(sep), n.sibling)
+            .await
     }
 
     /// READs one node, timing it for the cost model.

@@ -25,7 +25,7 @@
 //!
 //! Errors: `RpcFailed` for a malformed request.
 
-use crate::node::{Geometry, Node};
+use crate::node::{Geometry, Node, NodeKey};
 use dm_verbs::{GlobalAddr, MsMemory, RpcHandler, VerbError};
 use std::sync::Arc;
 
@@ -133,7 +133,7 @@ fn serve(mem: &mut dyn MsMemory, req: &[u8]) -> Option<Result<Vec<u8>, VerbError
                 if n.entries.len() >= n.capacity(&g) {
                     return back; // a split: the CS does it (§6.2)
                 }
-                n.entries.insert(i, (key.to_vec(), value));
+                n.entries.insert(i, (NodeKey::from_slice(key), value));
                 (1, 1, true)
             }
             (OP_REMOVE, Ok(i)) => {

@@ -2,7 +2,7 @@
 //! `apply` on a leaf that is a cached frame or a scratch copy of a leaf not
 //! admitted (an offloaded operation runs in [`super::ms`] instead).
 
-use crate::node::{Fence, Node};
+use crate::node::{Fence, Node, NodeKey};
 
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
@@ -65,7 +65,7 @@ pub(super) fn apply(
                 if n.entries.len() >= cap {
                     return None;
                 }
-                n.entries.insert(i, (key.to_vec(), *value));
+                n.entries.insert(i, (NodeKey::from_slice(key), *value));
                 (Res::Put(true), Change::Keys)
             }
         },
@@ -78,7 +78,11 @@ pub(super) fn apply(
         },
         Op::Scan { max } => {
             let i = at.unwrap_or_else(|i| i);
-            let v = n.entries[i..].iter().take(*max).cloned().collect();
+            let v = n.entries[i..]
+                .iter()
+                .take(*max)
+                .map(|(k, v)| (k.to_vec(), *v))
+                .collect();
             (Res::Scan(v, n.high.clone()), Change::None)
         }
     })

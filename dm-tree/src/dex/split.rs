@@ -7,7 +7,7 @@
 
 use super::cache::NONE;
 use super::{DexCs, DexTree};
-use crate::node::{Fence, Node};
+use crate::node::{Fence, Node, NodeKey};
 use crate::search::Found;
 use crate::tree::TreeError;
 use dm_runtime::{write, yield_now};
@@ -94,7 +94,7 @@ impl DexTree {
         &self,
         level: u8,
         left: GlobalAddr,
-        sep: Vec<u8>,
+        sep: NodeKey,
         right: GlobalAddr,
     ) -> Result<(), TreeError> {
         match self.t.insert_parent(level, left, sep, right).await {
@@ -171,7 +171,7 @@ impl DexTree {
                     return Ok(moved);
                 }
                 tracing::debug!(?a, right = ?n.sibling, level = n.level, "a cut split rolled forward");
-                self.insert_separator(n.level + 1, a, sep.to_vec(), n.sibling)
+                self.insert_separator(n.level + 1, a, sep, n.sibling)
                     .await?;
                 moved += 1;
                 a = n.sibling;

@@ -43,7 +43,7 @@
 //! malformed request, an op the tree's base level does not serve, a key
 //! outside the partition, or a node that fails its checksum.
 
-use crate::node::{set_sorted_value_same_version, Fence, Geometry, Loc, Node, View};
+use crate::node::{set_sorted_value_same_version, Fence, Geometry, Loc, Node, NodeKey, View};
 use dm_verbs::{GlobalAddr, MsMemory, RpcHandler, VerbError};
 use std::sync::{Arc, Mutex};
 
@@ -474,7 +474,7 @@ impl Local<'_> {
         match n.find(key) {
             Ok(i) => n.entries[i].1 = v,
             Err(_) if !may_insert => return Ok(false),
-            Err(i) => n.entries.insert(i, (key.to_vec(), v)),
+            Err(i) => n.entries.insert(i, (NodeKey::from_slice(key), v)),
         }
         if n.entries.len() <= self.g.capacity() {
             self.write(a, &n)?;

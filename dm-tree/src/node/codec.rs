@@ -62,7 +62,7 @@ impl Node {
         let flags = v.flags();
         let unsorted = flags & FLAG_UNSORTED != 0;
         let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
-        let key_at = |o: usize| v.key_at(o).to_vec();
+        let key_at = |o: usize| super::NodeKey::from_slice(v.key_at(o));
         let fence = |f| match f {
             super::view::FenceRef::NegInf => Fence::NegInf,
             super::view::FenceRef::Key(k) => Fence::key(k),
@@ -103,8 +103,10 @@ mod tests {
         let mut n = Node::empty(0, Fence::key(&[1; 8]), Fence::PosInf);
         n.sibling = GlobalAddr::new(1, 4096);
         for i in 0..g.capacity() as u8 {
-            n.entries
-                .push((vec![2, i, 0, 0, 0, 0, 0, 0], i as u64 * 10));
+            n.entries.push((
+                NodeKey::from_slice(&[2, i, 0, 0, 0, 0, 0, 0]),
+                i as u64 * 10,
+            ));
         }
         n
     }

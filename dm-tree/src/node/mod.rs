@@ -142,6 +142,12 @@ impl Geometry {
 /// heap allocations per get of a 1 MiB cache on loopback).
 pub type FenceKey = smallvec::SmallVec<[u8; 32]>;
 
+/// An entry's key bytes, inline as a [`FenceKey`]'s: decoding a node
+/// allocates its entry array and nothing per entry (issue 32: a DEX leaf
+/// admission made 31 of its about 40 allocations in the decode, one per
+/// entry; `docs/experiments/cpu-ratios.md`).
+pub type NodeKey = FenceKey;
+
 /// A fence key: a key, or an infinity.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fence {
@@ -160,10 +166,10 @@ impl Fence {
 impl Fence {
     /// The first entry key of an internal node whose low fence is `self`:
     /// the fence key, or `key_bytes` zeros for -inf (see the module docs).
-    pub fn first_entry_key(&self, key_bytes: usize) -> Vec<u8> {
+    pub fn first_entry_key(&self, key_bytes: usize) -> NodeKey {
         match self {
-            Fence::Key(k) => k.to_vec(),
-            _ => vec![0; key_bytes],
+            Fence::Key(k) => k.clone(),
+            _ => NodeKey::from_elem(0, key_bytes),
         }
     }
 
@@ -185,7 +191,7 @@ pub struct Node {
     pub high: Fence,
     pub sibling: GlobalAddr,
     /// Sorted by key; values are leaf values or child pointers.
-    pub entries: Vec<(Vec<u8>, u64)>,
+    pub entries: Vec<(NodeKey, u64)>,
     /// Node version (offset 20); writers bump it before a whole-node write.
     pub version: u32,
     /// An unsorted leaf with entry check words ([`crate::two_level`]).
@@ -254,7 +260,7 @@ impl Node {
     /// (the right node's first key) and the right node. The caller writes
     /// the right node before this one, so a reader always finds moved keys
     /// through the sibling pointer.
-    pub fn split_right(&mut self, right_at: GlobalAddr) -> (Vec<u8>, Node) {
+    pub fn split_right(&mut self, right_at: GlobalAddr) -> (NodeKey, Node) {
         let right_entries = self.entries.split_off(self.entries.len() / 2);
         let sep = right_entries[0].0.clone();
         let mut right = Node::empty(self.level, Fence::key(&sep), self.high.clone());
@@ -271,7 +277,7 @@ impl Node {
     /// covers `[key, old high)` (`key` must lie inside this node's range;
     /// either side may end up empty). DEX uses it to make a partition bound
     /// a leaf fence (§4, re-partitioning). Returns the separator (`key`).
-    pub fn split_at(&mut self, right_at: GlobalAddr, key: &[u8]) -> (Vec<u8>, Node) {
+    pub fn split_at(&mut self, right_at: GlobalAddr, key: &[u8]) -> (NodeKey, Node) {
         let at = self.find(key).unwrap_or_else(|i| i);
         let right_entries = self.entries.split_off(at);
         let mut right = Node::empty(self.level, Fence::key(key), self.high.clone());
@@ -280,7 +286,7 @@ impl Node {
         right.entries = right_entries;
         self.high = Fence::key(key);
         self.sibling = right_at;
-        (key.to_vec(), right)
+        (NodeKey::from_slice(key), right)
     }
 
     /// Internal node: the child covering `key` (last entry with key <= `key`).

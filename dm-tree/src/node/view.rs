@@ -330,8 +330,10 @@ mod tests {
         l.sibling = GlobalAddr::new(1, 4096 + bump * 8);
         l.version = bump as u32;
         for i in 0..n as u8 {
-            l.entries
-                .push((vec![2, i, 0, 0, 0, 0, 0, 0], i as u64 * 10 + bump));
+            l.entries.push((
+                NodeKey::from_slice(&[2, i, 0, 0, 0, 0, 0, 0]),
+                i as u64 * 10 + bump,
+            ));
         }
         l.encode(g)
     }
@@ -400,8 +402,10 @@ mod tests {
             let mut node = Node::empty(1, Fence::NegInf, Fence::PosInf);
             for i in 0..n {
                 let k = (i as u16 * 2 + 2).to_be_bytes();
-                node.entries
-                    .push((vec![k[0], k[1], 0, 0, 0, 0, 0, 0], 4096 + i as u64 * 8));
+                node.entries.push((
+                    NodeKey::from_slice(&[k[0], k[1], 0, 0, 0, 0, 0, 0]),
+                    4096 + i as u64 * 8,
+                ));
             }
             let b = node.encode(&g);
             let v = View::new(&g, &b).unwrap();

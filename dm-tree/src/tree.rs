@@ -481,8 +481,10 @@ impl FgTree {
         mut n: Node,
     ) -> Result<(), TreeError> {
         n.version = n.version.wrapping_add(1);
-        let b = n.encode(&self.g);
-        self.release(held, [(a.add(8), b[8..].to_vec())]).await
+        // The image without the lock word, in the encode's pooled buffer.
+        let mut b = n.encode(&self.g);
+        b.drain(..8);
+        self.release(held, [(a.add(8), b)]).await
     }
 
     /// Writes slot `slot` of the unsorted leaf at `a` (node version

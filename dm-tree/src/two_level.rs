@@ -76,14 +76,27 @@ fn slot_hash(version: u32, slot: u16, occupied: bool, words: &[u8]) -> u64 {
 pub fn slot_image(g: &Geometry, version: u32, slot: u16, entry: Option<(&[u8], u64)>) -> Vec<u8> {
     let mut b = dm_verbs::buf::take(g.slot_bytes());
     b.resize(g.slot_bytes(), 0);
+    write_slot_image(g, version, slot, entry, &mut b);
+    b
+}
+
+/// [`slot_image`] written in place into `dst`, the slot's `Kp + 16` bytes
+/// (a whole-leaf encode writes every slot so, with no buffer per slot).
+fn write_slot_image(
+    g: &Geometry,
+    version: u32,
+    slot: u16,
+    entry: Option<(&[u8], u64)>,
+    dst: &mut [u8],
+) {
+    dst.fill(0);
     if let Some((k, v)) = entry {
-        b[..k.len()].copy_from_slice(k);
-        b[g.kp..g.kp + 8].copy_from_slice(&v.to_le_bytes());
+        dst[..k.len()].copy_from_slice(k);
+        dst[g.kp..g.kp + 8].copy_from_slice(&v.to_le_bytes());
     }
     let occupied = entry.is_some();
-    let check = (slot_hash(version, slot, occupied, &b[..g.kp + 8]) & !1) | occupied as u64;
-    b[g.kp + 8..].copy_from_slice(&check.to_le_bytes());
-    b
+    let check = (slot_hash(version, slot, occupied, &dst[..g.kp + 8]) & !1) | occupied as u64;
+    dst[g.kp + 8..].copy_from_slice(&check.to_le_bytes());
 }
 
 /// Byte offset of slot `slot` in an unsorted leaf.
@@ -97,7 +110,7 @@ pub(crate) fn encode_slots(g: &Geometry, n: &Node, b: &mut [u8]) {
     for s in 0..g.unsorted_capacity() as u16 {
         let e = n.entries.get(s as usize).map(|(k, v)| (k.as_slice(), *v));
         let o = slot_offset(g, s);
-        b[o..o + g.slot_bytes()].copy_from_slice(&slot_image(g, n.version, s, e));
+        write_slot_image(g, n.version, s, e, &mut b[o..o + g.slot_bytes()]);
     }
 }
 
@@ -136,7 +149,10 @@ pub(crate) fn slot_entry<'a>(g: &Geometry, slot: &'a [u8]) -> Option<(&'a [u8], 
 /// during the READ) the lower slot's copy is kept, either being a value the
 /// key held during the READ.
 pub(crate) fn decode_slots(g: &Geometry, b: &[u8], mut n: Node) -> Option<Node> {
-    let mut found: Vec<(NodeKey, u64, u16)> = Vec::new();
+    // Room for every slot, and in `entries` and `slots` for one more (an
+    // insert before a split): no growth on the way (issue 32).
+    let cap = g.unsorted_capacity();
+    let mut found: Vec<(NodeKey, u64, u16)> = Vec::with_capacity(cap);
     for s in 0..g.unsorted_capacity() as u16 {
         let o = slot_offset(g, s);
         if let Some((k, v)) = check_slot(g, n.version, s, &b[o..o + g.slot_bytes()])? {
@@ -145,8 +161,10 @@ pub(crate) fn decode_slots(g: &Geometry, b: &[u8], mut n: Node) -> Option<Node> 
     }
     found.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.cmp(&b.2)));
     found.dedup_by(|later, first| later.0 == first.0);
-    n.slots = found.iter().map(|e| e.2).collect();
-    n.entries = found.into_iter().map(|(k, v, _)| (k, v)).collect();
+    n.slots = Vec::with_capacity(cap + 1);
+    n.slots.extend(found.iter().map(|e| e.2));
+    n.entries = Vec::with_capacity(cap + 1);
+    n.entries.extend(found.into_iter().map(|(k, v, _)| (k, v)));
     Some(n)
 }
 
@@ -160,11 +178,16 @@ impl Node {
 
     /// Lowest free slot of a decoded unsorted leaf.
     pub fn free_slot(&self, g: &Geometry) -> Option<u16> {
-        let mut used = vec![false; g.unsorted_capacity()];
+        // A bitmap of the used slots, inline up to 256 slots.
+        let cap = g.unsorted_capacity();
+        let mut used: smallvec::SmallVec<[u64; 4]> =
+            smallvec::SmallVec::from_elem(0, cap.div_ceil(64));
         for &s in &self.slots {
-            used[s as usize] = true;
+            used[s as usize / 64] |= 1 << (s % 64);
         }
-        used.iter().position(|u| !u).map(|s| s as u16)
+        (0..cap)
+            .find(|&s| used[s / 64] & (1 << (s % 64)) == 0)
+            .map(|s| s as u16)
     }
 }
 

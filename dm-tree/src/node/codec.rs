@@ -8,9 +8,12 @@ use super::*;
 use dm_runtime::checksum::checksum;
 
 impl Node {
-    /// Serialises into `node_bytes` bytes with lock word 0 and a fresh checksum.
+    /// Serialises into `node_bytes` bytes with lock word 0 and a fresh
+    /// checksum, in a buffer of this thread's pool (`dm_verbs::buf`), which
+    /// a WRITE of it gives back: a warm write-back allocates nothing.
     pub fn encode(&self, g: &Geometry) -> Vec<u8> {
-        let mut b = vec![0u8; g.node_bytes];
+        let mut b = dm_verbs::buf::take(g.node_bytes);
+        b.resize(g.node_bytes, 0);
         b[OFF_LEVEL] = self.level;
         let mut flags = 0;
         if self.low == Fence::NegInf {
@@ -70,7 +73,9 @@ impl Node {
         };
         let (low, high) = (fence(v.low()), fence(v.high()));
         let version = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
-        let mut entries = Vec::with_capacity(count);
+        // Room for one more entry: an insert into the decoded node does not
+        // grow it (issue 32).
+        let mut entries = Vec::with_capacity(count + 1);
         let mut o = g.entries_off();
         for _ in 0..count {
             let v = u64::from_le_bytes(b[o + g.kp..o + g.kp + 8].try_into().unwrap());

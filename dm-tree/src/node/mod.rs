@@ -44,7 +44,9 @@ use dm_verbs::GlobalAddr;
 mod codec;
 mod view;
 
-pub(crate) use view::{set_sorted_value, set_sorted_value_same_version, Loc, View};
+pub(crate) use view::{
+    insert_sorted_in_place, set_sorted_value, set_sorted_value_same_version, Loc, View,
+};
 
 /// Byte-string order of two keys of one tree (equal lengths), 8-byte keys
 /// compared as one big-endian word: the same order without a `memcmp`

@@ -211,6 +211,25 @@ impl<'a> View<'a> {
         })
     }
 
+    /// The lowest slot of an unsorted leaf whose check word marks it empty
+    /// (bit 0 clear), as [`Node::free_slot`] finds it in the decoded
+    /// image when the image holds no key twice (one read under the node's
+    /// lock: only a torn READ shows a key in two slots). `None` for a
+    /// sorted node or a full leaf. The slots' check words are not checked
+    /// here: the caller's view was validated.
+    pub(crate) fn free_slot(&self) -> Option<u16> {
+        if self.flags() & FLAG_UNSORTED == 0 {
+            return None;
+        }
+        let g = self.g;
+        let (off, sb) = (g.entries_off(), g.slot_bytes());
+        let slots = &self.b[off..off + g.unsorted_capacity() * sb];
+        slots
+            .chunks_exact(sb)
+            .position(|slot| slot[g.kp + 8] & 1 == 0)
+            .map(|s| s as u16)
+    }
+
     /// Where `key`'s entry is in this node (a leaf's), if present: a
     /// binary search of sorted entries, or the lowest slot of an unsorted
     /// leaf that holds the key under a matching check word (the copy
@@ -304,6 +323,46 @@ pub(crate) fn set_sorted_value(b: &mut [u8], value_off: usize, value: u64) {
     let v = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
     b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
     set_sorted_value_same_version(b, value_off, value);
+}
+
+/// Inserts `key -> value` (a key of the tree's width, absent from the
+/// node, as [`View::locate`] found) into the sorted leaf image `b`: the
+/// entries after its place move one entry right, the count and version
+/// go up by one and the checksum is recomputed. That is the image
+/// [`Node::encode`] gives for the decoded leaf with the entry inserted and
+/// version + 1 (encode writes zeros after the last entry, and every image
+/// a sorted leaf holds came from it), without decoding it (issue 32: the
+/// decode was an allocation of an FG+ insert). `false`, the image
+/// untouched, for a full leaf, an internal or head node, or an unsorted
+/// leaf: the caller decodes those.
+pub(crate) fn insert_sorted_in_place(g: &Geometry, b: &mut [u8], key: &[u8], value: u64) -> bool {
+    let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
+    let plain_leaf = b[OFF_LEVEL] == 0 && b[OFF_FLAGS] & (FLAG_UNSORTED | FLAG_HEAD) == 0;
+    if !plain_leaf || count >= g.capacity() || key.len() != g.key_bytes {
+        return false;
+    }
+    let (eo, eb) = (g.entries_off(), g.entry_bytes());
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let o = eo + mid * eb;
+        if cmp_keys(&b[o..o + g.key_bytes], key).is_lt() {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let o = eo + lo * eb;
+    b.copy_within(o..eo + count * eb, o + eb);
+    b[o..o + g.kp].fill(0);
+    b[o..o + key.len()].copy_from_slice(key);
+    b[o + g.kp..o + g.kp + 8].copy_from_slice(&value.to_le_bytes());
+    b[OFF_COUNT..OFF_COUNT + 2].copy_from_slice(&(count as u16 + 1).to_le_bytes());
+    let v = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
+    b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+    let c = checksum(&b[16..]);
+    b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
+    true
 }
 
 /// [`set_sorted_value`] without the version bump: the image
@@ -494,5 +553,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An in-place insert into a sorted leaf gives the image a decode, an
+    /// insert and an encode at version + 1 give; a full leaf, and an
+    /// unsorted one, are left as they are.
+    #[test]
+    fn a_sorted_insert_in_place_is_the_encoded_insert() {
+        let g = Geometry::new(1024, 8);
+        let keys = [[1, 5, 0, 0, 0, 0, 0, 0], [2, 3, 1, 0, 0, 0, 0, 0], [8; 8]];
+        for n in [0, 1, 5, g.capacity() - 1] {
+            for key in keys {
+                let mut b = leaf(&g, n, false, 0);
+                let mut want = Node::decode(&g, &b).unwrap();
+                let i = want.find(&key).unwrap_err();
+                want.entries.insert(i, (NodeKey::from_slice(&key), 77));
+                want.version = want.version.wrapping_add(1);
+                assert!(insert_sorted_in_place(&g, &mut b, &key, 77));
+                assert_eq!(b, want.encode(&g), "{n} entries, key {key:?}");
+            }
+        }
+        for (n, unsorted) in [(g.capacity(), false), (3, true)] {
+            let mut b = leaf(&g, n, unsorted, 0);
+            let before = b.clone();
+            assert!(!insert_sorted_in_place(&g, &mut b, &[8; 8], 1));
+            assert_eq!(b, before);
+        }
+    }
+
+    /// An unsorted leaf's lowest empty slot, read in place, is the decoded
+    /// node's; a full leaf has none.
+    #[test]
+    fn the_free_slot_in_place_is_the_decoded_nodes() {
+        let g = Geometry::new(1024, 8);
+        for n in [0, 1, 7, g.unsorted_capacity() - 1, g.unsorted_capacity()] {
+            let b = leaf(&g, n, true, 0);
+            let want = Node::decode(&g, &b).unwrap().free_slot(&g);
+            assert_eq!(View::new(&g, &b).unwrap().free_slot(), want, "{n} entries");
+        }
+        let sorted = leaf(&g, 3, false, 0);
+        assert_eq!(View::new(&g, &sorted).unwrap().free_slot(), None);
     }
 }

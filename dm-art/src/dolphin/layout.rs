@@ -270,10 +270,15 @@ impl LeafImage {
 
     /// Bytes `[0, leaf_bytes - 8)`: everything but the lock word (a leaf
     /// WRITE never covers it, Dolphin §III-C).
+    /// In a buffer of this thread's pool (`dm_verbs::buf`) with room for
+    /// the lock word too, which a WRITE of it gives back (issue 32: an
+    /// insert's new leaf allocated twice here).
     pub fn encode(&self, g: &LeafGeometry) -> Vec<u8> {
-        let mut b = Vec::with_capacity(g.bytes);
-        let h = self.header_words();
-        let hb: Vec<u8> = h.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut b = dm_verbs::buf::take(g.bytes);
+        let mut hb = [0u8; 24];
+        for (d, w) in hb.chunks_exact_mut(8).zip(self.header_words()) {
+            d.copy_from_slice(&w.to_le_bytes());
+        }
         b.extend_from_slice(&self.rev.to_u64().to_le_bytes());
         b.extend_from_slice(&checksum(&hb).to_le_bytes());
         b.extend_from_slice(&hb);

@@ -40,19 +40,20 @@ impl SmartTree {
         }
         let la = self.spare_leaf(spare).await?;
         // Chain node k at depth pos_k; the last one discriminates at `end`.
-        let mut depths = vec![d];
+        // Inline: a chain is rarely longer than a few nodes (issue 32).
+        let mut depths: smallvec::SmallVec<[usize; 4]> = smallvec::smallvec![d];
         let mut rem = lcp;
         while rem > 6 {
             depths.push(depths.last().unwrap() + 7);
             rem -= 7;
         }
-        let mut nodes = Vec::with_capacity(depths.len());
+        let mut nodes: smallvec::SmallVec<[GlobalAddr; 4]> = smallvec::SmallVec::new();
         for _ in 0..depths.len() {
             nodes.push(self.spare_node(spare).await?);
         }
         let end = d + lcp;
         let new_word = internal_word(c.word as u8, 1, nodes[0])?;
-        let mut images = Vec::with_capacity(nodes.len() + 1);
+        let mut images: smallvec::SmallVec<[(GlobalAddr, Vec<u8>); 5]> = smallvec::SmallVec::new();
         // (end, node, slots) of each new node, for this CS's ART cache.
         let mut fills = Vec::new();
         for (k, (&na, &pos)) in nodes.iter().zip(&depths).enumerate() {
@@ -243,8 +244,10 @@ pub(crate) fn internal_word(partial: u8, ty: u8, a: GlobalAddr) -> Result<u64, A
 /// The first `16 + 8 x 4` bytes of a new type-1 node: reverse pointer,
 /// header, slots (the rest of the reserve is zero: fresh chunk memory, and
 /// reused spare nodes were never published).
+/// In a buffer of this thread's pool (`dm_verbs::buf`), which the WRITE
+/// gives back.
 pub(crate) fn node_image(rev: GlobalAddr, h: &Header, slots: &[u64]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(16 + 8 * capacity(1));
+    let mut b = dm_verbs::buf::take(16 + 8 * capacity(1));
     b.extend_from_slice(&rev.to_u64().to_le_bytes());
     b.extend_from_slice(&h.encode().to_le_bytes());
     for k in 0..capacity(1) {

@@ -185,13 +185,10 @@ impl FgTree {
         h.entries = list;
         leaf.sibling = ha;
         leaf.version = leaf.version.wrapping_add(1);
-        let lb = leaf.encode(&self.g);
+        let lb = leaf.encode_after_lock(&self.g);
         // The head first, then the leaf that points to it (as a split).
-        self.release(
-            held,
-            vec![(ha, h.encode(&self.g)), (at.addr.add(8), lb[8..].to_vec())],
-        )
-        .await?;
+        self.release(held, vec![(ha, h.encode(&self.g)), (at.addr.add(8), lb)])
+            .await?;
         Ok(true)
     }
 

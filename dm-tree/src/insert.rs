@@ -52,40 +52,28 @@ impl FgTree {
                 self.drop_stale(cached);
                 continue;
             };
-            // A present key: its value changes in place, nothing decoded.
+            // A present key: its value changes in place, nothing decoded. An
+            // absent one goes into an unsorted leaf's free slot, or not at
+            // all, also without a decode (issue 32: the decode was about
+            // three allocations of a Sherman insert); `View::free_slot`
+            // gives the slot the decoded node would (`Node::free_slot`).
             let view = View::validated_for(&self.g, &img, key);
-            match view.locate(key) {
-                Some(Loc::Slot(s, _)) => {
-                    let version = view.version();
-                    drop(img);
-                    self.write_slot_unlock(held, a, version, s, Some((key, value)))
-                        .await?;
-                    return Ok(true);
-                }
+            let slot = match view.locate(key) {
+                Some(Loc::Slot(s, _)) => Some(s),
                 Some(Loc::Sorted(off, _)) => {
                     let mut img = img;
                     set_sorted_value(&mut img, off, value);
-                    // Everything after the in-node lock word, as
-                    // `write_back_unlock` writes it.
-                    let mut b = dm_verbs::buf::take(self.g.node_bytes - 8);
-                    b.extend_from_slice(&img[8..]);
-                    drop(img);
-                    self.release(held, [(a.add(8), b)]).await?;
+                    self.write_image_unlock(held, a, img).await?;
                     return Ok(true);
                 }
-                None => {}
-            }
-            // `key` is absent. Into an unsorted leaf with a free slot, or not
-            // at all: the image is not decoded (issue 32: the decode was
-            // about three allocations of a Sherman insert). What the decoded
-            // node would give (`Node::free_slot`), as `View::free_slot`
-            // says.
-            if !may_insert {
-                drop(img);
-                self.release(held, Vec::new()).await?;
-                return Ok(false);
-            }
-            if let Some(s) = view.free_slot() {
+                None if !may_insert => {
+                    drop(img);
+                    self.release(held, Vec::new()).await?;
+                    return Ok(false);
+                }
+                None => view.free_slot(),
+            };
+            if let Some(s) = slot {
                 let version = view.version();
                 drop(img);
                 self.write_slot_unlock(held, a, version, s, Some((key, value)))
@@ -97,10 +85,7 @@ impl FgTree {
             // as `write_back_unlock` writes it.
             let mut img = img;
             if insert_sorted_in_place(&self.g, &mut img, key, value) {
-                let mut b = dm_verbs::buf::take(self.g.node_bytes - 8);
-                b.extend_from_slice(&img[8..]);
-                drop(img);
-                self.release(held, [(a.add(8), b)]).await?;
+                self.write_image_unlock(held, a, img).await?;
                 return Ok(true);
             }
             // `View::for_key` checked every slot.
@@ -111,10 +96,6 @@ impl FgTree {
                 Ok(i) => {
                     n.entries[i].1 = value;
                     n.slots.get(i).copied()
-                }
-                Err(_) if !may_insert => {
-                    self.release(held, Vec::new()).await?;
-                    return Ok(false);
                 }
                 Err(i) => {
                     n.entries.insert(i, (NodeKey::from_slice(key), value));
@@ -166,12 +147,9 @@ impl FgTree {
             // The new right node is written before the node that points to it:
             // one doorbell on one QP (in order) when both are on the lock's MS
             // and commands are combined, else completed first (see `release`).
-            let left = n.encode(&self.g);
-            self.release(
-                held,
-                vec![(ra, right.encode(&self.g)), (a.add(8), left[8..].to_vec())],
-            )
-            .await?;
+            let left = n.encode_after_lock(&self.g);
+            self.release(held, vec![(ra, right.encode(&self.g)), (a.add(8), left)])
+                .await?;
             // The split is published: the B-link sibling chain reaches `ra`, so
             // the caller's insert has taken effect. If an upper level cannot get
             // memory for its own split or the root growth, the separator stays
@@ -188,6 +166,22 @@ impl FgTree {
                 r => r,
             }
         })
+    }
+
+    /// Writes back the node image `img` changed in place (everything after
+    /// its in-node lock word, as [`FgTree::write_back_unlock`] writes it)
+    /// and releases `held`. The image's READ buffer goes back to the pool
+    /// before the WRITE is posted.
+    async fn write_image_unlock(
+        &self,
+        held: Held<'_>,
+        a: GlobalAddr,
+        img: dm_runtime::ReadBuf,
+    ) -> Result<(), TreeError> {
+        let mut b = dm_verbs::buf::take(self.g.node_bytes - 8);
+        b.extend_from_slice(&img[8..]);
+        drop(img);
+        self.release(held, [(a.add(8), b)]).await
     }
 
     /// Inserts separator `sep -> right` at `level`, after `left` split.

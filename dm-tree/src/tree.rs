@@ -481,10 +481,8 @@ impl FgTree {
         mut n: Node,
     ) -> Result<(), TreeError> {
         n.version = n.version.wrapping_add(1);
-        // The image without the lock word, in the encode's pooled buffer.
-        let mut b = n.encode(&self.g);
-        b.drain(..8);
-        self.release(held, [(a.add(8), b)]).await
+        self.release(held, [(a.add(8), n.encode_after_lock(&self.g))])
+            .await
     }
 
     /// Writes slot `slot` of the unsorted leaf at `a` (node version

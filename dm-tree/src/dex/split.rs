@@ -129,15 +129,9 @@ impl DexTree {
             };
             let (sep, right) = n.split_at(ra, key);
             n.version = n.version.wrapping_add(1);
-            let left = n.encode(&self.t.g);
+            let left = n.encode_after_lock(&self.t.g);
             self.t
-                .release(
-                    held,
-                    vec![
-                        (ra, right.encode(&self.t.g)),
-                        (a.add(8), left[8..].to_vec()),
-                    ],
-                )
+                .release(held, vec![(ra, right.encode(&self.t.g)), (a.add(8), left)])
                 .await?;
             return self.insert_separator(1, a, sep, ra).await;
         }

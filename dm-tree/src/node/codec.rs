@@ -57,6 +57,15 @@ impl Node {
         b
     }
 
+    /// [`Node::encode`]'s image without its first 8 bytes, the in-node lock
+    /// word: what a whole-node write-back under the lock WRITEs at the
+    /// node's address + 8, in the same pooled buffer.
+    pub fn encode_after_lock(&self, g: &Geometry) -> Vec<u8> {
+        let mut b = self.encode(g);
+        b.drain(..8);
+        b
+    }
+
     /// Validates and decodes a node image; `None` if the checksum does not
     /// match (torn or being written) or the header is impossible.
     pub fn decode(g: &Geometry, b: &[u8]) -> Option<Node> {

@@ -38,15 +38,20 @@
 //! Writers hold the lock, so their own READ after locking sees a complete
 //! version (the previous holder's write-back completed before its unlock WRITE
 //! on the same QP).
+//!
+//! **Files.** `codec.rs`: [`Node::encode`] and [`Node::decode`]. `view.rs`:
+//! `View`, answers read straight from a validated image. `edit.rs`: a
+//! sorted image changed in place (a value set, an entry inserted) to the
+//! bytes the encode of the changed node gives.
 
 use dm_verbs::GlobalAddr;
 
 mod codec;
+mod edit;
 mod view;
 
-pub(crate) use view::{
-    insert_sorted_in_place, set_sorted_value, set_sorted_value_same_version, Loc, View,
-};
+pub(crate) use edit::{insert_sorted_in_place, set_sorted_value, set_sorted_value_same_version};
+pub(crate) use view::{Loc, View};
 
 /// Byte-string order of two keys of one tree (equal lengths), 8-byte keys
 /// compared as one big-endian word: the same order without a `memcmp`

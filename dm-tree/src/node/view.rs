@@ -198,9 +198,7 @@ impl<'a> View<'a> {
         // offset arithmetic or slicing; 8-byte keys compare as one word
         // (`cmp_keys`). Issue 32: this scan was about 3% of a loopback
         // Sherman get.
-        let (off, sb) = (g.entries_off(), g.slot_bytes());
-        let slots = &self.b[off..off + g.unsorted_capacity() * sb];
-        slots.chunks_exact(sb).enumerate().find_map(|(s, slot)| {
+        self.slots().enumerate().find_map(|(s, slot)| {
             if !cmp_keys(&slot[..g.key_bytes], key).is_eq() {
                 return None;
             }
@@ -221,13 +219,17 @@ impl<'a> View<'a> {
         if self.flags() & FLAG_UNSORTED == 0 {
             return None;
         }
+        let kp = self.g.kp;
+        self.slots()
+            .position(|slot| slot[kp + 8] & 1 == 0)
+            .map(|s| s as u16)
+    }
+
+    /// An unsorted leaf's slots in slot order, `Kp + 16` bytes each.
+    fn slots(&self) -> std::slice::ChunksExact<'a, u8> {
         let g = self.g;
         let (off, sb) = (g.entries_off(), g.slot_bytes());
-        let slots = &self.b[off..off + g.unsorted_capacity() * sb];
-        slots
-            .chunks_exact(sb)
-            .position(|slot| slot[g.kp + 8] & 1 == 0)
-            .map(|s| s as u16)
+        self.b[off..off + g.unsorted_capacity() * sb].chunks_exact(sb)
     }
 
     /// Where `key`'s entry is in this node (a leaf's), if present: a
@@ -241,7 +243,24 @@ impl<'a> View<'a> {
             return self.key_slot(key).map(|(s, v)| Loc::Slot(s, v));
         }
         let count = u16::from_le_bytes([self.b[OFF_COUNT], self.b[OFF_COUNT + 1]]) as usize;
-        let entry = |i: usize| g.entries_off() + i * g.entry_bytes();
+        let i = self.sorted_place(key);
+        let o = g.entries_off() + i * g.entry_bytes();
+        if i == count || !cmp_keys(self.key_at(o), key).is_eq() {
+            return None;
+        }
+        let o = o + g.kp;
+        Some(Loc::Sorted(
+            o,
+            u64::from_le_bytes(self.b[o..o + 8].try_into().unwrap()),
+        ))
+    }
+
+    /// A sorted node's place for `key`: the index of its first entry whose
+    /// key is not below `key` (the entry count if none), by binary search
+    /// in place ([`View::locate`]; [`insert_sorted_in_place`]).
+    pub(super) fn sorted_place(&self, key: &[u8]) -> usize {
+        let g = self.g;
+        let count = u16::from_le_bytes([self.b[OFF_COUNT], self.b[OFF_COUNT + 1]]) as usize;
         if let (8, Ok(k)) = (g.kp, <[u8; 8]>::try_from(key)) {
             // 8-byte keys (16-byte entries): `partition_point` over the
             // entries in place, a loop without a branch per step (issue
@@ -250,28 +269,20 @@ impl<'a> View<'a> {
             let word = |e: &[u8; 16]| u64::from_be_bytes(e[..8].try_into().unwrap());
             let off = g.entries_off();
             if let Some(b) = self.b.get(off..off + count * 16) {
-                let (ents, _) = b.as_chunks::<16>();
-                let i = ents.partition_point(|e| word(e) < k);
-                return ents.get(i).filter(|e| word(e) == k).map(|e| {
-                    let o = entry(i) + 8;
-                    Loc::Sorted(o, u64::from_le_bytes(e[8..].try_into().unwrap()))
-                });
+                return b.as_chunks::<16>().0.partition_point(|e| word(e) < k);
             }
         }
+        let entry = |i: usize| g.entries_off() + i * g.entry_bytes();
         let (mut lo, mut hi) = (0, count);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match cmp_keys(self.key_at(entry(mid)), key) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    let o = entry(mid) + g.kp;
-                    let v = u64::from_le_bytes(self.b[o..o + 8].try_into().unwrap());
-                    return Some(Loc::Sorted(o, v));
-                }
+            if cmp_keys(self.key_at(entry(mid)), key).is_lt() {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
         }
-        None
+        lo
     }
 
     /// As [`Node::child_for`]: an internal node's child covering `key`
@@ -312,67 +323,6 @@ impl Loc {
             Loc::Slot(_, v) | Loc::Sorted(_, v) => v,
         }
     }
-}
-
-/// Sets the value at byte offset `value_off` of the sorted node image `b`
-/// (located by [`View::locate`]), bumps its version and recomputes its
-/// checksum: the image [`Node::encode`] would give for the decoded node
-/// with that value and version + 1 (encode writes every byte the image
-/// holds from the node's fields), without decoding it.
-pub(crate) fn set_sorted_value(b: &mut [u8], value_off: usize, value: u64) {
-    let v = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
-    b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
-    set_sorted_value_same_version(b, value_off, value);
-}
-
-/// Inserts `key -> value` (a key of the tree's width, absent from the
-/// node, as [`View::locate`] found) into the sorted leaf image `b`: the
-/// entries after its place move one entry right, the count and version
-/// go up by one and the checksum is recomputed. That is the image
-/// [`Node::encode`] gives for the decoded leaf with the entry inserted and
-/// version + 1 (encode writes zeros after the last entry, and every image
-/// a sorted leaf holds came from it), without decoding it (issue 32: the
-/// decode was an allocation of an FG+ insert). `false`, the image
-/// untouched, for a full leaf, an internal or head node, or an unsorted
-/// leaf: the caller decodes those.
-pub(crate) fn insert_sorted_in_place(g: &Geometry, b: &mut [u8], key: &[u8], value: u64) -> bool {
-    let count = u16::from_le_bytes([b[OFF_COUNT], b[OFF_COUNT + 1]]) as usize;
-    let plain_leaf = b[OFF_LEVEL] == 0 && b[OFF_FLAGS] & (FLAG_UNSORTED | FLAG_HEAD) == 0;
-    if !plain_leaf || count >= g.capacity() || key.len() != g.key_bytes {
-        return false;
-    }
-    let (eo, eb) = (g.entries_off(), g.entry_bytes());
-    let (mut lo, mut hi) = (0, count);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        let o = eo + mid * eb;
-        if cmp_keys(&b[o..o + g.key_bytes], key).is_lt() {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    let o = eo + lo * eb;
-    b.copy_within(o..eo + count * eb, o + eb);
-    b[o..o + g.kp].fill(0);
-    b[o..o + key.len()].copy_from_slice(key);
-    b[o + g.kp..o + g.kp + 8].copy_from_slice(&value.to_le_bytes());
-    b[OFF_COUNT..OFF_COUNT + 2].copy_from_slice(&(count as u16 + 1).to_le_bytes());
-    let v = u32::from_le_bytes(b[OFF_VERSION..OFF_VERSION + 4].try_into().unwrap());
-    b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
-    let c = checksum(&b[16..]);
-    b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
-    true
-}
-
-/// [`set_sorted_value`] without the version bump: the image
-/// [`Node::encode`] gives for the decoded node with that value (the NAM
-/// designs' MS-side nodes, which only their MS's serialised handlers
-/// touch, keep their version, [`crate::nam::ms`]).
-pub(crate) fn set_sorted_value_same_version(b: &mut [u8], value_off: usize, value: u64) {
-    b[value_off..value_off + 8].copy_from_slice(&value.to_le_bytes());
-    let c = checksum(&b[16..]);
-    b[OFF_CSUM..OFF_CSUM + 8].copy_from_slice(&c.to_le_bytes());
 }
 
 #[cfg(test)]

@@ -181,11 +181,11 @@ fn warm_gets_and_updates_allocate_nothing() {
 /// unsorted leaf is written alone (Sherman §4.4) and a sorted leaf's
 /// entries move over in the image READ (issue 32). Measured, loopback,
 /// YCSB D (5% inserts), 20,000 keys, 100,000 operations after a 20,000
-/// operation warm-up, allocations per insert: sherman 11.25 -> 0.53, fg
-/// 4.39 -> 0.36, sherman-hier 4.28 -> 0.26, nam-hybrid 4.06 -> 0.08;
-/// Dolphin's new leaf encodes into a pooled buffer, 2.52 -> 0.52
-/// (`docs/experiments/cpu-ratios.md`). What is left is splits and cache
-/// admissions.
+/// operation warm-up, allocations per insert: sherman 11.25 -> 0.49, fg
+/// 4.39 -> 0.32, sherman-hier 4.28 -> 0.23, nam-hybrid 4.06 -> 0.06;
+/// Dolphin's new leaf and inner nodes encode into pooled buffers, 2.52 ->
+/// 0.13 (`docs/experiments/cpu-ratios.md`). What is left is splits and
+/// cache admissions.
 #[test]
 fn inserts_barely_allocate() {
     for (index, most) in [

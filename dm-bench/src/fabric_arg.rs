@@ -167,6 +167,14 @@ pub struct SimNetArgs {
     /// then.
     #[arg(long)]
     pub half_duplex_ms_links: bool,
+    /// Make a simulated WRITE of at most 8 bytes (a lock release) wait at
+    /// the MS NIC for the atomics queued on its word's bucket, as an FAA
+    /// release does (`NetModel::word_writes_wait_atomics`; off by default,
+    /// docs/simulator.md "Word WRITEs behind queued atomics"): the switch
+    /// under which FG+'s WRITE release collapses under skew as the
+    /// paper's did (issue 34).
+    #[arg(long)]
+    pub word_writes_wait_atomics: bool,
 }
 
 /// The longest simulated duration a timing flag takes, virtual ns (1 s):
@@ -198,6 +206,7 @@ impl SimNetArgs {
         }
         m.posts_in_time_order = !self.posts_in_tick_order;
         m.full_duplex_ms_links = !self.half_duplex_ms_links;
+        m.word_writes_wait_atomics = self.word_writes_wait_atomics;
         m
     }
 }

@@ -471,3 +471,45 @@ fn host_atomics_serialise_per_bucket_and_a_failed_cas_skips_the_write_back() {
         "FAAs {faa_ns} ns, failed CASes {cas_ns} ns: {extra} ns apart, want ~{want}"
     );
 }
+
+/// `NetModel::word_writes_wait_atomics` (issue 34): sixteen failed CASes on
+/// a word, then, a round trip later, from another core (its own QP) a WRITE
+/// of that word. By default the WRITE passes the bucket's queue and
+/// completes in about one RTT; with the switch it waits for the CASes
+/// still queued (8,000 ns of bucket time from their arrival at 1,000 ns).
+/// A WRITE longer than 8 bytes passes either way.
+#[test]
+fn a_word_write_waits_for_queued_atomics_only_with_the_switch() {
+    let elapsed = |wait: bool, len: usize| {
+        let mut cfg = small_cfg();
+        cfg.net.word_writes_wait_atomics = wait;
+        let net = cfg.net;
+        let mut r = rt(cfg);
+        let spinner = r.add_core(0, 0);
+        let writer = r.add_core(1, 0);
+        let a = GlobalAddr::new(0, 4096);
+        r.spawn_on(spinner, async move {
+            let ops = (0..16).map(|_| async move { cas(a, 1, 2).await.unwrap() });
+            futures::future::join_all(ops).await;
+        });
+        let t = r
+            .block_on(writer, async move {
+                // One round trip elsewhere: the spinner's CASes are queued.
+                read(GlobalAddr::new(1, 4096), 8).await.unwrap();
+                let t0 = dm_runtime::now_ns();
+                write(a, vec![0; len]).await.unwrap();
+                dm_runtime::now_ns() - t0
+            })
+            .unwrap();
+        (t, net)
+    };
+    let (passes, net) = elapsed(false, 8);
+    let (waits, _) = elapsed(true, 8);
+    let (long, _) = elapsed(true, 16);
+    assert!(passes < net.rtt_ns + net.host_cas_fail_ns, "{passes}");
+    assert!(long < net.rtt_ns + net.host_cas_fail_ns, "{long}");
+    assert!(
+        waits >= passes + 8 * net.host_cas_fail_ns,
+        "{waits} ns against {passes}: the WRITE did not wait for the queued CASes"
+    );
+}

@@ -119,6 +119,7 @@ impl TearGranularity {
 /// | `atomic_buckets` | 4096 | NIC atomic buckets keyed by 12 LSBs of the address (Sherman §3.2.2) |
 /// | `atomic_bucket_shift` | 3 | the 12 bits are taken above the 3 that an 8-byte atomic's address always has 0: with byte bits 0..12, every 1 KB node's lock word would share 4 buckets per MS, and Table 1's read-intensive skewed column collapses (docs/simulator.md) |
 /// | `device_atomic_ns` | 9 | ~110 Mops of CAS on on-chip memory (Sherman §4.3) |
+/// | `word_writes_wait_atomics` | false | a switch, not a figure: a WRITE of at most 8 bytes waits for the atomics queued on its word's bucket (docs/simulator.md; issue 34) |
 /// | `ms_rpc_ns` | 1000 | MS CPU time to receive, dispatch and answer one RPC (order of one RTT's software path) |
 /// | `cpu` | poll 60, post 30, cq_poll 40, op 1800 | CS CPU per task poll / WR posted / CQ poll (a few cache misses each), and per index operation (fitted to Table 1's read-intensive p50) |
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -165,6 +166,17 @@ pub struct NetModel {
     /// both, the model every figure before then ran with
     /// (docs/simulator.md measures what it moves).
     pub full_duplex_ms_links: bool,
+    /// A WRITE of at most 8 bytes (a lock word's release) waits at the MS
+    /// NIC until the atomics already queued on its word's bucket are done,
+    /// as an FAA release does, instead of bypassing them (it does not hold
+    /// the bucket itself). Not a fact any paper states: Sherman's FG
+    /// (Table 1, FAA release) and FG+ (Fig. 5, WRITE release) collapse
+    /// alike under skew at 176 clients (0.34 Mops, and about a 23.6th of
+    /// Sherman's), which a WRITE that bypasses the queue cannot give, so
+    /// it stands for whatever in the paper's NIC made the release wait.
+    /// Default false; docs/simulator.md ("Word WRITEs behind queued
+    /// atomics") measures what it moves (issue 34).
+    pub word_writes_wait_atomics: bool,
 }
 
 /// A NIC preset of [`NetModel`] (`dm-bench --nic`).
@@ -199,6 +211,7 @@ impl NetModel {
             },
             posts_in_time_order: true,
             full_duplex_ms_links: true,
+            word_writes_wait_atomics: false,
         }
     }
 

@@ -170,7 +170,11 @@ fn figure_keys_and_ops_override_every_row() {
     let heads = csv.headers().unwrap().clone();
     let col = |h: &str| heads.iter().position(|x| x == h).unwrap();
     let recs: Vec<csv::StringRecord> = csv.records().map(|r| r.unwrap()).collect();
-    assert_eq!(recs.len(), 8, "four mixes, as run and with the cause's atomics");
+    assert_eq!(
+        recs.len(),
+        8,
+        "four mixes, as run and with the cause's atomics"
+    );
     for r in &recs {
         let args = &r[col("args")];
         assert!(

@@ -15,39 +15,58 @@ use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::layout::{slot_addr, Slot};
 use crate::tree::{SmartTree, MAX_RETRIES};
+use dm_runtime::ScanBuf;
 use dm_verbs::GlobalAddr;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
+use smallvec::{smallvec, SmallVec};
 
 /// One scan's state.
 struct Walk<'a> {
     from: &'a [u8],
     count: usize,
-    out: Vec<(Vec<u8>, u64)>,
+    out: ScanBuf,
 }
 
 impl SmartTree {
-    /// Up to `count` items with keys `>= from`, ascending.
+    /// Up to `count` items with keys `>= from`, ascending
+    /// ([`SmartTree::scan_into`] into a new buffer).
     pub async fn scan(&self, from: &[u8], count: usize) -> Result<Vec<(Vec<u8>, u64)>, ArtError> {
+        let mut out = ScanBuf::new();
+        self.scan_into(from, count, &mut out).await?;
+        Ok(out.to_entries())
+    }
+
+    /// Clears `out` and fills it with up to `count` items with keys `>=
+    /// from`, ascending; no allocation per item (issue 32). On an error
+    /// `out` holds what was found before it.
+    pub async fn scan_into(
+        &self,
+        from: &[u8],
+        count: usize,
+        out: &mut ScanBuf,
+    ) -> Result<(), ArtError> {
         let fpath = self.path(from)?;
+        out.clear();
         let mut w = Walk {
             from: &fpath,
             count,
-            out: Vec::new(),
+            out: std::mem::take(out),
         };
+        let r = self.walk(&mut w).await;
+        *out = w.out;
+        r
+    }
+
+    /// Runs scan `w` from the root.
+    async fn walk(&self, w: &mut Walk<'_>) -> Result<(), ArtError> {
+        let count = w.count;
         if count > 0 {
             let root = self.read_word(self.cfg.root_slot).await?;
-            self.visit(
-                &mut w,
-                self.cfg.root_slot,
-                self.cfg.root_slot,
-                root,
-                0,
-                true,
-            )
-            .await?;
+            self.visit(w, self.cfg.root_slot, self.cfg.root_slot, root, 0, true)
+                .await?;
         }
-        Ok(w.out)
+        Ok(())
     }
 
     /// Emits the items under the slot at `slot_a` (word `word`, naming a node
@@ -93,7 +112,7 @@ impl SmartTree {
                         std::cmp::Ordering::Equal => {}
                     }
                 }
-                let mut kids: Vec<(usize, u64)> = n
+                let mut kids: SmallVec<[(usize, u64); 64]> = n
                     .slots
                     .iter()
                     .copied()
@@ -110,7 +129,7 @@ impl SmartTree {
                         // A run of leaf children, READ in one round (no more
                         // of them than items still wanted).
                         let want = w.count - w.out.len();
-                        let mut run = vec![s];
+                        let mut run: SmallVec<[u64; 16]> = smallvec![s];
                         let mut run_border = on_border;
                         k += 1;
                         while k < kids.len()
@@ -147,7 +166,13 @@ impl SmartTree {
             Slot::Leaf { addr, .. } => self.read_leaf(addr),
             _ => unreachable!("a run holds leaf slots only"),
         });
-        for r in join_all(reads).await {
+        // A run of one leaf (most, in sparse last levels) READs it without
+        // `join_all`'s two allocations.
+        let leaves: SmallVec<[_; 1]> = match run {
+            [_] => smallvec![reads.into_iter().next().unwrap().await],
+            _ => join_all(reads).await.into_iter().collect(),
+        };
+        for r in leaves {
             let (l, _) = r?;
             if !l.valid || w.out.len() >= w.count {
                 continue;
@@ -155,7 +180,7 @@ impl SmartTree {
             if border && self.path(&l.key)?.as_slice() < w.from {
                 continue;
             }
-            w.out.push((l.key.into_vec(), l.value));
+            w.out.push(&l.key, l.value);
         }
         Ok(())
     }

@@ -206,6 +206,40 @@ fn inserts_barely_allocate() {
     }
 }
 
+/// A warm scan allocates nothing per returned entry: the bench scans into
+/// one reused `ScanBuf` (`Index::scan_into`, issue 32). YCSB E (95% scans
+/// of 1 to 100 entries, 50.5 on average), loopback, 20,000 keys, 20,000
+/// operations after a 5,000 operation warm-up. Measured allocations per
+/// scan, before -> after (`docs/experiments/allocs.md`): fg 60.6 -> 5.6,
+/// sherman 70.5 -> 15.5, dex 58.0 -> 5.5, nam-coarse 57.0 -> 2.0,
+/// nam-hybrid 57.2 -> 2.2, smart 166.3 -> 62.4, dolphin 192.5 -> 66.3
+/// (dense keys 80.1 -> 12.0). What is left is per leaf or per node: the
+/// B+trees' decoded leaf images and prefetch map, the radix trees' boxed
+/// recursion and multi-leaf READ rounds. An allocation per entry would
+/// add about 50 to each and break every bound.
+#[test]
+fn scans_allocate_nothing_per_returned_entry() {
+    for (index, most) in [
+        ("fg", 10.0),
+        ("sherman", 25.0),
+        ("dex", 10.0),
+        ("nam-coarse", 5.0),
+        ("nam-hybrid", 5.0),
+        ("smart", 80.0),
+        ("dolphin", 85.0),
+        ("dolphin-ordered", 20.0),
+    ] {
+        let v = loopback_ycsb(index, "e", 20_000, Some(5_000));
+        let a = v["allocs_per_op_by_kind"]["scan"]
+            .as_f64()
+            .expect("allocations per scan on loopback");
+        assert!(
+            a <= most,
+            "{index} YCSB E: {a} allocations per scan (at most {most})"
+        );
+    }
+}
+
 /// A DEX miss on a leaf it does not admit (§5.2: leaves are admitted with
 /// probability 0.1) answers a get, an update of a present key, or an
 /// update of an absent key that may not insert from the image in place,

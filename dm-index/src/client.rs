@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::index::{Index, Instance};
 use crate::stats::IndexStats;
 use dm_runtime::service::Spawner;
+use dm_runtime::ScanBuf;
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -194,6 +195,22 @@ impl Client {
             .await
     }
 
+    /// [`Index::scan_into`]: clears `out` and fills it with up to `n`
+    /// entries with key >= `from`, without an allocation per entry. The
+    /// buffer travels to the serving core and back with its capacity; on
+    /// an error `out` is left empty.
+    pub async fn scan_into(&self, from: &[u8], n: usize, out: &mut ScanBuf) -> Result<(), Error> {
+        let k = KeyBuf::from_slice(from);
+        let core = self.scan_core(from)?;
+        let mut buf = std::mem::take(out);
+        *out = self
+            .run(core, move |ix| async move {
+                ix.scan_into(&k, n, &mut buf).await.map(|()| buf)
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Up to `limit` entries with `lo <= key < hi` ([`Index::range`]).
     pub async fn range(&self, lo: &[u8], hi: &[u8], limit: usize) -> Result<Entries, Error> {
         let (l, h) = (KeyBuf::from_slice(lo), KeyBuf::from_slice(hi));
@@ -248,6 +265,22 @@ impl Client {
         let k = KeyBuf::from_slice(from);
         let core = self.scan_core(from)?;
         self.run_blocking(core, move |ix| async move { ix.scan(&k, n).await })
+    }
+
+    /// [`Client::scan_into`] on the calling thread.
+    pub fn scan_into_blocking(
+        &self,
+        from: &[u8],
+        n: usize,
+        out: &mut ScanBuf,
+    ) -> Result<(), Error> {
+        let k = KeyBuf::from_slice(from);
+        let core = self.scan_core(from)?;
+        let mut buf = std::mem::take(out);
+        *out = self.run_blocking(core, move |ix| async move {
+            ix.scan_into(&k, n, &mut buf).await.map(|()| buf)
+        })?;
+        Ok(())
     }
 
     /// [`Client::range`] on the calling thread.

@@ -10,6 +10,7 @@ use dm_art::dolphin::DolphinCounters;
 use dm_art::{ArtCache, DolphinCache, DolphinTree, Rdwc, SmartTree};
 use dm_runtime::lock::{LeaseConfig, LockCounters, Member};
 use dm_runtime::sync::LocalLockTable;
+use dm_runtime::ScanBuf;
 use dm_tree::{DexTree, FgTree, IndexCache};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -445,11 +446,22 @@ impl Index {
         r
     }
 
-    /// Up to `n` entries with key >= `from`, in key order.
+    /// Up to `n` entries with key >= `from`, in key order: one allocation
+    /// per key ([`Index::scan_into`] makes none).
     pub async fn scan(&self, from: &[u8], n: usize) -> Result<Vec<(Vec<u8>, u64)>, Error> {
+        let mut out = ScanBuf::new();
+        self.scan_into(from, n, &mut out).await?;
+        Ok(out.to_entries())
+    }
+
+    /// Clears `out` and fills it with up to `n` entries with key >= `from`,
+    /// in key order. A buffer reused across scans allocates only when a scan
+    /// returns more than any before it (issue 32). Errors as
+    /// [`Index::scan`]; on one, `out` holds what was found before it.
+    pub async fn scan_into(&self, from: &[u8], n: usize, out: &mut ScanBuf) -> Result<(), Error> {
         self.check(from)?;
         let before = dm_runtime::task_stats();
-        let r = each!(self, t => t.scan(from, n));
+        let r = each!(self, t => t.scan_into(from, n, out));
         self.count(Op::Scan, &before, &r);
         r
     }

@@ -12,7 +12,7 @@
 //! | [`kind`] | [`IndexKind`]: every index by its paper's name; [`KeyRule`]: each one's key widths, in one table |
 //! | [`config`] | [`IndexConfig`]: what a service chooses (kind, key width, node size, cache); the rest is derived from the fabric |
 //! | [`error`] | [`Error`]: the one error type (key length, out of MS memory, verb/QP failure, corrupt node, lock stuck, not owner, bad config, catalog, queue full, shut down) |
-//! | [`index`] | [`Instance`] (one index in this process: its per-CS caches, lock tables and counters) and [`Index`] (a core's handle: `get`, `insert`, `update`, `remove`, `scan`, `range`) |
+//! | [`index`] | [`Instance`] (one index in this process: its per-CS caches, lock tables and counters) and [`Index`] (a core's handle: `get`, `insert`, `update`, `remove`, `scan`, `scan_into` (into a reused [`ScanBuf`], no allocation per entry), `range`) |
 //! | [`stats`] | [`IndexStats`]: operations, verbs and cache of one index (per instance, per-core shards) |
 //! | [`cluster`] | [`Cluster`] and its builder: fabric, compute servers, core threads; create and open indexes by name (the catalog on MS 0); with [`ClusterBuilder::lease`] the CSs are members whose dead holders' locks are taken over (issue 33) |
 //! | `membership` | the members of a cluster's CSs and the heartbeat thread that renews them (`dm_runtime::lock::member`) |
@@ -67,6 +67,7 @@ pub use cluster::{register_handlers, Cluster, ClusterBuilder, ClusterStats, Fabr
 pub use config::{CsOverride, IndexConfig, Root, Site};
 pub use dm_runtime::lock::LeaseConfig;
 pub use dm_runtime::service::ServiceConfig;
+pub use dm_runtime::ScanBuf;
 pub use error::Error;
 pub use index::{Handle, Index, Instance};
 pub use kind::{Family, IndexKind, KeyRule};

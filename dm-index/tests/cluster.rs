@@ -58,6 +58,12 @@ fn exercise(fabric: FabricSpec, kind: IndexKind) {
         .map(|(k, v)| (key(*k).to_vec(), *v))
         .collect();
     assert_eq!(s, want, "{kind}: scan");
+    // The same through a reused flat buffer: a longer scan, then a shorter.
+    let mut buf = dm_index::ScanBuf::new();
+    ix.scan_into_blocking(&key(0), 50, &mut buf).unwrap();
+    assert_eq!(buf.len(), 50, "{kind}: scan_into");
+    ix.scan_into_blocking(&key(50_500), 10, &mut buf).unwrap();
+    assert_eq!(buf.to_entries(), want, "{kind}: scan_into reused");
     let r = ix
         .range_blocking(&key(10_000), &key(250_000), 1000)
         .unwrap();

@@ -32,6 +32,7 @@
 
 use crate::node::{Fence, Node, NodeKey};
 use crate::tree::{FgTree, TreeError};
+use dm_runtime::ScanBuf;
 use dm_verbs::GlobalAddr;
 use futures::future::join_all;
 use std::collections::HashMap;
@@ -40,15 +41,30 @@ use std::collections::HashMap;
 pub const MAX_PARALLEL_LEAVES: usize = 32;
 
 impl FgTree {
-    /// Up to `count` entries with key >= `from`, in key order.
+    /// Up to `count` entries with key >= `from`, in key order
+    /// ([`FgTree::scan_into`] into a new buffer).
     pub async fn scan(&self, from: &[u8], count: usize) -> Result<Vec<(Vec<u8>, u64)>, TreeError> {
+        let mut out = ScanBuf::new();
+        self.scan_into(from, count, &mut out).await?;
+        Ok(out.to_entries())
+    }
+
+    /// Clears `out` and fills it with up to `count` entries with key >=
+    /// `from`, in key order; no allocation per entry (issue 32). On an
+    /// error `out` holds what was found before it.
+    pub async fn scan_into(
+        &self,
+        from: &[u8],
+        count: usize,
+        out: &mut ScanBuf,
+    ) -> Result<(), TreeError> {
         self.check_key(from)?;
-        let mut out: Vec<(Vec<u8>, u64)> = Vec::new();
+        out.clear();
         if count == 0 {
-            return Ok(out);
+            return Ok(());
         }
         if self.cfg.design == crate::nam::Design::Coarse {
-            return self.nam_scan(from, count).await;
+            return self.nam_scan(from, count, out).await;
         }
         // Prefetched leaf images by address.
         let mut pre: HashMap<GlobalAddr, Node> = HashMap::new();
@@ -63,19 +79,19 @@ impl FgTree {
                 per_leaf = n.entries.len();
             }
             for (k, v) in keys {
-                let after_last = out.last().is_none_or(|(l, _)| k.as_slice() > l.as_slice());
+                let after_last = out.last_key().is_none_or(|l| k.as_slice() > l);
                 if k.as_slice() >= from && after_last {
-                    out.push((k.to_vec(), *v));
+                    out.push(k, *v);
                     if out.len() == count {
-                        return Ok(out);
+                        return Ok(());
                     }
                 }
             }
             let Fence::Key(high) = &n.high else {
-                return Ok(out);
+                return Ok(());
             };
             if n.sibling.is_null() {
-                return Ok(out);
+                return Ok(());
             }
             let next = n.sibling;
             let per_leaf = per_leaf.max(self.leaf_capacity() / 4).max(1);

@@ -22,15 +22,18 @@ use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::layout::{slot_addr, Slot};
 use crate::tree::MAX_RETRIES;
-use dm_runtime::yield_now;
+use dm_runtime::{yield_now, ScanBuf};
 use dm_verbs::GlobalAddr;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
+use smallvec::SmallVec;
 
 struct Walk {
     from: u64,
     count: usize,
-    out: Vec<(Vec<u8>, u64)>,
+    out: ScanBuf,
+    /// One leaf's items before sorting, kept across leaves.
+    kvs: Vec<(u64, u64)>,
 }
 
 impl Walk {
@@ -40,21 +43,45 @@ impl Walk {
 }
 
 impl DolphinTree {
-    /// Up to `count` items with keys `>= from`, ascending. Verbs: one READ
-    /// per internal node on the way (not from the cache), one per special
-    /// node, and the leaves in parallel batches.
+    /// Up to `count` items with keys `>= from`, ascending
+    /// ([`DolphinTree::scan_into`] into a new buffer).
     pub async fn scan(&self, from: &[u8], count: usize) -> Result<Vec<(Vec<u8>, u64)>, ArtError> {
+        let mut out = ScanBuf::new();
+        self.scan_into(from, count, &mut out).await?;
+        Ok(out.to_entries())
+    }
+
+    /// Clears `out` and fills it with up to `count` items with keys `>=
+    /// from`, ascending; no allocation per item (issue 32). Verbs: one READ
+    /// per internal node on the way (not from the cache), one per special
+    /// node, and the leaves in parallel batches. On an error `out` holds
+    /// what was found before it.
+    pub async fn scan_into(
+        &self,
+        from: &[u8],
+        count: usize,
+        out: &mut ScanBuf,
+    ) -> Result<(), ArtError> {
+        out.clear();
         let mut w = Walk {
             from: key_u64(from)?,
             count,
-            out: Vec::new(),
+            out: std::mem::take(out),
+            kvs: Vec::new(),
         };
-        if count > 0 {
+        let r = self.walk(&mut w).await;
+        *out = w.out;
+        r
+    }
+
+    /// Runs scan `w` from the root.
+    async fn walk(&self, w: &mut Walk) -> Result<(), ArtError> {
+        if w.count > 0 {
             let r = self.art.cfg.root_slot;
             let word = self.art.read_word(r).await?;
-            self.visit(&mut w, r, r, word, 0, true).await?;
+            self.visit(w, r, r, word, 0, true).await?;
         }
-        Ok(w.out)
+        Ok(())
     }
 
     /// Emits the items under the slot at `slot_a` (word `word`, naming a
@@ -101,7 +128,7 @@ impl DolphinTree {
                         std::cmp::Ordering::Equal => {}
                     }
                 }
-                let mut kids: Vec<(usize, u64)> = n
+                let mut kids: SmallVec<[(usize, u64); 64]> = n
                     .slots
                     .iter()
                     .copied()
@@ -171,7 +198,7 @@ impl DolphinTree {
     /// leaf image was torn or the leaves did not chain (READ again).
     async fn emit_special(&self, w: &mut Walk, d: GlobalAddr) -> Result<bool, ArtError> {
         let s = self.read_special(d).await?;
-        let mut es: Vec<(u8, GlobalAddr)> = s
+        let mut es: SmallVec<[(u8, GlobalAddr); 64]> = s
             .entries
             .iter()
             .filter(|&&e| e != 0)
@@ -189,7 +216,7 @@ impl DolphinTree {
         while k < es.len() && !w.full() {
             let per_leaf = (self.g.items / 2).max(1);
             let want = (w.count - w.out.len()).div_ceil(per_leaf).max(1);
-            let batch: Vec<usize> = (k..es.len().min(k + want)).collect();
+            let batch: SmallVec<[usize; 16]> = (k..es.len().min(k + want)).collect();
             let imgs = join_all(batch.iter().map(|&j| self.read_leaf(es[j].1))).await;
             for (&j, img) in batch.iter().zip(imgs) {
                 let img = img?;
@@ -214,10 +241,11 @@ impl DolphinTree {
     /// fails its digest.
     fn emit_leaf(&self, w: &mut Walk, img: &LeafImage, bound: u8) -> bool {
         // Past `from` and past what an earlier attempt of this object emitted.
-        let lower = w.out.last().map_or(w.from, |(k, _)| {
-            u64::from_be_bytes(k.as_slice().try_into().unwrap()).saturating_add(1)
+        let lower = w.out.last_key().map_or(w.from, |k| {
+            u64::from_be_bytes(k.try_into().unwrap()).saturating_add(1)
         });
-        let mut kvs = Vec::new();
+        let mut kvs = std::mem::take(&mut w.kvs);
+        kvs.clear();
         for (i, it) in img.items.iter().enumerate() {
             if !it.key.valid || it.key.last > bound {
                 continue;
@@ -228,16 +256,18 @@ impl DolphinTree {
             }
             match it.value(img.version, i) {
                 Some(v) => kvs.push((key, v)),
-                None => return false,
+                None => {
+                    w.kvs = kvs;
+                    return false;
+                }
             }
         }
         kvs.sort_unstable();
         let room = w.count - w.out.len();
-        w.out.extend(
-            kvs.into_iter()
-                .take(room)
-                .map(|(k, v)| (k.to_be_bytes().to_vec(), v)),
-        );
+        for &(k, v) in kvs.iter().take(room) {
+            w.out.push(&k.to_be_bytes(), v);
+        }
+        w.kvs = kvs;
         true
     }
 }

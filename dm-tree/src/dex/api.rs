@@ -4,6 +4,7 @@ use super::op::{Op, Res};
 use super::DexTree;
 use crate::node::Fence;
 use crate::tree::TreeError;
+use dm_runtime::ScanBuf;
 
 impl DexTree {
     /// The value stored under `key`, if any.
@@ -45,14 +46,28 @@ impl DexTree {
         }
     }
 
-    /// Up to `count` entries from `from` on, ascending: repeated lookups,
-    /// one leaf at a time, each continuing at the last leaf's high fence
-    /// (§5.4; never offloaded). Each leaf's entries are one atomic snapshot;
-    /// the scan as a whole is not. Without forwarding, the scan stops at the
-    /// end of this CS's partition (as the paper's code does).
+    /// Up to `count` entries from `from` on, ascending
+    /// ([`DexTree::scan_into`] into a new buffer).
     pub async fn scan(&self, from: &[u8], count: usize) -> Result<Vec<(Vec<u8>, u64)>, TreeError> {
+        let mut out = ScanBuf::new();
+        self.scan_into(from, count, &mut out).await?;
+        Ok(out.to_entries())
+    }
+
+    /// Clears `out` and fills it with up to `count` entries from `from`
+    /// on, ascending: repeated lookups, one leaf at a time, each continuing
+    /// at the last leaf's high fence (§5.4; never offloaded). Each leaf's
+    /// entries are one atomic snapshot; the scan as a whole is not. Without
+    /// forwarding, the scan stops at the end of this CS's partition (as the
+    /// paper's code does). On an error `out` holds what was found before it.
+    pub async fn scan_into(
+        &self,
+        from: &[u8],
+        count: usize,
+        out: &mut ScanBuf,
+    ) -> Result<(), TreeError> {
         self.t.check_key(from)?;
-        let mut out = Vec::new();
+        out.clear();
         let mut k = from.to_vec();
         while out.len() < count {
             let (c, _in) = match self.enter(&k).await {
@@ -64,12 +79,14 @@ impl DexTree {
             let Res::Scan(v, high) = self.point(c, &k, Op::Scan { max }).await? else {
                 unreachable!()
             };
-            out.extend(v);
+            for (key, value) in &v {
+                out.push(key, *value);
+            }
             match high {
                 Fence::Key(h) => k = h.to_vec(),
                 _ => break,
             }
         }
-        Ok(out)
+        Ok(())
     }
 }

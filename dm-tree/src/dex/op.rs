@@ -22,7 +22,9 @@ pub(crate) enum Res {
     Get(Option<u64>),
     Put(bool),
     Remove(bool),
-    Scan(Vec<(Vec<u8>, u64)>, Fence),
+    /// Entries with inline keys ([`NodeKey`]: no allocation per key up to
+    /// 32 bytes).
+    Scan(Vec<(NodeKey, u64)>, Fence),
 }
 
 /// What [`apply`] changed in the leaf.
@@ -78,11 +80,7 @@ pub(super) fn apply(
         },
         Op::Scan { max } => {
             let i = at.unwrap_or_else(|i| i);
-            let v = n.entries[i..]
-                .iter()
-                .take(*max)
-                .map(|(k, v)| (k.to_vec(), *v))
-                .collect();
+            let v = n.entries[i..].iter().take(*max).cloned().collect();
             (Res::Scan(v, n.high.clone()), Change::None)
         }
     })

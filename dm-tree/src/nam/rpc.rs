@@ -7,7 +7,7 @@ use super::ms::{self, put_fence, RPC_NAM};
 use super::Design;
 use crate::node::{Fence, Node, View};
 use crate::tree::{FgTree, TreeError};
-use dm_runtime::{rpc, write};
+use dm_runtime::{rpc, write, ScanBuf};
 use dm_verbs::{GlobalAddr, VerbError};
 
 /// Largest scan reply the CS asks for, in bytes: real RDMA RPC messages are
@@ -146,15 +146,15 @@ impl FgTree {
 
     /// Coarse-grained scan: one RPC per partition it touches (range
     /// partitioning: only the partitions overlapping the range, §3), more
-    /// where a reply would pass [`SCAN_REPLY_BYTES`].
+    /// where a reply would pass [`SCAN_REPLY_BYTES`]; appends to `out`.
     pub(crate) async fn nam_scan(
         &self,
         from: &[u8],
         count: usize,
-    ) -> Result<Vec<(Vec<u8>, u64)>, TreeError> {
+        out: &mut ScanBuf,
+    ) -> Result<(), TreeError> {
         let kb = self.cfg.key_bytes;
         let per_reply = (SCAN_REPLY_BYTES - 4) / (kb + 8);
-        let mut out = Vec::new();
         let mut at = from.to_vec();
         while out.len() < count {
             let want = (count - out.len()).min(per_reply);
@@ -169,11 +169,11 @@ impl FgTree {
                 return Err(self.nam_bad_reply(p, why));
             }
             for e in b[4..].chunks_exact(kb + 8) {
-                out.push((e[..kb].to_vec(), le64(&e[kb..])));
+                out.push(&e[..kb], le64(&e[kb..]));
             }
             if n == want {
                 // A full reply: go on after its last key, in the same partition.
-                match successor(&out.last().unwrap().0) {
+                match successor(out.last_key().unwrap()) {
                     Some(k) => at = k,
                     None => break,
                 }
@@ -185,7 +185,7 @@ impl FgTree {
                 _ => break,
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Hybrid: the leaf the partition's upper levels route `key` to (one RPC;

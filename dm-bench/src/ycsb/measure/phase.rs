@@ -8,7 +8,7 @@
 use crate::ycsb::dex::{routes, Routes};
 use crate::ycsb::plan::{allowed, load_value, run_value, Plan};
 use crate::ycsb::{Args, Op};
-use dm_index::{Handle, Index};
+use dm_index::{Handle, Index, ScanBuf};
 use dm_runtime::JoinError;
 use dm_verbs::VerbStats;
 use hdrhistogram::Histogram;
@@ -29,6 +29,9 @@ pub(super) struct Out {
     /// Leaves scans READ ahead from head lists, and used (one per core:
     /// [`FgTree::head_prefetch_stats`] of the core's handle).
     pub head_prefetch: (u64, u64),
+    /// This coroutine's scan results, reused by every scan it runs
+    /// ([`Index::scan_into`]; not merged).
+    pub scan: ScanBuf,
 }
 
 impl Out {
@@ -244,16 +247,17 @@ async fn run_op_checked(
             3
         }
         Op::Scan(k, len) => {
-            let r = tree
-                .scan(k, *len as usize)
+            let mut r = std::mem::take(&mut out.scan);
+            tree.scan_into(k, *len as usize, &mut r)
                 .await
                 .map_err(fail(4, "scan from"))?;
-            let sorted = r.windows(2).all(|w| w[0].0 < w[1].0);
-            if !sorted || r.len() > *len as usize || r.first().is_some_and(|(f, _)| f < k) {
+            let sorted = (1..r.len()).all(|i| r.key(i - 1) < r.key(i));
+            if !sorted || r.len() > *len as usize || (!r.is_empty() && r.key(0) < k.as_slice()) {
                 out.bad(format!(
                     "scan from {k:?} returned an unordered or out-of-range result"
                 ));
             }
+            out.scan = r;
             4
         }
         Op::ReadModifyWrite(k) => {

@@ -25,7 +25,7 @@ use smallvec::{smallvec, SmallVec};
 struct Walk<'a> {
     from: &'a [u8],
     count: usize,
-    out: ScanBuf,
+    out: &'a mut ScanBuf,
 }
 
 impl SmartTree {
@@ -51,20 +51,19 @@ impl SmartTree {
         let mut w = Walk {
             from: &fpath,
             count,
-            out: std::mem::take(out),
+            out,
         };
-        let r = self.walk(&mut w).await;
-        *out = w.out;
-        r
-    }
-
-    /// Runs scan `w` from the root.
-    async fn walk(&self, w: &mut Walk<'_>) -> Result<(), ArtError> {
-        let count = w.count;
         if count > 0 {
             let root = self.read_word(self.cfg.root_slot).await?;
-            self.visit(w, self.cfg.root_slot, self.cfg.root_slot, root, 0, true)
-                .await?;
+            self.visit(
+                &mut w,
+                self.cfg.root_slot,
+                self.cfg.root_slot,
+                root,
+                0,
+                true,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -162,14 +161,14 @@ impl SmartTree {
         run: &[u64],
         border: bool,
     ) -> Result<(), ArtError> {
-        let reads = run.iter().map(|&s| match Slot::decode(s) {
+        let mut reads = run.iter().map(|&s| match Slot::decode(s) {
             Slot::Leaf { addr, .. } => self.read_leaf(addr),
             _ => unreachable!("a run holds leaf slots only"),
         });
         // A run of one leaf (most, in sparse last levels) READs it without
         // `join_all`'s two allocations.
         let leaves: SmallVec<[_; 1]> = match run {
-            [_] => smallvec![reads.into_iter().next().unwrap().await],
+            [_] => smallvec![reads.next().unwrap().await],
             _ => join_all(reads).await.into_iter().collect(),
         };
         for r in leaves {

@@ -28,15 +28,15 @@ use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
 use smallvec::SmallVec;
 
-struct Walk {
+struct Walk<'a> {
     from: u64,
     count: usize,
-    out: ScanBuf,
+    out: &'a mut ScanBuf,
     /// One leaf's items before sorting, kept across leaves.
     kvs: Vec<(u64, u64)>,
 }
 
-impl Walk {
+impl Walk<'_> {
     fn full(&self) -> bool {
         self.out.len() >= self.count
     }
@@ -66,20 +66,13 @@ impl DolphinTree {
         let mut w = Walk {
             from: key_u64(from)?,
             count,
-            out: std::mem::take(out),
+            out,
             kvs: Vec::new(),
         };
-        let r = self.walk(&mut w).await;
-        *out = w.out;
-        r
-    }
-
-    /// Runs scan `w` from the root.
-    async fn walk(&self, w: &mut Walk) -> Result<(), ArtError> {
-        if w.count > 0 {
+        if count > 0 {
             let r = self.art.cfg.root_slot;
             let word = self.art.read_word(r).await?;
-            self.visit(w, r, r, word, 0, true).await?;
+            self.visit(&mut w, r, r, word, 0, true).await?;
         }
         Ok(())
     }
@@ -89,7 +82,7 @@ impl DolphinTree {
     /// `from`'s.
     fn visit<'a>(
         &'a self,
-        w: &'a mut Walk,
+        w: &'a mut Walk<'_>,
         owner: GlobalAddr,
         slot_a: GlobalAddr,
         word: u64,
@@ -156,7 +149,7 @@ impl DolphinTree {
     /// names (word `word`).
     async fn emit_object(
         &self,
-        w: &mut Walk,
+        w: &mut Walk<'_>,
         slot_a: GlobalAddr,
         mut word: u64,
     ) -> Result<(), ArtError> {
@@ -196,7 +189,7 @@ impl DolphinTree {
 
     /// Emits the items of the special node at `d`'s leaves; `false` if a
     /// leaf image was torn or the leaves did not chain (READ again).
-    async fn emit_special(&self, w: &mut Walk, d: GlobalAddr) -> Result<bool, ArtError> {
+    async fn emit_special(&self, w: &mut Walk<'_>, d: GlobalAddr) -> Result<bool, ArtError> {
         let s = self.read_special(d).await?;
         let mut es: SmallVec<[(u8, GlobalAddr); 64]> = s
             .entries
@@ -239,12 +232,12 @@ impl DolphinTree {
     /// Emits the items of `img` with last byte at most `bound` and key at
     /// least `from`, ascending; `false` (nothing emitted) if an item's value
     /// fails its digest.
-    fn emit_leaf(&self, w: &mut Walk, img: &LeafImage, bound: u8) -> bool {
+    fn emit_leaf(&self, w: &mut Walk<'_>, img: &LeafImage, bound: u8) -> bool {
         // Past `from` and past what an earlier attempt of this object emitted.
         let lower = w.out.last_key().map_or(w.from, |k| {
             u64::from_be_bytes(k.try_into().unwrap()).saturating_add(1)
         });
-        let mut kvs = std::mem::take(&mut w.kvs);
+        let kvs = &mut w.kvs;
         kvs.clear();
         for (i, it) in img.items.iter().enumerate() {
             if !it.key.valid || it.key.last > bound {
@@ -256,18 +249,14 @@ impl DolphinTree {
             }
             match it.value(img.version, i) {
                 Some(v) => kvs.push((key, v)),
-                None => {
-                    w.kvs = kvs;
-                    return false;
-                }
+                None => return false,
             }
         }
         kvs.sort_unstable();
         let room = w.count - w.out.len();
-        for &(k, v) in kvs.iter().take(room) {
+        for &(k, v) in w.kvs.iter().take(room) {
             w.out.push(&k.to_be_bytes(), v);
         }
-        w.kvs = kvs;
         true
     }
 }

@@ -131,11 +131,13 @@ impl World {
                         Verb::Faa { .. } => net.host_atomic_ns,
                         _ => net.host_cas_fail_ns,
                     };
-            } else if let (Verb::Write { data, .. }, Some(addr)) = (&wr.verb, target) {
-                // `NetModel::word_writes_wait_atomics`: a word WRITE waits
-                // for its bucket's queue without holding the bucket.
-                if net.word_writes_wait_atomics && data.len() <= 8 {
-                    exec = exec.max(m.buckets[bucket(addr, &net, m.buckets.len())]);
+            } else if net.word_writes_wait_atomics {
+                // A word WRITE waits for its bucket's queue without holding
+                // the bucket (`NetModel::word_writes_wait_atomics`).
+                if let (Verb::Write { data, .. }, Some(addr)) = (&wr.verb, target) {
+                    if data.len() <= 8 {
+                        exec = exec.max(m.buckets[bucket(addr, &net, m.buckets.len())]);
+                    }
                 }
             }
             let q = &mut self.cores[core].qp_last_exec[ms as usize];

@@ -86,7 +86,7 @@ use dm_verbs::GlobalAddr;
 pub use crate::config::{Techniques, HOCL};
 
 /// Node locks held by one ROWEX writer, released by [`SmartTree::rowex_unlock`].
-pub(crate) struct RowexHeld<'t>(Vec<Held<'t>>);
+pub(crate) struct RowexHeld<'t>(smallvec::SmallVec<[Held<'t>; 2]>);
 
 impl SmartTree {
     /// Takes the ROWEX locks of the internal nodes at `nodes` (a root slot's
@@ -99,12 +99,14 @@ impl SmartTree {
             .as_ref()
             .filter(|_| !self.cfg.techniques.lock_free_internal)
         else {
-            return Ok(RowexHeld(Vec::new()));
+            return Ok(RowexHeld(smallvec::SmallVec::new()));
         };
-        let mut ids: Vec<(u64, GlobalAddr)> = nodes.iter().map(|&a| (l.lock_id(a), a)).collect();
+        // At most two nodes (a header split's parent and node): inline.
+        let mut ids: smallvec::SmallVec<[(u64, GlobalAddr); 2]> =
+            nodes.iter().map(|&a| (l.lock_id(a), a)).collect();
         ids.sort_by_key(|x| x.0);
         ids.dedup_by_key(|x| x.0);
-        let mut held = RowexHeld(Vec::with_capacity(ids.len()));
+        let mut held = RowexHeld(smallvec::SmallVec::new());
         for (_, a) in ids {
             match l.lock(a).await {
                 Ok(h) => held.0.push(h),

@@ -11,6 +11,10 @@ use crate::tree::SmartTree;
 use dm_runtime::{cas, write};
 use dm_verbs::GlobalAddr;
 use futures::future::{join, join_all};
+use smallvec::{smallvec, SmallVec};
+
+/// A new node's slot words (two in a chain's last node, one before it).
+type NewSlots = SmallVec<[u64; 2]>;
 
 impl SmartTree {
     /// Leaf split (Fig. 8c): the new key and the leaf at `c` share
@@ -53,9 +57,9 @@ impl SmartTree {
         }
         let end = d + lcp;
         let new_word = internal_word(c.word as u8, 1, nodes[0])?;
-        let mut images: smallvec::SmallVec<[(GlobalAddr, Vec<u8>); 5]> = smallvec::SmallVec::new();
+        let mut images: SmallVec<[(GlobalAddr, Vec<u8>); 5]> = SmallVec::new();
         // (end, node, slots) of each new node, for this CS's ART cache.
-        let mut fills = Vec::new();
+        let mut fills: SmallVec<[(usize, GlobalAddr, NewSlots); 4]> = SmallVec::new();
         for (k, (&na, &pos)) in nodes.iter().zip(&depths).enumerate() {
             let rev = if k == 0 {
                 c.slot_a
@@ -64,13 +68,13 @@ impl SmartTree {
             };
             let last = k + 1 == nodes.len();
             let plen = if last { end - pos } else { 6 };
-            let slots = if last {
-                vec![
+            let slots: NewSlots = if last {
+                smallvec![
                     self.leaf_slot(old_path[end], old)?,
                     self.leaf_slot(path[end], la)?,
                 ]
             } else {
-                vec![internal_word(path[pos + 6], 1, nodes[k + 1])?]
+                smallvec![internal_word(path[pos + 6], 1, nodes[k + 1])?]
             };
             let h = Header {
                 depth: pos as u8,
@@ -84,8 +88,15 @@ impl SmartTree {
         }
         let last = *nodes.last().unwrap();
         images.push((la, self.new_leaf_image(key, value, slot_addr(last, 1))));
-        for r in join_all(images.into_iter().map(|(a, b)| write(a, b))).await {
-            r?;
+        if let [(n, ni), (l, li)] = &mut images[..] {
+            // The common chain of one node: `join` allocates nothing.
+            let (a, b) = join(write(*n, std::mem::take(ni)), write(*l, std::mem::take(li))).await;
+            a?;
+            b?;
+        } else {
+            for r in join_all(images.into_iter().map(|(a, b)| write(a, b))).await {
+                r?;
+            }
         }
         // ROWEX (the ART baseline): the node holding the slot is locked
         // around the publishing CAS only; the new nodes are WRITTEN already.
@@ -154,7 +165,12 @@ impl SmartTree {
         spare.leaf = None;
         if self.cache.is_some() {
             let new_word = internal_word(c.word as u8, 1, na)?;
-            self.cache_published(path, &c, new_word, &[(d + j, na, slots.to_vec())]);
+            self.cache_published(
+                path,
+                &c,
+                new_word,
+                &[(d + j, na, NewSlots::from_slice(&slots))],
+            );
         }
         Ok(None)
     }
@@ -169,7 +185,7 @@ impl SmartTree {
         path: &[u8],
         c: &Cursor,
         new_word: u64,
-        fills: &[(usize, GlobalAddr, Vec<u64>)],
+        fills: &[(usize, GlobalAddr, NewSlots)],
     ) {
         let Some(k) = &self.cache else {
             return;

@@ -1,6 +1,6 @@
 //! SMART's ART cache (SMART §4.3): per compute server, a local index by key
 //! prefix whose entries are snapshots of remote internal nodes, so that a
-//! warm search READs only the leaf. `store` holds the entries (slab, map,
+//! warm search READs only the leaf. `store` holds the entries (one map,
 //! FIFO, kept slot arrays); this file the lookup, admission and the checks'
 //! side (invalidate, patch).
 //!
@@ -33,15 +33,19 @@
 //! the root slot's word as a hint too saved that READ but lost a key in a
 //! `check --faults crash` seed (smart, 3000 keys, seed 8) whose cause is
 //! not yet found, so it is not done. Without a
-//! per-byte trie or a per-entry copy of the parent cursor, an entry costs
-//! 72 bytes plus its slot array, about half the former layout (issue 32
-//! item 4; measured in docs/experiments/smart.md).
+//! per-byte trie or a per-entry copy of the parent cursor, an entry is one
+//! 80-byte map bucket holding up to four slot words itself (most nodes
+//! below a hashed-key tree's top levels have two to four), plus a heap
+//! array for more: a warm probe touches the map's control bytes and one
+//! bucket (issue 32 items 2 and 4; measured in docs/experiments/smart.md
+//! and cpu-ratios.md).
 //!
 //! ## Budget and eviction
-//! Bytes are what the entries, their map slots and their slot arrays
-//! occupy ([`CacheStats::bytes`]; an array has the size class of its filled
-//! slots, less than half again as many words, so a dropped entry's array serves the
-//! next admission of its class without an allocation); over the budget,
+//! Bytes are what the entries' map buckets and their heap slot arrays
+//! occupy ([`CacheStats::bytes`]; a heap array has the size class of its
+//! filled slots, less than half again as many words, so a dropped entry's
+//! array serves the next admission of its class without an allocation;
+//! the map's empty buckets and control bytes are not counted); over the budget,
 //! entries are evicted in FIFO order of admission (the artifact's policy;
 //! the paper names none). A refresh of an entry keeps its place.
 //!
@@ -108,7 +112,7 @@ pub struct CacheStats {
     pub evictions: u64,
     /// Entries held now.
     pub entries: u64,
-    /// Bytes of entries, their map slots and slot words now.
+    /// Bytes of entries (their map buckets) and heap slot arrays now.
     pub bytes: u64,
     /// Admissions that took the modelled central FIFO lock
     /// ([`ArtCache::with_fifo_hold_ns`]; 0 without the model).
@@ -238,7 +242,7 @@ impl ArtCache {
             if g.lens[l] == 0 {
                 continue;
             }
-            let Some(e) = g.find(&path[..l]).and_then(|id| g.get(id)) else {
+            let Some(e) = g.find(&path[..l]) else {
                 continue;
             };
             let b = path[l];
@@ -249,7 +253,7 @@ impl ArtCache {
             let c = Cursor {
                 slot_a: slot_addr(e.node, i),
                 owner: e.node,
-                word: e.slots[i],
+                word: e.slots()[i],
                 depth: l + 1,
                 cached: true,
             };
@@ -270,7 +274,7 @@ impl ArtCache {
         let filled = slots.iter().take_while(|&&w| w != 0).count();
         let slots = &slots[..filled];
         let mut g = self.inner.lock().unwrap();
-        if let Some(id) = g.find(prefix) {
+        if let Some(id) = g.find_id(prefix) {
             let e = g.get_mut(id).unwrap();
             if e.node == node && e.slots() == slots {
                 return;
@@ -306,7 +310,7 @@ impl ArtCache {
     /// Drops the entry at `prefix` if it still describes the node `hit` found.
     pub(crate) fn invalidate(&self, prefix: &[u8], hit: Hit) {
         let mut g = self.inner.lock().unwrap();
-        let Some(id) = g.find(&prefix[..hit.prefix_len]) else {
+        let Some(id) = g.find_id(&prefix[..hit.prefix_len]) else {
             return;
         };
         if g.get(id).map(|e| e.node) == Some(hit.node) {
@@ -337,14 +341,14 @@ impl ArtCache {
         new: u64,
     ) {
         let mut g = self.inner.lock().unwrap();
-        let Some(e) = g.find(prefix).and_then(|id| g.get_mut(id)) else {
+        let Some(e) = g.find_id(prefix).and_then(|id| g.get_mut(id)) else {
             return;
         };
         let off = slot_a.offset().wrapping_sub(e.node.offset() + 16);
         if e.node != node || slot_a.ms() != e.node.ms() || !off.is_multiple_of(8) {
             return;
         }
-        if let Some(w) = e.slots[..e.filled as usize].get_mut((off / 8) as usize) {
+        if let Some(w) = e.slots_mut().get_mut((off / 8) as usize) {
             if *w == old && new != 0 {
                 *w = new;
             }
@@ -360,11 +364,11 @@ impl ArtCache {
     /// never emptied, `insert` invariant 1); otherwise nothing changes.
     pub(crate) fn note_filled(&self, prefix: &[u8], node: GlobalAddr, first: usize, words: &[u64]) {
         let mut g = self.inner.lock().unwrap();
-        let Some(id) = g.find(prefix) else {
+        let Some(id) = g.find_id(prefix) else {
             return;
         };
         let e = g.get(id).unwrap();
-        let filled = e.filled as usize;
+        let filled = e.slots().len();
         if e.node != node || filled < first || filled >= first + words.len() {
             return;
         }

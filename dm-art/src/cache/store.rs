@@ -1,24 +1,64 @@
-//! The ART cache's storage (see the [module docs](super)): entries in a
-//! slab, found by key prefix through one hash map, evicted in FIFO order.
+//! The ART cache's storage (see the [module docs](super)): entries held in
+//! the buckets of one hash map keyed by their key prefix, evicted in FIFO
+//! order.
+//!
+//! A warm lookup touches the map's control bytes and one bucket: the
+//! bucket holds the node address and, for up to [`INLINE`] filled slots
+//! (most nodes below the top levels of a tree of hashed keys), the slot
+//! words themselves. Before 2026-11-28 a bucket held a slab index, the
+//! slab the entry, and the entry a boxed slot array: three dependent cache
+//! misses per probe that `perf` put at 18% of a warm SMART get on
+//! loopback (docs/experiments/cpu-ratios.md; issue 32).
 
 use dm_verbs::GlobalAddr;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// Filled slots an entry holds in its bucket; more go to a heap array.
+pub(super) const INLINE: usize = 4;
+
+/// An entry's slot words: in the bucket, or a heap array of a size class
+/// ([`CLASSES`]) for more than [`INLINE`].
+enum Slots {
+    Inline([u64; INLINE]),
+    Heap(Box<[u64]>),
+}
+
+impl Slots {
+    fn words(&self) -> &[u64] {
+        match self {
+            Slots::Inline(a) => a,
+            Slots::Heap(b) => b,
+        }
+    }
+
+    fn words_mut(&mut self) -> &mut [u64] {
+        match self {
+            Slots::Inline(a) => a,
+            Slots::Heap(b) => b,
+        }
+    }
+
+    /// Words on the heap (what the budget counts beyond the bucket).
+    fn heap_words(&self) -> usize {
+        match self {
+            Slots::Inline(_) => 0,
+            Slots::Heap(b) => b.len(),
+        }
+    }
+}
+
 /// One cached internal node: its address and its filled slots as READ (or
 /// as this CS's own CASes filled them).
 pub(super) struct Entry {
     pub(super) node: GlobalAddr,
-    /// The slot array, of the size class of `filled` ([`class`]) or
-    /// larger: its first `filled` words are the node's filled slots. The
-    /// budget counts the whole array.
-    pub(super) slots: Box<[u64]>,
-    pub(super) filled: u32,
     /// FIFO stamp of admission (wraps; only compared with the FIFO's
     /// records, which compaction keeps recent).
     pub(super) stamp: u32,
-    /// The map key ([`prefix_key`]).
-    key: u64,
+    filled: u32,
+    /// At least `filled` words; the first `filled` are the node's filled
+    /// slots. The budget counts a heap array whole.
+    slots: Slots,
     /// The prefix itself when it is 8 bytes or longer (its map key is a
     /// hash then, checked against this); empty (no allocation) otherwise.
     long: Box<[u8]>,
@@ -27,17 +67,22 @@ pub(super) struct Entry {
 impl Entry {
     /// The node's filled slots as cached.
     pub(super) fn slots(&self) -> &[u64] {
-        &self.slots[..self.filled as usize]
+        &self.slots.words()[..self.filled as usize]
+    }
+
+    /// The same, to patch a word in place.
+    pub(super) fn slots_mut(&mut self) -> &mut [u64] {
+        &mut self.slots.words_mut()[..self.filled as usize]
     }
 }
 
-/// Bytes an entry with a slot array of `words` words and a `long`-byte
-/// prefix occupies: the entry, its map slot and its slot array (the
+/// Bytes an entry with `heap_words` slot words on the heap (0 up to
+/// [`INLINE`] filled slots) and a `long`-byte prefix occupies: its map
+/// bucket, key and entry, plus the heap array and the prefix copy (the
 /// budget's unit).
-pub(super) fn entry_bytes(words: usize, long: usize) -> usize {
-    std::mem::size_of::<Option<Entry>>() + std::mem::size_of::<(u64, u32)>() + 8 * words + long
+pub(super) fn entry_bytes(heap_words: usize, long: usize) -> usize {
+    std::mem::size_of::<(u64, Entry)>() + 8 * heap_words + long
 }
-
 /// The map key of a key prefix: up to 7 bytes packed with the length in
 /// the low byte (exact); longer ones a hash of the bytes with `0x80` in
 /// the low byte, checked against [`Entry::long`].
@@ -84,30 +129,32 @@ impl Hasher for MixHasher {
 /// Slot words [`Store::spare`] keeps (128 KiB).
 const SPARE_WORDS: usize = 16384;
 
-/// Slot array sizes: an entry of `n` filled slots gets the smallest class
-/// of at least `n` (less than half again as many words as filled).
-const CLASSES: [usize; 16] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256];
+/// Heap slot array sizes: an entry of `n` filled slots, `n` over
+/// [`INLINE`], gets the smallest class of at least `n` (less than half
+/// again as many words as filled).
+const CLASSES: [usize; 12] = [6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256];
 
-/// The size class of `n` filled slots (`n` at most 256: a node's slots).
-pub(super) fn class(n: usize) -> usize {
+/// The heap size class of `n` filled slots (`n` over [`INLINE`], at most
+/// 256: a node's slots).
+fn class(n: usize) -> usize {
     CLASSES
         .iter()
         .position(|&c| c >= n)
         .unwrap_or(CLASSES.len() - 1)
 }
 
+/// The entries, found by [`prefix_key`]: the key of an entry is its id
+/// (what the FIFO records and [`Store::get`] take).
 #[derive(Default)]
 pub(super) struct Store {
-    map: HashMap<u64, u32, BuildHasherDefault<MixHasher>>,
-    slab: Vec<Option<Entry>>,
-    free: Vec<u32>,
+    map: HashMap<u64, Entry, BuildHasherDefault<MixHasher>>,
     /// Entries per prefix length: a lookup probes only lengths that have some.
     pub(super) lens: Vec<u32>,
-    pub(super) fifo: VecDeque<(u32, u32)>,
+    pub(super) fifo: VecDeque<(u64, u32)>,
     pub(super) bytes: usize,
     next_stamp: u32,
-    /// Slot arrays of dropped entries per size class ([`CLASSES`]), for
-    /// later admissions of that class (an RCU leaf replacement drops an
+    /// Heap slot arrays of dropped entries per size class ([`CLASSES`]),
+    /// for later admissions of that class (an RCU leaf replacement drops an
     /// entry that the next READ of the node admits again: no allocation,
     /// issue 32); at most [`SPARE_WORDS`] words in all, outside the budget.
     /// One class per array size keeps a node's arrays for that node's size
@@ -118,28 +165,34 @@ pub(super) struct Store {
 }
 
 impl Store {
+    /// The entry of prefix `p`, if cached (one map probe).
+    pub(super) fn find(&self, p: &[u8]) -> Option<&Entry> {
+        let e = self.map.get(&prefix_key(p))?;
+        (p.len() < 8 || *e.long == *p).then_some(e)
+    }
+
     /// The id of the entry of prefix `p`, if cached.
-    pub(super) fn find(&self, p: &[u8]) -> Option<u32> {
-        let id = *self.map.get(&prefix_key(p))?;
-        let e = self.get(id)?;
-        (p.len() < 8 || *e.long == *p).then_some(id)
+    pub(super) fn find_id(&self, p: &[u8]) -> Option<u64> {
+        let key = prefix_key(p);
+        let e = self.map.get(&key)?;
+        (p.len() < 8 || *e.long == *p).then_some(key)
     }
 
-    pub(super) fn get(&self, id: u32) -> Option<&Entry> {
-        self.slab.get(id as usize)?.as_ref()
+    pub(super) fn get(&self, id: u64) -> Option<&Entry> {
+        self.map.get(&id)
     }
 
-    pub(super) fn get_mut(&mut self, id: u32) -> Option<&mut Entry> {
-        self.slab.get_mut(id as usize)?.as_mut()
+    pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
+        self.map.get_mut(&id)
     }
 
-    /// Entries held (one map key each).
+    /// Entries held.
     pub(super) fn entries(&self) -> usize {
         self.map.len()
     }
 
     /// True if the FIFO record `(id, stamp)` still names a live entry.
-    pub(super) fn current(&self, id: u32, stamp: u32) -> bool {
+    pub(super) fn current(&self, id: u64, stamp: u32) -> bool {
         self.get(id).map(|e| e.stamp) == Some(stamp)
     }
 
@@ -147,9 +200,7 @@ impl Store {
     /// dropping one whose long prefix shares the map key.
     pub(super) fn admit(&mut self, p: &[u8], node: GlobalAddr, slots: &[u64]) {
         let key = prefix_key(p);
-        if let Some(&old) = self.map.get(&key) {
-            self.remove(old);
-        }
+        self.remove(key);
         let stamp = self.next_stamp;
         self.next_stamp = stamp.wrapping_add(1);
         let long: Box<[u8]> = if p.len() < 8 {
@@ -157,80 +208,71 @@ impl Store {
         } else {
             p.into()
         };
-        let b = self.slots_box(slots);
-        self.bytes += entry_bytes(b.len(), long.len());
-        let e = Entry {
+        let words = self.slots_for(slots.len());
+        let mut e = Entry {
             node,
-            slots: b,
-            filled: slots.len() as u32,
             stamp,
-            key,
+            filled: slots.len() as u32,
+            slots: words,
             long,
         };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.slab[id as usize] = Some(e);
-                id
-            }
-            None => {
-                self.slab.push(Some(e));
-                (self.slab.len() - 1) as u32
-            }
-        };
-        self.map.insert(key, id);
+        e.slots.words_mut()[..slots.len()].copy_from_slice(slots);
+        self.bytes += entry_bytes(e.slots.heap_words(), e.long.len());
+        self.map.insert(key, e);
         if self.lens.len() <= p.len() {
             self.lens.resize(p.len() + 1, 0);
         }
         self.lens[p.len()] += 1;
-        self.fifo.push_back((id, stamp));
+        self.fifo.push_back((key, stamp));
     }
 
-    /// Drops entry `id` (its slot array kept as a spare).
-    pub(super) fn remove(&mut self, id: u32) {
-        let Some(e) = self.slab.get_mut(id as usize).and_then(Option::take) else {
+    /// Drops entry `id` (a heap slot array kept as a spare).
+    pub(super) fn remove(&mut self, id: u64) {
+        let Some(e) = self.map.remove(&id) else {
             return;
         };
-        self.map.remove(&e.key);
         let len = if e.long.is_empty() {
-            (e.key & 0xff) as usize
+            (id & 0xff) as usize
         } else {
             e.long.len()
         };
         self.lens[len] -= 1;
-        self.bytes -= entry_bytes(e.slots.len(), e.long.len());
-        self.free.push(id);
-        self.keep_spare(e.slots);
+        self.bytes -= entry_bytes(e.slots.heap_words(), e.long.len());
+        if let Slots::Heap(b) = e.slots {
+            self.keep_spare(b);
+        }
     }
 
     /// Entry `id` takes `slots` (its filled prefix), in place when its
     /// array is long enough.
-    pub(super) fn set_slots(&mut self, id: u32, slots: &[u64]) {
+    pub(super) fn set_slots(&mut self, id: u64, slots: &[u64]) {
         self.write_slots(id, 0, slots);
     }
 
     /// Entry `id`'s slots from index `at` on become `words` (`at` at most
     /// its filled count; the slots before `at` stay), in place when its
     /// array is long enough.
-    pub(super) fn write_slots(&mut self, id: u32, at: usize, words: &[u64]) {
+    pub(super) fn write_slots(&mut self, id: u64, at: usize, words: &[u64]) {
         let Some(e) = self.get_mut(id) else {
             return;
         };
         let n = at + words.len();
-        let had = e.slots.len();
-        if had < n {
-            let mut b = self.slots_box_of(class(n));
+        if e.slots.words().len() < n {
+            let mut grown = self.slots_for(n);
             let e = self.get_mut(id).unwrap();
-            b[..at].copy_from_slice(&e.slots[..at]);
-            self.bytes = self.bytes + 8 * b.len() - 8 * had;
+            grown.words_mut()[..at].copy_from_slice(&e.slots.words()[..at]);
+            let had = e.slots.heap_words();
             // The outgrown array is freed, not kept: entries grow as the
             // tree fills and never shrink back, so small arrays kept here
             // would fill the spare with sizes no entry asks for again and
             // crowd out the arrays of dropped entries, which their next
             // admission wants.
-            self.get_mut(id).unwrap().slots = b;
+            let now = grown.heap_words();
+            e.slots = grown;
+            self.bytes = self.bytes + 8 * now - 8 * had;
         }
         let e = self.get_mut(id).unwrap();
-        e.slots[at..n].copy_from_slice(words);
+        e.slots.words_mut()[at..n].copy_from_slice(words);
         e.filled = n as u32;
     }
 
@@ -251,21 +293,19 @@ impl Store {
         self.spare[c].push(b);
     }
 
-    /// An array of `slots`' size class starting with `slots`.
-    fn slots_box(&mut self, slots: &[u64]) -> Box<[u64]> {
-        let mut b = self.slots_box_of(class(slots.len()));
-        b[..slots.len()].copy_from_slice(slots);
-        b
-    }
-
-    /// An array of size class `c`: a kept one, else a new one.
-    fn slots_box_of(&mut self, c: usize) -> Box<[u64]> {
-        match self.spare[c].pop() {
+    /// Room for `n` slot words: in the bucket up to [`INLINE`], else an
+    /// array of `n`'s size class, a kept one if there is one.
+    fn slots_for(&mut self, n: usize) -> Slots {
+        if n <= INLINE {
+            return Slots::Inline([0; INLINE]);
+        }
+        let c = class(n);
+        Slots::Heap(match self.spare[c].pop() {
             Some(b) => {
                 self.spare_words -= b.len();
                 b
             }
             None => vec![0; CLASSES[c]].into_boxed_slice(),
-        }
+        })
     }
 }

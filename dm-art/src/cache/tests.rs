@@ -28,9 +28,10 @@ fn deepest_matching_slot_wins_and_budget_evicts_fifo() {
     assert_eq!(c.lookup(&[0x11, 5, 7, 9]).unwrap().1.node, n0);
     let s = c.stats();
     assert_eq!((s.entries, s.invalidations, s.hits, s.misses), (1, 1, 5, 1));
-    assert_eq!(s.bytes as usize, entry_bytes(2, 0));
+    // Two filled slots sit in the bucket.
+    assert_eq!(s.bytes as usize, entry_bytes(0, 0));
 
-    let small = ArtCache::new(entry_bytes(1, 0) * 2);
+    let small = ArtCache::new(entry_bytes(0, 0) * 2);
     for i in 0..10u8 {
         small.insert(&[i], GlobalAddr::new(0, 64 * (i as u64 + 1)), &[1]);
     }
@@ -60,7 +61,7 @@ fn long_prefixes_are_checked_not_trusted_to_their_hash() {
     // Short prefixes are exact map keys: a length differs from a zero byte.
     assert_ne!(prefix_key(&[0]), prefix_key(&[]));
     assert_ne!(prefix_key(&[1, 0]), prefix_key(&[1]));
-    assert_eq!(c.stats().bytes as usize, entry_bytes(1, 20));
+    assert_eq!(c.stats().bytes as usize, entry_bytes(0, 20));
     c.invalidate(&path, hit);
     assert_eq!(c.stats().bytes, 0);
 }
@@ -73,7 +74,7 @@ fn a_writers_own_cases_refresh_its_entry() {
     // Slots 2 (someone else's, returned by a failed CAS) and 3 (ours).
     c.note_filled(&[7], n, 2, &[0x03, 0x04]);
     assert_eq!(c.lookup(&[7, 4]).unwrap().0.slot_a, slot_addr(n, 3));
-    assert_eq!(c.stats().bytes as usize, entry_bytes(4, 0));
+    assert_eq!(c.stats().bytes as usize, entry_bytes(0, 0));
     // A gap (the entry lacks slot 4) or another node: nothing changes.
     c.note_filled(&[7], n, 5, &[0x06]);
     c.note_filled(&[7], GlobalAddr::new(1, 256), 4, &[0x05]);
@@ -82,6 +83,12 @@ fn a_writers_own_cases_refresh_its_entry() {
     c.replace_word(&[7], n, slot_addr(n, 1), 0x02, 0x1002);
     assert_eq!(c.lookup(&[7, 2]).unwrap().0.word, 0x1002);
     c.replace_word(&[7], n, slot_addr(n, 1), 0x02, 0x2002);
+    assert_eq!(c.lookup(&[7, 2]).unwrap().0.word, 0x1002);
+    // A fifth slot moves them to a heap array of 6 words, the replaced
+    // word kept.
+    c.note_filled(&[7], n, 4, &[0x05]);
+    assert_eq!(c.stats().bytes as usize, entry_bytes(6, 0));
+    assert_eq!(c.lookup(&[7, 5]).unwrap().0.slot_a, slot_addr(n, 4));
     assert_eq!(c.lookup(&[7, 2]).unwrap().0.word, 0x1002);
 }
 
@@ -120,4 +127,11 @@ fn modelled_fifo_serialises_a_cs_admissions_in_virtual_time() {
         let n = if hold == 0 { 0 } else { 4 };
         assert_eq!((s.fifo_admissions, s.fifo_ns), (n, 10 * hold));
     }
+}
+
+/// An entry of up to `INLINE` filled slots is one map bucket: key, node
+/// address, FIFO stamp, count, the slot words and the long-prefix pointer.
+#[test]
+fn a_small_entry_is_one_bucket() {
+    assert_eq!(entry_bytes(0, 0), 80);
 }

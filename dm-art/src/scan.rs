@@ -15,10 +15,9 @@ use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::layout::{slot_addr, Slot};
 use crate::tree::{SmartTree, MAX_RETRIES};
+use dm_runtime::join_inline;
 use dm_runtime::ScanBuf;
 use dm_verbs::GlobalAddr;
-use futures::future::{join_all, LocalBoxFuture};
-use futures::FutureExt;
 use smallvec::{smallvec, SmallVec};
 
 /// One scan's state.
@@ -26,6 +25,43 @@ struct Walk<'a> {
     from: &'a [u8],
     count: usize,
     out: &'a mut ScanBuf,
+}
+
+/// An internal node a depth-first walk is inside (SMART's and Dolphin's
+/// scans): its filled slots in partial-key order and the next to visit.
+pub(crate) struct Frame {
+    pub addr: GlobalAddr,
+    /// The path position its slots discriminate on.
+    pub p: usize,
+    /// Every path byte before `p` equals the scan's `from`.
+    pub border: bool,
+    /// `(slot index, slot word)`.
+    pub kids: SmallVec<[(usize, u64); 64]>,
+    pub k: usize,
+}
+
+impl Frame {
+    /// The cursor of its child in slot `i`, holding `word`.
+    pub fn child(&self, i: usize, word: u64) -> Cursor {
+        Cursor {
+            slot_a: slot_addr(self.addr, i),
+            owner: self.addr,
+            word,
+            depth: self.p + 1,
+            cached: false,
+        }
+    }
+}
+
+/// What [`SmartTree::open_slot`] found. A `Node` is large (its children
+/// inline) and moves once, onto the walk's stack: boxing it would be the
+/// allocation per node the stack exists to avoid.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Opened {
+    Nothing,
+    /// A leaf's (or Dolphin object's) slot word.
+    Leaf(u64),
+    Node(Frame),
 }
 
 impl SmartTree {
@@ -55,102 +91,124 @@ impl SmartTree {
         };
         if count > 0 {
             let root = self.read_word(self.cfg.root_slot).await?;
-            self.visit(
-                &mut w,
-                self.cfg.root_slot,
-                self.cfg.root_slot,
-                root,
-                0,
-                true,
-            )
-            .await?;
+            self.walk(&mut w, self.cursor_at(self.cfg.root_slot, root))
+                .await?;
         }
         Ok(())
     }
 
-    /// Emits the items under the slot at `slot_a` (word `word`, naming a node
-    /// or leaf at depth `d`); `border`: every path byte before `d` equals
-    /// `from`'s, so keys below `from` must be skipped.
-    fn visit<'a>(
-        &'a self,
-        w: &'a mut Walk<'_>,
-        owner: GlobalAddr,
-        slot_a: GlobalAddr,
-        word: u64,
-        d: usize,
-        border: bool,
-    ) -> LocalBoxFuture<'a, Result<(), ArtError>> {
-        async move {
-            let mut c = Cursor {
-                slot_a,
-                owner,
-                word,
-                depth: d,
-                cached: false,
-            };
-            for _ in 0..MAX_RETRIES {
-                let word = c.word;
-                let (addr, ty) = match Slot::decode(word) {
-                    Slot::Empty => return Ok(()),
-                    Slot::Leaf { .. } => return self.emit_leaves(w, &[word], border).await,
-                    Slot::Internal { addr, ty, .. } => (addr, ty),
-                };
-                let Some((n, s)) = self
-                    .read_internal(&mut c, addr, ty, d, w.from.len())
-                    .await?
-                else {
-                    continue;
-                };
-                let pre = &n.header.prefix[s..];
-                let p = d + pre.len();
-                let mut border = border;
-                if border {
-                    match pre.cmp(&w.from[d..p]) {
-                        std::cmp::Ordering::Less => return Ok(()),
-                        std::cmp::Ordering::Greater => border = false,
-                        std::cmp::Ordering::Equal => {}
-                    }
-                }
-                let mut kids: SmallVec<[(usize, u64); 64]> = n
-                    .slots
-                    .iter()
-                    .copied()
-                    .take_while(|&s| s != 0)
-                    .enumerate()
-                    .filter(|&(_, s)| !border || s as u8 >= w.from[p])
-                    .collect();
-                kids.sort_by_key(|&(_, s)| s as u8);
-                let mut k = 0;
-                while k < kids.len() && w.out.len() < w.count {
-                    let (i, s) = kids[k];
-                    let on_border = border && s as u8 == w.from[p];
-                    if matches!(Slot::decode(s), Slot::Leaf { .. }) {
-                        // A run of leaf children, READ in one round (no more
-                        // of them than items still wanted).
-                        let want = w.count - w.out.len();
-                        let mut run: SmallVec<[u64; 16]> = smallvec![s];
-                        let mut run_border = on_border;
-                        k += 1;
-                        while k < kids.len()
-                            && run.len() < want
-                            && matches!(Slot::decode(kids[k].1), Slot::Leaf { .. })
-                        {
-                            run.push(kids[k].1);
-                            run_border |= border && kids[k].1 as u8 == w.from[p];
-                            k += 1;
-                        }
-                        self.emit_leaves(w, &run, run_border).await?;
-                    } else {
-                        self.visit(w, addr, slot_addr(addr, i), s, p + 1, on_border)
-                            .await?;
-                        k += 1;
-                    }
-                }
-                return Ok(());
-            }
-            Err(ArtError::Corrupt(slot_a))
+    /// The cursor of the root slot at `slot_a` holding `word` (a walk's start).
+    pub(crate) fn cursor_at(&self, slot_a: GlobalAddr, word: u64) -> Cursor {
+        Cursor {
+            slot_a,
+            owner: slot_a,
+            word,
+            depth: 0,
+            cached: false,
         }
-        .boxed_local()
+    }
+
+    /// The depth-first walk from the root slot `root`: the nodes on the way
+    /// down are [`Frame`]s on a stack (no boxed recursion, so no allocation
+    /// per node: issue 32), each visiting its children in partial-key order
+    /// until `w` is full; a run of leaf children is READ in one round.
+    async fn walk(&self, w: &mut Walk<'_>, root: Cursor) -> Result<(), ArtError> {
+        let mut stack: SmallVec<[Frame; 4]> = SmallVec::new();
+        let len = w.from.len();
+        match self.open_slot(root, w.from, len, true).await? {
+            Opened::Nothing => {}
+            Opened::Leaf(word) => self.emit_leaves(w, &[word], true).await?,
+            Opened::Node(f) => stack.push(f),
+        }
+        while let Some(f) = stack.last_mut() {
+            if f.k >= f.kids.len() || w.out.len() >= w.count {
+                stack.pop();
+                continue;
+            }
+            let (i, s) = f.kids[f.k];
+            let on_border = f.border && s as u8 == w.from[f.p];
+            if matches!(Slot::decode(s), Slot::Leaf { .. }) {
+                // A run of leaf children, READ in one round (no more of
+                // them than items still wanted).
+                let want = w.count - w.out.len();
+                let mut run: SmallVec<[u64; 16]> = smallvec![s];
+                let mut run_border = on_border;
+                f.k += 1;
+                while f.k < f.kids.len()
+                    && run.len() < want
+                    && matches!(Slot::decode(f.kids[f.k].1), Slot::Leaf { .. })
+                {
+                    let s = f.kids[f.k].1;
+                    run.push(s);
+                    run_border |= f.border && s as u8 == w.from[f.p];
+                    f.k += 1;
+                }
+                self.emit_leaves(w, &run, run_border).await?;
+            } else {
+                f.k += 1;
+                let c = f.child(i, s);
+                match self.open_slot(c, w.from, len, on_border).await? {
+                    Opened::Nothing => {}
+                    Opened::Leaf(word) => self.emit_leaves(w, &[word], on_border).await?,
+                    Opened::Node(f) => stack.push(f),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What the slot at `c` names, for a walk towards `from` (`len`: the
+    /// longest path; `border`: every path byte before `c.depth` equals
+    /// `from`'s): nothing (empty, or a node whose keys all lie before
+    /// `from`), a leaf's slot word, or the node READ (again after its slot,
+    /// if a header split moved it) with its children in partial-key order,
+    /// those before `from` left out on the border. Shared with Dolphin's
+    /// scan.
+    pub(crate) async fn open_slot(
+        &self,
+        mut c: Cursor,
+        from: &[u8],
+        len: usize,
+        border: bool,
+    ) -> Result<Opened, ArtError> {
+        let d = c.depth;
+        for _ in 0..MAX_RETRIES {
+            let (addr, ty) = match Slot::decode(c.word) {
+                Slot::Empty => return Ok(Opened::Nothing),
+                Slot::Leaf { .. } => return Ok(Opened::Leaf(c.word)),
+                Slot::Internal { addr, ty, .. } => (addr, ty),
+            };
+            let Some((n, s)) = self.read_internal(&mut c, addr, ty, d, len).await? else {
+                continue;
+            };
+            let pre = &n.header.prefix[s..];
+            let p = d + pre.len();
+            let mut border = border;
+            if border {
+                match pre.cmp(&from[d..p]) {
+                    std::cmp::Ordering::Less => return Ok(Opened::Nothing),
+                    std::cmp::Ordering::Greater => border = false,
+                    std::cmp::Ordering::Equal => {}
+                }
+            }
+            let mut kids: SmallVec<[(usize, u64); 64]> = n
+                .slots
+                .iter()
+                .copied()
+                .take_while(|&s| s != 0)
+                .enumerate()
+                .filter(|&(_, s)| !border || s as u8 >= from[p])
+                .collect();
+            kids.sort_by_key(|&(_, s)| s as u8);
+            return Ok(Opened::Node(Frame {
+                addr,
+                p,
+                border,
+                kids,
+                k: 0,
+            }));
+        }
+        Err(ArtError::Corrupt(c.slot_a))
     }
 
     /// READs the leaves the slot words `run` name (in key order) in one
@@ -161,17 +219,12 @@ impl SmartTree {
         run: &[u64],
         border: bool,
     ) -> Result<(), ArtError> {
-        let mut reads = run.iter().map(|&s| match Slot::decode(s) {
+        let reads = run.iter().map(|&s| match Slot::decode(s) {
             Slot::Leaf { addr, .. } => self.read_leaf(addr),
             _ => unreachable!("a run holds leaf slots only"),
         });
-        // A run of one leaf (most, in sparse last levels) READs it without
-        // `join_all`'s two allocations.
-        let leaves: SmallVec<[_; 1]> = match run {
-            [_] => smallvec![reads.next().unwrap().await],
-            _ => join_all(reads).await.into_iter().collect(),
-        };
-        for r in leaves {
+        // One round, without `join_all`'s two allocations.
+        for r in join_inline(reads).await {
             let (l, _) = r?;
             if !l.valid || w.out.len() >= w.count {
                 continue;

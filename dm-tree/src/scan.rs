@@ -32,9 +32,8 @@
 
 use crate::node::{Fence, Node, NodeKey};
 use crate::tree::{FgTree, TreeError};
-use dm_runtime::ScanBuf;
+use dm_runtime::{join_inline, ScanBuf};
 use dm_verbs::GlobalAddr;
-use futures::future::join_all;
 use std::collections::HashMap;
 
 /// Leaf READs a scan posts at once.
@@ -170,7 +169,7 @@ impl FgTree {
         addrs: Vec<GlobalAddr>,
         pre: &mut HashMap<GlobalAddr, Node>,
     ) -> Result<(), TreeError> {
-        let images = join_all(addrs.iter().map(|&a| self.read_node(a))).await;
+        let images = join_inline(addrs.iter().map(|&a| self.read_node(a))).await;
         for (a, img) in addrs.into_iter().zip(images) {
             pre.insert(a, img?);
         }

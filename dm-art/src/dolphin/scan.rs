@@ -20,12 +20,12 @@ use super::Counter;
 use super::{key_u64, DolphinTree};
 use crate::cursor::Cursor;
 use crate::error::ArtError;
-use crate::layout::{slot_addr, Slot};
+use crate::layout::Slot;
+use crate::scan::{Frame, Opened};
 use crate::tree::MAX_RETRIES;
+use dm_runtime::join_inline;
 use dm_runtime::{yield_now, ScanBuf};
 use dm_verbs::GlobalAddr;
-use futures::future::{join_all, LocalBoxFuture};
-use futures::FutureExt;
 use smallvec::SmallVec;
 
 struct Walk<'a> {
@@ -72,77 +72,38 @@ impl DolphinTree {
         if count > 0 {
             let r = self.art.cfg.root_slot;
             let word = self.art.read_word(r).await?;
-            self.visit(&mut w, r, r, word, 0, true).await?;
+            self.walk(&mut w, self.art.cursor_at(r, word)).await?;
         }
         Ok(())
     }
 
-    /// Emits the items under the slot at `slot_a` (word `word`, naming a
-    /// node or object at depth `d`); `border`: the path so far equals
-    /// `from`'s.
-    fn visit<'a>(
-        &'a self,
-        w: &'a mut Walk<'_>,
-        owner: GlobalAddr,
-        slot_a: GlobalAddr,
-        word: u64,
-        d: usize,
-        border: bool,
-    ) -> LocalBoxFuture<'a, Result<(), ArtError>> {
-        async move {
-            let from = w.from.to_be_bytes();
-            let mut c = Cursor {
-                slot_a,
-                owner,
-                word,
-                depth: d,
-                cached: false,
-            };
-            for _ in 0..MAX_RETRIES {
-                let (addr, ty) = match Slot::decode(c.word) {
-                    Slot::Empty => return Ok(()),
-                    Slot::Leaf { .. } => return self.emit_object(w, slot_a, c.word).await,
-                    Slot::Internal { addr, ty, .. } => (addr, ty),
-                };
-                let Some((n, s)) = self
-                    .art
-                    .read_internal(&mut c, addr, ty, d, ART_BYTES)
-                    .await?
-                else {
-                    continue;
-                };
-                let pre = &n.header.prefix[s..];
-                let p = d + pre.len();
-                let mut border = border;
-                if border {
-                    match pre.cmp(&from[d..p]) {
-                        std::cmp::Ordering::Less => return Ok(()),
-                        std::cmp::Ordering::Greater => border = false,
-                        std::cmp::Ordering::Equal => {}
-                    }
+    /// The depth-first walk from the root slot `root`, as SMART's
+    /// (`crate::scan`): internal nodes are [`Frame`]s on a stack, no boxed
+    /// recursion (issue 32); each leaf or special node a child names is
+    /// emitted in partial-key order until `w` is full.
+    async fn walk(&self, w: &mut Walk<'_>, root: Cursor) -> Result<(), ArtError> {
+        let from = w.from.to_be_bytes();
+        let mut stack: SmallVec<[Frame; 4]> = SmallVec::new();
+        let mut next = Some((root, true));
+        loop {
+            if let Some((c, border)) = next.take() {
+                match self.art.open_slot(c, &from, ART_BYTES, border).await? {
+                    Opened::Nothing => {}
+                    Opened::Leaf(word) => self.emit_object(w, c.slot_a, word).await?,
+                    Opened::Node(f) => stack.push(f),
                 }
-                let mut kids: SmallVec<[(usize, u64); 64]> = n
-                    .slots
-                    .iter()
-                    .copied()
-                    .take_while(|&s| s != 0)
-                    .enumerate()
-                    .filter(|&(_, s)| !border || s as u8 >= from[p])
-                    .collect();
-                kids.sort_by_key(|&(_, s)| s as u8);
-                for (i, s) in kids {
-                    if w.full() {
-                        break;
-                    }
-                    let on_border = border && s as u8 == from[p];
-                    self.visit(w, addr, slot_addr(addr, i), s, p + 1, on_border)
-                        .await?;
-                }
-                return Ok(());
             }
-            Err(ArtError::Corrupt(slot_a))
+            let Some(f) = stack.last_mut() else {
+                return Ok(());
+            };
+            if f.k >= f.kids.len() || w.full() {
+                stack.pop();
+                continue;
+            }
+            let (i, s) = f.kids[f.k];
+            f.k += 1;
+            next = Some((f.child(i, s), f.border && s as u8 == from[f.p]));
         }
-        .boxed_local()
     }
 
     /// Emits the items of the leaf or special node the slot at `slot_a`
@@ -210,7 +171,7 @@ impl DolphinTree {
             let per_leaf = (self.g.items / 2).max(1);
             let want = (w.count - w.out.len()).div_ceil(per_leaf).max(1);
             let batch: SmallVec<[usize; 16]> = (k..es.len().min(k + want)).collect();
-            let imgs = join_all(batch.iter().map(|&j| self.read_leaf(es[j].1))).await;
+            let imgs = join_inline(batch.iter().map(|&j| self.read_leaf(es[j].1))).await;
             for (&j, img) in batch.iter().zip(imgs) {
                 let img = img?;
                 let bound = es.get(j + 1).map_or(255, |e| e.0.wrapping_sub(1));

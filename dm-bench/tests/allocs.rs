@@ -220,7 +220,7 @@ fn inserts_barely_allocate() {
 /// nam-hybrid 57.2 -> 2.2, smart 166.3 -> 62.4, dolphin 192.5 -> 66.3
 /// (dense keys 80.1 -> 12.0). Then rounds of leaf READs joined inline
 /// (`dm_runtime::join_inline`) and the radix walks' nodes on a stack
-/// instead of boxed recursion: fg 3.9, sherman 13.4, smart 1.4, dolphin
+/// instead of boxed recursion: fg 3.9, sherman 13.4, smart 2.6, dolphin
 /// 2.4 (dense keys 7.2). What is left is per leaf: the B+trees' decoded
 /// leaf images and prefetch map. An allocation per entry would add about
 /// 50 to each and break every bound.

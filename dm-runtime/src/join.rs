@@ -16,7 +16,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// Futures (and outputs) [`JoinInline`] holds without a heap allocation.
-pub const JOIN_INLINE: usize = 16;
+/// The inline arrays move with the join whole, whatever the count: keep
+/// the joined futures and their outputs small (join READ buffers and
+/// decode after, not decoded images). At 16, with Dolphin's 1 KB leaf
+/// images joined, a scan ran 23% slower (docs/experiments/cpu-ratios.md).
+pub const JOIN_INLINE: usize = 8;
 
 /// The future of [`join_inline`].
 #[must_use = "futures do nothing unless awaited"]

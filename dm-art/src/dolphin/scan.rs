@@ -171,9 +171,13 @@ impl DolphinTree {
             let per_leaf = (self.g.items / 2).max(1);
             let want = (w.count - w.out.len()).div_ceil(per_leaf).max(1);
             let batch: SmallVec<[usize; 16]> = (k..es.len().min(k + want)).collect();
-            let imgs = join_inline(batch.iter().map(|&j| self.read_leaf(es[j].1))).await;
-            for (&j, img) in batch.iter().zip(imgs) {
-                let img = img?;
+            // The round joins the READs' buffers (small) and decodes each
+            // after: joined decoded images (about 1 KB each) made a round
+            // tens of KB to move.
+            let bufs = join_inline(batch.iter().map(|&j| self.read_leaf_buf(es[j].1))).await;
+            for (&j, buf) in batch.iter().zip(bufs) {
+                let a = es[j].1;
+                let img = LeafImage::decode(&self.g, &buf?).ok_or(ArtError::Corrupt(a))?;
                 let bound = es.get(j + 1).map_or(255, |e| e.0.wrapping_sub(1));
                 if img.prefix != s.prefix || img.lo != es[j].0 || img.hi < bound {
                     return Ok(false);

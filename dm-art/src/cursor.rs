@@ -22,6 +22,30 @@ pub(crate) struct Cursor {
 }
 
 impl Cursor {
+    /// The root slot at `slot` holding `word` as READ (a walk's start; the
+    /// slot is its own owner).
+    pub fn root(slot: GlobalAddr, word: u64) -> Self {
+        Cursor {
+            slot_a: slot,
+            owner: slot,
+            word,
+            depth: 0,
+            cached: false,
+        }
+    }
+
+    /// Slot `i` of the internal node at `node`, holding `word` as READ,
+    /// naming what sits at path depth `depth`.
+    pub fn child(node: GlobalAddr, i: usize, word: u64, depth: usize) -> Self {
+        Cursor {
+            slot_a: crate::layout::slot_addr(node, i),
+            owner: node,
+            word,
+            depth,
+            cached: false,
+        }
+    }
+
     /// Takes a word just READ (or returned by a CAS) from the same slot.
     pub fn fresh(&mut self, w: u64) {
         self.word = w;

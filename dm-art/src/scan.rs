@@ -13,7 +13,7 @@
 
 use crate::cursor::Cursor;
 use crate::error::ArtError;
-use crate::layout::{slot_addr, Slot};
+use crate::layout::Slot;
 use crate::tree::{SmartTree, MAX_RETRIES};
 use dm_runtime::join_inline;
 use dm_runtime::ScanBuf;
@@ -43,13 +43,7 @@ pub(crate) struct Frame {
 impl Frame {
     /// The cursor of its child in slot `i`, holding `word`.
     pub fn child(&self, i: usize, word: u64) -> Cursor {
-        Cursor {
-            slot_a: slot_addr(self.addr, i),
-            owner: self.addr,
-            word,
-            depth: self.p + 1,
-            cached: false,
-        }
+        Cursor::child(self.addr, i, word, self.p + 1)
     }
 }
 
@@ -91,21 +85,10 @@ impl SmartTree {
         };
         if count > 0 {
             let root = self.read_word(self.cfg.root_slot).await?;
-            self.walk(&mut w, self.cursor_at(self.cfg.root_slot, root))
+            self.walk(&mut w, Cursor::root(self.cfg.root_slot, root))
                 .await?;
         }
         Ok(())
-    }
-
-    /// The cursor of the root slot at `slot_a` holding `word` (a walk's start).
-    pub(crate) fn cursor_at(&self, slot_a: GlobalAddr, word: u64) -> Cursor {
-        Cursor {
-            slot_a,
-            owner: slot_a,
-            word,
-            depth: 0,
-            cached: false,
-        }
     }
 
     /// The depth-first walk from the root slot `root`: the nodes on the way
@@ -115,12 +98,18 @@ impl SmartTree {
     async fn walk(&self, w: &mut Walk<'_>, root: Cursor) -> Result<(), ArtError> {
         let mut stack: SmallVec<[Frame; 4]> = SmallVec::new();
         let len = w.from.len();
-        match self.open_slot(root, w.from, len, true).await? {
-            Opened::Nothing => {}
-            Opened::Leaf(word) => self.emit_leaves(w, &[word], true).await?,
-            Opened::Node(f) => stack.push(f),
-        }
-        while let Some(f) = stack.last_mut() {
+        let mut next = Some((root, true));
+        loop {
+            if let Some((c, border)) = next.take() {
+                match self.open_slot(c, w.from, len, border).await? {
+                    Opened::Nothing => {}
+                    Opened::Leaf(word) => self.emit_leaves(w, &[word], border).await?,
+                    Opened::Node(f) => stack.push(f),
+                }
+            }
+            let Some(f) = stack.last_mut() else {
+                return Ok(());
+            };
             if f.k >= f.kids.len() || w.out.len() >= w.count {
                 stack.pop();
                 continue;
@@ -146,15 +135,9 @@ impl SmartTree {
                 self.emit_leaves(w, &run, run_border).await?;
             } else {
                 f.k += 1;
-                let c = f.child(i, s);
-                match self.open_slot(c, w.from, len, on_border).await? {
-                    Opened::Nothing => {}
-                    Opened::Leaf(word) => self.emit_leaves(w, &[word], on_border).await?,
-                    Opened::Node(f) => stack.push(f),
-                }
+                next = Some((f.child(i, s), on_border));
             }
         }
-        Ok(())
     }
 
     /// What the slot at `c` names, for a walk towards `from` (`len`: the

@@ -6,7 +6,7 @@
 use crate::cache::Hit;
 use crate::cursor::Cursor;
 use crate::error::ArtError;
-use crate::layout::{slot_addr, Slot};
+use crate::layout::Slot;
 use crate::rdwc::{Join, ReadResult};
 use crate::tree::{NodeImage, SmartTree, MAX_RETRIES};
 use dm_runtime::yield_now;
@@ -15,13 +15,8 @@ use dm_verbs::GlobalAddr;
 impl SmartTree {
     /// The cursor at the root slot (one 8-byte READ).
     pub(crate) async fn root_cursor(&self) -> Result<Cursor, ArtError> {
-        Ok(Cursor {
-            slot_a: self.cfg.root_slot,
-            owner: self.cfg.root_slot,
-            word: self.read_word(self.cfg.root_slot).await?,
-            depth: 0,
-            cached: false,
-        })
+        let word = self.read_word(self.cfg.root_slot).await?;
+        Ok(Cursor::root(self.cfg.root_slot, word))
     }
 
     /// Where a walk for `path` starts: the ART cache's deepest slot on it
@@ -189,13 +184,7 @@ impl SmartTree {
                     let Some((i, w)) = n.find(path[p]) else {
                         return Ok(None);
                     };
-                    c = Cursor {
-                        slot_a: slot_addr(addr, i),
-                        owner: addr,
-                        word: w,
-                        depth: p + 1,
-                        cached: false,
-                    };
+                    c = Cursor::child(addr, i, w, p + 1);
                 }
             }
         }

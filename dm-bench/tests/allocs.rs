@@ -185,7 +185,7 @@ fn warm_gets_and_updates_allocate_nothing() {
 /// 4.39 -> 0.32, sherman-hier 4.28 -> 0.23, nam-hybrid 4.06 -> 0.06;
 /// Dolphin's new leaf and inner nodes encode into pooled buffers, 2.52 ->
 /// 0.13. SMART's and ART's leaf splits keep their new nodes' slots and
-/// ROWEX locks inline and WRITE a one-node chain with `join`, and the ART
+/// ROWEX locks inline and WRITE their chain with `join_inline`, and the ART
 /// cache holds up to four slots in its map's bucket: smart 2.48 -> 0.01,
 /// art 4.47 -> 0.02 (`docs/experiments/cpu-ratios.md`). What is left is
 /// B+tree splits and cache admissions.

@@ -74,27 +74,12 @@ mod tests {
     use super::*;
     use futures::executor::block_on;
 
-    /// Pending once (waking itself), then ready.
-    struct YieldOnce(bool);
-
-    impl Future for YieldOnce {
-        type Output = ();
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            if self.0 {
-                return Poll::Ready(());
-            }
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-
     #[test]
     fn outputs_come_in_order_inline_and_spilled() {
         for n in [0usize, 1, 3, JOIN_INLINE, JOIN_INLINE + 5] {
             let out = block_on(join_inline((0..n).map(|i| async move {
                 // Not ready on its first poll.
-                YieldOnce(false).await;
+                crate::yield_now().await;
                 i * 2
             })));
             assert_eq!(out.to_vec(), (0..n).map(|i| i * 2).collect::<Vec<_>>());

@@ -126,7 +126,7 @@ impl Hasher for MixHasher {
     }
 }
 
-/// Slot words [`Store::spare`] keeps (128 KiB).
+/// Slot words [`Spare`] keeps (128 KiB).
 const SPARE_WORDS: usize = 16384;
 
 /// Heap slot array sizes: an entry of `n` filled slots, `n` over
@@ -153,29 +153,75 @@ pub(super) struct Store {
     pub(super) fifo: VecDeque<(u64, u32)>,
     pub(super) bytes: usize,
     next_stamp: u32,
-    /// Heap slot arrays of dropped entries per size class ([`CLASSES`]),
-    /// for later admissions of that class (an RCU leaf replacement drops an
-    /// entry that the next READ of the node admits again: no allocation,
-    /// issue 32); at most [`SPARE_WORDS`] words in all, outside the budget.
-    /// One class per array size keeps a node's arrays for that node's size
-    /// (a smallest-fit reuse let small entries take large arrays, and the
-    /// large entries then allocated again).
-    spare: [Vec<Box<[u64]>>; CLASSES.len()],
-    spare_words: usize,
+    spare: Spare,
+}
+
+/// Heap slot arrays of dropped entries per size class ([`CLASSES`]), for
+/// later admissions of that class (an RCU leaf replacement drops an entry
+/// that the next READ of the node admits again: no allocation, issue 32);
+/// at most [`SPARE_WORDS`] words in all, outside the budget. One class per
+/// array size keeps a node's arrays for that node's size (a smallest-fit
+/// reuse let small entries take large arrays, and the large entries then
+/// allocated again). Apart from the map, so that an entry being grown
+/// stays borrowed while its new array is taken.
+#[derive(Default)]
+struct Spare {
+    by_class: [Vec<Box<[u64]>>; CLASSES.len()],
+    words: usize,
+}
+
+impl Spare {
+    /// Keeps `b` for a later entry of its size class, making room by
+    /// freeing kept arrays of the largest class.
+    fn keep(&mut self, b: Box<[u64]>) {
+        let Some(c) = CLASSES.iter().position(|&n| n == b.len()) else {
+            return;
+        };
+        while self.words + b.len() > SPARE_WORDS {
+            let Some(l) = self.by_class.iter().rposition(|v| !v.is_empty()) else {
+                return;
+            };
+            self.by_class[l].pop();
+            self.words -= CLASSES[l];
+        }
+        self.words += b.len();
+        self.by_class[c].push(b);
+    }
+
+    /// Room for `n` slot words: in the bucket up to [`INLINE`], else an
+    /// array of `n`'s size class, a kept one if there is one.
+    fn slots_for(&mut self, n: usize) -> Slots {
+        if n <= INLINE {
+            return Slots::Inline([0; INLINE]);
+        }
+        let c = class(n);
+        Slots::Heap(match self.by_class[c].pop() {
+            Some(b) => {
+                self.words -= b.len();
+                b
+            }
+            None => vec![0; CLASSES[c]].into_boxed_slice(),
+        })
+    }
 }
 
 impl Store {
-    /// The entry of prefix `p`, if cached (one map probe).
+    /// The id and entry of prefix `p`, if cached (one map probe; a long
+    /// prefix is checked against the entry's copy).
+    fn probe(&self, p: &[u8]) -> Option<(u64, &Entry)> {
+        let key = prefix_key(p);
+        let e = self.map.get(&key)?;
+        (p.len() < 8 || *e.long == *p).then_some((key, e))
+    }
+
+    /// The entry of prefix `p`, if cached.
     pub(super) fn find(&self, p: &[u8]) -> Option<&Entry> {
-        let e = self.map.get(&prefix_key(p))?;
-        (p.len() < 8 || *e.long == *p).then_some(e)
+        Some(self.probe(p)?.1)
     }
 
     /// The id of the entry of prefix `p`, if cached.
     pub(super) fn find_id(&self, p: &[u8]) -> Option<u64> {
-        let key = prefix_key(p);
-        let e = self.map.get(&key)?;
-        (p.len() < 8 || *e.long == *p).then_some(key)
+        Some(self.probe(p)?.0)
     }
 
     pub(super) fn get(&self, id: u64) -> Option<&Entry> {
@@ -208,7 +254,7 @@ impl Store {
         } else {
             p.into()
         };
-        let words = self.slots_for(slots.len());
+        let words = self.spare.slots_for(slots.len());
         let mut e = Entry {
             node,
             stamp,
@@ -239,7 +285,7 @@ impl Store {
         self.lens[len] -= 1;
         self.bytes -= entry_bytes(e.slots.heap_words(), e.long.len());
         if let Slots::Heap(b) = e.slots {
-            self.keep_spare(b);
+            self.spare.keep(b);
         }
     }
 
@@ -253,13 +299,12 @@ impl Store {
     /// its filled count; the slots before `at` stay), in place when its
     /// array is long enough.
     pub(super) fn write_slots(&mut self, id: u64, at: usize, words: &[u64]) {
-        let Some(e) = self.get_mut(id) else {
+        let Some(e) = self.map.get_mut(&id) else {
             return;
         };
         let n = at + words.len();
         if e.slots.words().len() < n {
-            let mut grown = self.slots_for(n);
-            let e = self.get_mut(id).unwrap();
+            let mut grown = self.spare.slots_for(n);
             grown.words_mut()[..at].copy_from_slice(&e.slots.words()[..at]);
             let had = e.slots.heap_words();
             // The outgrown array is freed, not kept: entries grow as the
@@ -271,41 +316,7 @@ impl Store {
             e.slots = grown;
             self.bytes = self.bytes + 8 * now - 8 * had;
         }
-        let e = self.get_mut(id).unwrap();
         e.slots.words_mut()[at..n].copy_from_slice(words);
         e.filled = n as u32;
-    }
-
-    /// Keeps `b` for a later entry of its size class, making room by
-    /// freeing kept arrays of the largest class.
-    fn keep_spare(&mut self, b: Box<[u64]>) {
-        let Some(c) = CLASSES.iter().position(|&n| n == b.len()) else {
-            return;
-        };
-        while self.spare_words + b.len() > SPARE_WORDS {
-            let Some(l) = self.spare.iter().rposition(|v| !v.is_empty()) else {
-                return;
-            };
-            self.spare[l].pop();
-            self.spare_words -= CLASSES[l];
-        }
-        self.spare_words += b.len();
-        self.spare[c].push(b);
-    }
-
-    /// Room for `n` slot words: in the bucket up to [`INLINE`], else an
-    /// array of `n`'s size class, a kept one if there is one.
-    fn slots_for(&mut self, n: usize) -> Slots {
-        if n <= INLINE {
-            return Slots::Inline([0; INLINE]);
-        }
-        let c = class(n);
-        Slots::Heap(match self.spare[c].pop() {
-            Some(b) => {
-                self.spare_words -= b.len();
-                b
-            }
-            None => vec![0; CLASSES[c]].into_boxed_slice(),
-        })
     }
 }

@@ -72,7 +72,7 @@ impl DolphinTree {
         if count > 0 {
             let r = self.art.cfg.root_slot;
             let word = self.art.read_word(r).await?;
-            self.walk(&mut w, self.art.cursor_at(r, word)).await?;
+            self.walk(&mut w, Cursor::root(r, word)).await?;
         }
         Ok(())
     }

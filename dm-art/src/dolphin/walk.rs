@@ -13,7 +13,7 @@ use super::DolphinTree;
 use crate::cache::Hit;
 use crate::cursor::Cursor;
 use crate::error::ArtError;
-use crate::layout::{slot_addr, Slot};
+use crate::layout::Slot;
 use crate::tree::{NodeImage, MAX_RETRIES};
 use dm_runtime::{read, yield_now, ReadBuf};
 use dm_verbs::GlobalAddr;
@@ -123,15 +123,7 @@ impl DolphinTree {
                     }
                     self.art.cache_fill(path, p, addr, &n).await;
                     match n.find(path[p]) {
-                        Some((i, w)) => {
-                            c = Cursor {
-                                slot_a: slot_addr(addr, i),
-                                owner: addr,
-                                word: w,
-                                depth: p + 1,
-                                cached: false,
-                            }
-                        }
+                        Some((i, w)) => c = Cursor::child(addr, i, w, p + 1),
                         None => {
                             let a = Absent::NoSlot {
                                 c,

@@ -125,13 +125,7 @@ impl SmartTree {
                     }
                     self.cache_fill(path, p, addr, &n).await;
                     if let Some((i, w)) = n.find(path[p]) {
-                        c = Cursor {
-                            slot_a: slot_addr(addr, i),
-                            owner: addr,
-                            word: w,
-                            depth: p + 1,
-                            cached: false,
-                        };
+                        c = Cursor::child(addr, i, w, p + 1);
                         continue;
                     }
                     if !upsert {

@@ -8,9 +8,9 @@ use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::layout::{capacity, slot_addr, Header, Leaf, Slot};
 use crate::tree::SmartTree;
-use dm_runtime::{cas, write};
+use dm_runtime::{cas, join_inline, write};
 use dm_verbs::GlobalAddr;
-use futures::future::{join, join_all};
+use futures::future::join;
 use smallvec::{smallvec, SmallVec};
 
 /// A new node's slot words (two in a chain's last node, one before it).
@@ -88,15 +88,8 @@ impl SmartTree {
         }
         let last = *nodes.last().unwrap();
         images.push((la, self.new_leaf_image(key, value, slot_addr(last, 1))));
-        if let [(n, ni), (l, li)] = &mut images[..] {
-            // The common chain of one node: `join` allocates nothing.
-            let (a, b) = join(write(*n, std::mem::take(ni)), write(*l, std::mem::take(li))).await;
-            a?;
-            b?;
-        } else {
-            for r in join_all(images.into_iter().map(|(a, b)| write(a, b))).await {
-                r?;
-            }
+        for r in join_inline(images.into_iter().map(|(a, b)| write(a, b))).await {
+            r?;
         }
         // ROWEX (the ART baseline): the node holding the slot is locked
         // around the publishing CAS only; the new nodes are WRITTEN already.

@@ -256,6 +256,14 @@ impl ReadBuf {
     }
 }
 
+/// A buffer built on the CS (an encoded node image standing in for one
+/// READ): given to this thread's pool when dropped, as a READ's is.
+impl From<Vec<u8>> for ReadBuf {
+    fn from(v: Vec<u8>) -> Self {
+        ReadBuf(v)
+    }
+}
+
 impl Drop for ReadBuf {
     #[inline]
     fn drop(&mut self) {

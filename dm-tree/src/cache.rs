@@ -255,7 +255,7 @@ impl IndexCache {
 
     /// Up to `max` leaf pointers from the cached leaf parent covering `key`:
     /// the child for `key` and the ones after it, in key order.
-    pub(crate) fn leaves_from(&self, key: &[u8], max: usize) -> Option<Vec<GlobalAddr>> {
+    pub(crate) fn leaves_from(&self, key: &[u8], max: usize) -> Option<crate::scan::LeafAddrs> {
         let g = self.inner.lock().unwrap();
         let (_, n) = g.covering(key)?;
         if n.beyond_high(key) || n.kids.is_empty() {

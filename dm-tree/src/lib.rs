@@ -18,7 +18,7 @@
 //! | `search.rs` | traversal to the node covering a key at a level; `get` | FG §5.1 |
 //! | `insert.rs` | upsert, update, node splits, parent insertion, root growth | FG §5.2 |
 //! | `remove.rs` | delete without merge (nodes stay in place) | |
-//! | `scan.rs` | range scan along the leaf chain, leaves READ in parallel | FG §5.3, Sherman §4.2 |
+//! | `scan.rs` | range scan along the leaf chain, leaves READ in parallel and read in place (`node::View`, no decode) | FG §5.3, Sherman §4.2 |
 //! | `bulk.rs` | `bulk_load` from sorted input at a fill factor (default 80%) | Sherman §5 |
 //! | [`head`] | head nodes on the leaf level for scan prefetching, their maintenance pass | FG §4-5 |
 //! | [`cache`] | the CS index cache: leaf parents in a byte budget plus the top two levels | Sherman §4.1 |

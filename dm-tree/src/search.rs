@@ -83,35 +83,94 @@ impl FgTree {
         if self.cfg.design == Design::Hybrid {
             return self.nam_find_leaf(key).await;
         }
-        if let Some(c) = &self.cache {
-            if let Some((leaf, id)) = c.lookup(key) {
-                let mut a = leaf;
-                let mut hops = 0;
-                loop {
-                    let n = self.read_node(a).await?;
-                    if n.level != 0 || n.below_low(key) {
+        if let Some((a, b)) = self.cached_leaf(key).await? {
+            let n = Node::decode(&self.g, &b).expect("an image View::new accepted decodes");
+            return Ok((a, n));
+        }
+        self.leaf_from_root(key).await
+    }
+
+    /// [`FgTree::find_leaf`] as a validated image, not decoded ([`View::new`]
+    /// accepts it): on the cache path the leaf's READ buffer; a leaf
+    /// reached from the root (or through the NAM hybrid's RPC) is encoded
+    /// again. What a scan starts from (issue 32: no allocation per warm
+    /// scan).
+    pub(crate) async fn find_leaf_image(
+        &self,
+        key: &[u8],
+    ) -> Result<(GlobalAddr, dm_runtime::ReadBuf), TreeError> {
+        let (a, n) = match self.cfg.design {
+            Design::Hybrid => self.nam_find_leaf(key).await?,
+            _ => match self.cached_leaf(key).await? {
+                Some(found) => return Ok(found),
+                None => self.leaf_from_root(key).await?,
+            },
+        };
+        Ok((a, n.encode(&self.g).into()))
+    }
+
+    /// The cache path of [`FgTree::find_leaf`] ([`FgTree::cached_walk`])
+    /// with the image validated by [`View::new`].
+    async fn cached_leaf(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf)>, TreeError> {
+        let found = self
+            .cached_walk(key, |a| async move { Ok((self.read_valid(a).await?, ())) })
+            .await?;
+        Ok(found.map(|(a, b, ())| (a, b)))
+    }
+
+    /// The cache path to `key`'s leaf: the cached leaf parent's child for
+    /// `key` (Sherman §4.1), moving right along siblings (B-link, at most 8
+    /// hops), each image READ and validated by `read` (which also answers
+    /// what it found in it, `T`). `None` (the miss recorded, a stale entry
+    /// invalidated) when the cache has no entry that leads to the key's
+    /// leaf; the caller traverses from the root.
+    async fn cached_walk<T, F>(
+        &self,
+        key: &[u8],
+        read: impl Fn(GlobalAddr) -> F,
+    ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf, T)>, TreeError>
+    where
+        F: std::future::Future<Output = Result<(dm_runtime::ReadBuf, T), TreeError>>,
+    {
+        let Some(c) = &self.cache else {
+            return Ok(None);
+        };
+        if let Some((leaf, id)) = c.lookup(key) {
+            let mut a = leaf;
+            let mut hops = 0;
+            loop {
+                let (b, t) = read(a).await?;
+                let n = View::validated_header(&self.g, &b);
+                if n.level() != 0 || n.below_low(key) {
+                    c.invalidate(&id);
+                    break;
+                }
+                if n.beyond_high(key) {
+                    hops += 1;
+                    if n.sibling().is_null() || hops > 8 {
                         c.invalidate(&id);
                         break;
                     }
-                    if n.beyond_high(key) {
-                        hops += 1;
-                        if n.sibling.is_null() || hops > 8 {
-                            c.invalidate(&id);
-                            break;
-                        }
-                        a = n.sibling;
-                        continue;
-                    }
-                    if hops > 0 {
-                        // Keys moved right since the copy was taken: refresh it next time.
-                        c.invalidate(&id);
-                    }
-                    c.record(true);
-                    return Ok((a, n));
+                    a = n.sibling();
+                    continue;
                 }
+                if hops > 0 {
+                    // Keys moved right since the copy was taken: refresh it next time.
+                    c.invalidate(&id);
+                }
+                c.record(true);
+                return Ok(Some((a, b, t)));
             }
-            c.record(false);
         }
+        c.record(false);
+        Ok(None)
+    }
+
+    /// The leaf covering `key`, by a traversal from the root.
+    async fn leaf_from_root(&self, key: &[u8]) -> Result<(GlobalAddr, Node), TreeError> {
         match self.find(key, 0).await? {
             Found::Node(a, n) => Ok((a, n)),
             Found::RootBelow(_) => unreachable!("the root is at level 0 or above"),
@@ -164,54 +223,23 @@ impl FgTree {
         if let Some(v) = self.get_cached(key).await? {
             return Ok(v);
         }
-        let (_, n) = self.find(key, 0).await.map(|f| match f {
-            Found::Node(a, n) => (a, n),
-            Found::RootBelow(_) => unreachable!("the root is at level 0 or above"),
-        })?;
+        let (_, n) = self.leaf_from_root(key).await?;
         Ok(n.find(key).ok().map(|i| n.entries[i].1))
     }
 
-    /// A warm get: [`FgTree::find_leaf`]'s cache path (the cached leaf
-    /// parent's child, Sherman §4.1; sibling hops, B-link; the same cache
-    /// hits, misses and invalidations) with each leaf image validated and
-    /// searched in place ([`View`]: no decoded node, issue 32). `None`: the
-    /// cache had no entry that led to the key's leaf (the hit or miss is
-    /// recorded); the caller traverses from the root, as `find_leaf` does.
+    /// A warm get: [`FgTree::find_leaf`]'s cache path
+    /// ([`FgTree::cached_walk`]: the same cache hits, misses and
+    /// invalidations) with each leaf image validated for `key` and searched
+    /// in place ([`View::for_key`]: no decoded node, issue 32). `None`:
+    /// the cache had no entry that led to the key's leaf; the caller
+    /// traverses from the root, as `find_leaf` does.
     async fn get_cached(&self, key: &[u8]) -> Result<Option<Option<u64>>, TreeError> {
         if self.cfg.design == Design::Hybrid {
             return self.nam_get_hybrid(key).await.map(Some);
         }
-        let Some(c) = &self.cache else {
-            return Ok(None);
-        };
-        if let Some((leaf, id)) = c.lookup(key) {
-            let mut a = leaf;
-            let mut hops = 0;
-            loop {
-                let (b, value) = self.read_valid_for(a, key).await?;
-                let n = View::validated_for(&self.g, &b, key);
-                if n.level() != 0 || n.below_low(key) {
-                    c.invalidate(&id);
-                    break;
-                }
-                if n.beyond_high(key) {
-                    hops += 1;
-                    if n.sibling().is_null() || hops > 8 {
-                        c.invalidate(&id);
-                        break;
-                    }
-                    a = n.sibling();
-                    continue;
-                }
-                if hops > 0 {
-                    // Keys moved right since the copy was taken: refresh it next time.
-                    c.invalidate(&id);
-                }
-                c.record(true);
-                return Ok(Some(value));
-            }
-        }
-        c.record(false);
-        Ok(None)
+        let found = self
+            .cached_walk(key, |a| self.read_valid_for(a, key))
+            .await?;
+        Ok(found.map(|(_, _, value)| value))
     }
 }

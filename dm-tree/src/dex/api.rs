@@ -68,22 +68,24 @@ impl DexTree {
     ) -> Result<(), TreeError> {
         self.t.check_key(from)?;
         out.clear();
-        let mut k = from.to_vec();
+        let mut k = crate::node::FenceKey::from_slice(from);
         while out.len() < count {
             let (c, _in) = match self.enter(&k).await {
                 Ok(x) => x,
-                Err(TreeError::NotOwner(_)) if !out.is_empty() || k != from => break,
+                Err(TreeError::NotOwner(_)) if !out.is_empty() || k.as_slice() != from => break,
                 Err(e) => return Err(e),
             };
             let max = count - out.len();
             let Res::Scan(v, high) = self.point(c, &k, Op::Scan { max }).await? else {
                 unreachable!()
             };
-            for (key, value) in &v {
-                out.push(key, *value);
+            for e in v.chunks_exact(k.len() + 8) {
+                let (key, value) = e.split_at(k.len());
+                out.push(key, u64::from_le_bytes(value.try_into().unwrap()));
             }
+            dm_verbs::buf::give(v);
             match high {
-                Fence::Key(h) => k = h.to_vec(),
+                Fence::Key(h) => k = h,
                 _ => break,
             }
         }

@@ -22,9 +22,11 @@ pub(crate) enum Res {
     Get(Option<u64>),
     Put(bool),
     Remove(bool),
-    /// Entries with inline keys ([`NodeKey`]: no allocation per key up to
-    /// 32 bytes).
-    Scan(Vec<(NodeKey, u64)>, Fence),
+    /// The entries packed in a buffer of the thread's pool
+    /// (`dm_verbs::buf`; give it back): each is the key (the tree's
+    /// `key_bytes`) then its value, 8 bytes little-endian. No allocation
+    /// per leaf of a warm scan (issue 32).
+    Scan(Vec<u8>, Fence),
 }
 
 /// What [`apply`] changed in the leaf.
@@ -80,7 +82,13 @@ pub(super) fn apply(
         },
         Op::Scan { max } => {
             let i = at.unwrap_or_else(|i| i);
-            let v = n.entries[i..].iter().take(*max).cloned().collect();
+            let taken = &n.entries[i.min(n.entries.len())..];
+            let taken = &taken[..taken.len().min(*max)];
+            let mut v = dm_verbs::buf::take(taken.len() * (key.len() + 8));
+            for (k, value) in taken {
+                v.extend_from_slice(k);
+                v.extend_from_slice(&value.to_le_bytes());
+            }
             (Res::Scan(v, n.high.clone()), Change::None)
         }
     })

@@ -42,12 +42,14 @@
 //! **Files.** `codec.rs`: [`Node::encode`] and [`Node::decode`]. `view.rs`:
 //! `View`, answers read straight from a validated image. `edit.rs`: a
 //! sorted image changed in place (a value set, an entry inserted) to the
-//! bytes the encode of the changed node gives.
+//! bytes the encode of the changed node gives. `order.rs`: a validated
+//! image's entries in key order, in place (what a scan walks).
 
 use dm_verbs::GlobalAddr;
 
 mod codec;
 mod edit;
+mod order;
 mod view;
 
 pub(crate) use edit::{insert_sorted_in_place, set_sorted_value, set_sorted_value_same_version};

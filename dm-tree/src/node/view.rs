@@ -10,8 +10,8 @@ use dm_runtime::checksum::checksum;
 
 /// A validated node image, borrowed.
 pub(crate) struct View<'a> {
-    g: &'a Geometry,
-    b: &'a [u8],
+    pub(super) g: &'a Geometry,
+    pub(super) b: &'a [u8],
 }
 
 /// A fence as the image holds it.
@@ -95,6 +95,13 @@ impl<'a> View<'a> {
             return None;
         }
         Some(v)
+    }
+
+    /// A view of an image whose header [`View::new`] or [`View::for_key`]
+    /// accepted before, for its header only (level, fences, sibling).
+    pub(crate) fn validated_header(g: &'a Geometry, b: &'a [u8]) -> Self {
+        debug_assert!(View::header(g, b).is_some());
+        View { g, b }
     }
 
     /// A view of an image that [`View::new`] accepted before (not checked
@@ -226,7 +233,7 @@ impl<'a> View<'a> {
     }
 
     /// An unsorted leaf's slots in slot order, `Kp + 16` bytes each.
-    fn slots(&self) -> std::slice::ChunksExact<'a, u8> {
+    pub(super) fn slots(&self) -> std::slice::ChunksExact<'a, u8> {
         let g = self.g;
         let (off, sb) = (g.entries_off(), g.slot_bytes());
         self.b[off..off + g.unsorted_capacity() * sb].chunks_exact(sb)
@@ -354,6 +361,12 @@ mod tests {
         assert_eq!(v.is_some(), n.is_some());
         let (Some(v), Some(n)) = (v, n) else { return };
         assert_eq!((v.level(), v.sibling()), (n.level, n.sibling));
+        let mut in_order = Vec::new();
+        let count = v.for_each_in_order(|k, x| {
+            in_order.push((NodeKey::from_slice(k), x));
+            std::ops::ControlFlow::Continue(())
+        });
+        assert_eq!((count, in_order), (n.entries.len(), n.entries.clone()));
         for i in 0..=255u8 {
             for k in [
                 vec![2, i, 0, 0, 0, 0, 0, 0],

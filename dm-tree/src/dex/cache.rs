@@ -59,39 +59,63 @@ pub(crate) struct Frame {
     /// operation on the leaf READs the page again before using it
     /// (`traverse::Step::Reread`).
     pub reread: bool,
-    /// The entries' keys as big-endian words when every key is 8 bytes
-    /// (else empty), kept in step with `node` ([`Frame::sync_keys`] after
-    /// every change): a search reads this one array instead of each
-    /// entry's heap key (issue 32: `Node::find` was a third of a loopback
-    /// DEX get, a cache miss per probe).
-    pub keys8: Vec<u64>,
+    /// The entries as `[key, value]` words when every key is 8 bytes (the
+    /// key big-endian, so words order as the bytes; else empty), kept in
+    /// step with `node` ([`Frame::sync_keys`] after a change of the keys,
+    /// [`Frame::set_value`] after a change of a value): a search reads
+    /// this one array instead of each entry's heap key, and a get finds its
+    /// value next to the key it matched (issue 32: `Node::find` was a third
+    /// of a loopback DEX get, a cache miss per probe; the value in the
+    /// node's entry was one more).
+    pub kv8: Vec<[u64; 2]>,
 }
 
 impl Frame {
-    /// Rebuilds [`Frame::keys8`] from `node` (after every change of it).
+    /// Rebuilds [`Frame::kv8`] from `node` (after every change of its keys).
     pub fn sync_keys(&mut self) {
-        self.keys8.clear();
+        self.kv8.clear();
         if self.node.entries.iter().all(|(k, _)| k.len() == 8) {
-            let words = self
-                .node
-                .entries
-                .iter()
-                .map(|(k, _)| u64::from_be_bytes(k[..8].try_into().expect("an 8-byte key")));
-            self.keys8.extend(words);
+            let words = self.node.entries.iter().map(|(k, v)| {
+                [
+                    u64::from_be_bytes(k[..8].try_into().expect("an 8-byte key")),
+                    *v,
+                ]
+            });
+            self.kv8.extend(words);
         }
     }
 
-    /// [`Node::find`] on this frame's node, through [`Frame::keys8`] when
-    /// the node's keys and `key` are 8 bytes.
+    /// Entry `i`'s value changed in `node` (its keys did not): the same in
+    /// [`Frame::kv8`].
+    pub fn set_value(&mut self, i: usize) {
+        if let Some(e) = self.kv8.get_mut(i) {
+            e[1] = self.node.entries[i].1;
+        }
+    }
+
+    /// Entry `i`'s value (a leaf's value, an inner node's child), from
+    /// [`Frame::kv8`] when it holds the entries.
+    pub fn value(&self, i: usize) -> u64 {
+        let v = match self.kv8.get(i) {
+            Some(e) if self.kv8.len() == self.node.entries.len() => e[1],
+            _ => self.node.entries[i].1,
+        };
+        debug_assert_eq!(v, self.node.entries[i].1, "kv8 out of step with the node");
+        v
+    }
+
+    /// [`Node::find`] on this frame's node, through [`Frame::kv8`] when
+    /// every key is 8 bytes.
     pub fn find(&self, key: &[u8]) -> Result<usize, usize> {
         let n = self.node.entries.len();
         let r = match <[u8; 8]>::try_from(key) {
-            Ok(k) if n > 0 && self.keys8.len() == n => {
-                self.keys8.binary_search(&u64::from_be_bytes(k))
+            Ok(k) if n > 0 && self.kv8.len() == n => {
+                let k = u64::from_be_bytes(k);
+                self.kv8.binary_search_by(|e| e[0].cmp(&k))
             }
             _ => self.node.find(key),
         };
-        debug_assert_eq!(r, self.node.find(key), "keys8 out of step with the node");
+        debug_assert_eq!(r, self.node.find(key), "kv8 out of step with the node");
         r
     }
 }

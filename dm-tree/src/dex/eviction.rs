@@ -47,7 +47,7 @@ impl Cache {
             busy: false,
             flushing: false,
             reread: false,
-            keys8: Vec::new(),
+            kv8: Vec::new(),
         };
         frame.sync_keys();
         let f = self.frames.insert(frame) as u32;

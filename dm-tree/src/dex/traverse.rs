@@ -87,6 +87,11 @@ fn traverse(
                 return Step::Reread(cur, f.addr);
             }
             let at = f.find(key);
+            if let Op::Get = op {
+                // As `apply` answers it, the value read beside its key.
+                st.counters.hits += 1;
+                return Step::Done(Res::Get(at.ok().map(|i| f.value(i))));
+            }
             return match apply(&mut f.node, at, cap, key, op) {
                 None => {
                     f.busy = true;
@@ -95,9 +100,10 @@ fn traverse(
                 Some((r, change)) => {
                     let mut through = None;
                     if change.any() {
-                        // A value change leaves the flat keys as they are.
-                        if change == Change::Keys {
-                            f.sync_keys();
+                        match (change, at) {
+                            (Change::Keys, _) => f.sync_keys(),
+                            (_, Ok(i)) => f.set_value(i),
+                            _ => {}
                         }
                         f.dirty = true;
                         f.gen += 1;
@@ -119,7 +125,7 @@ fn traverse(
             cur = f.swz[i];
             continue;
         }
-        let child = GlobalAddr::from_u64(f.node.entries[i].1);
+        let child = GlobalAddr::from_u64(f.value(i));
         match st.map.get(&child.to_u64()).copied() {
             Some(Slot::Io(_)) => return Step::Wait,
             Some(Slot::At(c)) => {

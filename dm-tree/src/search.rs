@@ -91,21 +91,20 @@ impl FgTree {
     }
 
     /// [`FgTree::find_leaf`] as a validated image, not decoded ([`View::new`]
-    /// accepts it): on the cache path the leaf's READ buffer; a leaf
-    /// reached from the root (or through the NAM hybrid's RPC) is encoded
-    /// again. What a scan starts from (issue 32: no allocation per warm
+    /// accepts it): the leaf's READ buffer on the cache path and the NAM
+    /// hybrid's; a leaf reached from the root is encoded again. What a scan starts from (issue 32: no allocation per warm
     /// scan).
     pub(crate) async fn find_leaf_image(
         &self,
         key: &[u8],
     ) -> Result<(GlobalAddr, dm_runtime::ReadBuf), TreeError> {
-        let (a, n) = match self.cfg.design {
-            Design::Hybrid => self.nam_find_leaf(key).await?,
-            _ => match self.cached_leaf(key).await? {
-                Some(found) => return Ok(found),
-                None => self.leaf_from_root(key).await?,
-            },
-        };
+        if self.cfg.design == Design::Hybrid {
+            return self.nam_find_leaf_image(key).await;
+        }
+        if let Some(found) = self.cached_leaf(key).await? {
+            return Ok(found);
+        }
+        let (a, n) = self.leaf_from_root(key).await?;
         Ok((a, n.encode(&self.g).into()))
     }
 

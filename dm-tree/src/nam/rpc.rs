@@ -5,7 +5,7 @@
 
 use super::ms::{self, put_fence, RPC_NAM};
 use super::Design;
-use crate::node::{Fence, Node, View};
+use crate::node::{Fence, FenceKey, Node, View};
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::{rpc, write, ScanBuf};
 use dm_verbs::{GlobalAddr, VerbError};
@@ -15,8 +15,8 @@ use dm_verbs::{GlobalAddr, VerbError};
 pub const SCAN_REPLY_BYTES: usize = 4000;
 
 /// The next key of the same length (big-endian increment); `None` after the last.
-fn successor(k: &[u8]) -> Option<Vec<u8>> {
-    let mut s = k.to_vec();
+fn successor(k: &[u8]) -> Option<FenceKey> {
+    let mut s = FenceKey::from_slice(k);
     for b in s.iter_mut().rev() {
         if *b == 0xff {
             *b = 0;
@@ -155,7 +155,9 @@ impl FgTree {
     ) -> Result<(), TreeError> {
         let kb = self.cfg.key_bytes;
         let per_reply = (SCAN_REPLY_BYTES - 4) / (kb + 8);
-        let mut at = from.to_vec();
+        // Inline up to 32 bytes, and each reply back to the pool: a scan
+        // allocates nothing (issue 32).
+        let mut at = FenceKey::from_slice(from);
         while out.len() < count {
             let want = (count - out.len()).min(per_reply);
             let p = self.cfg.nam.partition_of(&at);
@@ -171,6 +173,7 @@ impl FgTree {
             for e in b[4..].chunks_exact(kb + 8) {
                 out.push(&e[..kb], le64(&e[kb..]));
             }
+            dm_verbs::buf::give(b);
             if n == want {
                 // A full reply: go on after its last key, in the same partition.
                 match successor(out.last_key().unwrap()) {
@@ -181,7 +184,7 @@ impl FgTree {
             }
             // This partition is exhausted: continue at the next one's low fence.
             match self.cfg.nam.fence(p + 1, kb) {
-                Fence::Key(k) => at = k.to_vec(),
+                Fence::Key(k) => at = k,
                 _ => break,
             }
         }
@@ -223,26 +226,38 @@ impl FgTree {
         Err(TreeError::Corrupt(a))
     }
 
-    /// Hybrid: the leaf covering `key` (unlocked, validated image): one RPC,
-    /// one READ, and a READ per sibling hop past splits the upper levels do
-    /// not know yet.
+    /// Hybrid: the leaf covering `key` (unlocked image), decoded: see
+    /// [`FgTree::nam_find_leaf_image`].
     pub(crate) async fn nam_find_leaf(&self, key: &[u8]) -> Result<(GlobalAddr, Node), TreeError> {
+        let (a, b) = self.nam_find_leaf_image(key).await?;
+        let n = Node::decode(&self.g, &b).expect("an image View::new accepted decodes");
+        Ok((a, n))
+    }
+
+    /// Hybrid: the leaf covering `key` as a validated image ([`View::new`]):
+    /// one RPC, one READ, and a READ per sibling hop past splits the upper
+    /// levels do not know yet.
+    pub(crate) async fn nam_find_leaf_image(
+        &self,
+        key: &[u8],
+    ) -> Result<(GlobalAddr, dm_runtime::ReadBuf), TreeError> {
         let mut a = GlobalAddr::NULL;
         for _ in 0..MAX_REROUTES {
             a = self.nam_leaf(key).await?;
             loop {
-                let n = self.read_node(a).await?;
-                if n.level != 0 || n.below_low(key) {
+                let b = self.read_valid(a).await?;
+                let n = View::validated(&self.g, &b);
+                if n.level() != 0 || n.below_low(key) {
                     // Cannot happen (leaves never move left, the upper
                     // levels only gain separators); ask again, a bounded
                     // number of times.
                     break;
                 }
-                if n.beyond_high(key) && !n.sibling.is_null() {
-                    a = n.sibling;
+                if n.beyond_high(key) && !n.sibling().is_null() {
+                    a = n.sibling();
                     continue;
                 }
-                return Ok((a, n));
+                return Ok((a, b));
             }
         }
         Err(TreeError::Corrupt(a))

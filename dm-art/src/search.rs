@@ -172,6 +172,7 @@ impl SmartTree {
                         continue;
                     };
                     self.reverse_check(&c, n.rev, path, hit);
+                    self.refresh_type_hint(path, &c, n.header.ty);
                     let pre = &n.header.prefix[s..];
                     let p = c.depth + pre.len();
                     if path[c.depth..p] != *pre {

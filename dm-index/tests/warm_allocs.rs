@@ -3,7 +3,7 @@
 //! one handle: 5,000 8-byte keys inserted, then every coroutine runs gets
 //! and updates (half each; one in eight on 4 hot keys, so HOCL's local
 //! hand-over and SMART's read delegation and write combining run too):
-//! 150,000 each to warm up, then 10,000 each measured, on the same thread
+//! 200,000 each to warm up, then 10,000 each measured, on the same thread
 //! and executor. The heap allocations this thread makes in the measured
 //! stretch, counted by this binary's global allocator, must be 0.
 //!
@@ -12,7 +12,11 @@
 //! as many as the coroutines ever have out at once, and the ART caches
 //! admit nodes as searches first meet them; at 20,000 keys the lock-free
 //! ART's cache was still admitting about 60 nodes per 80,000 operations
-//! after 1.2 million. `dm-bench ycsb` reports the same per operation kind
+//! after 1.2 million; and once the ART cache kept its nodes' type hints
+//! fresh (2026-11-28), the ART baseline's pool of 256-byte READ buffers
+//! reached its high-water mark (one more buffer, once in 480,000 measured
+//! operations) at operation 1,215,312, just past a warm-up of 1.2 million,
+//! hence 1.6 million. `dm-bench ycsb` reports the same per operation kind
 //! with each phase on fresh threads (`docs/experiments/allocs.md`).
 
 use dm_index::{IndexConfig, IndexKind, Instance, Root, Site};
@@ -55,7 +59,7 @@ fn allocs() -> u64 {
 const KEYS: u64 = 5_000;
 const COROS: usize = 8;
 /// Operations per coroutine: warm-up, then measured.
-const WARM: u64 = 150_000;
+const WARM: u64 = 200_000;
 const MEASURED: u64 = 10_000;
 
 /// Key number `i` (distinct, spread over the key space: SplitMix64).

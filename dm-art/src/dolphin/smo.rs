@@ -85,7 +85,9 @@ impl DolphinTree {
                     let got = cas(sa, 0, w).await?;
                     if publish_took(got, 0, w) {
                         if i >= capacity(n.header.ty) {
-                            self.art.type_switch(node, i, n.header_word, c).await?;
+                            self.art
+                                .type_switch(node, i, n.header_word, c, &path)
+                                .await?;
                         }
                         // This CS's ART cache entry of the node takes the
                         // slots its CASes saw filled, as SMART's inserts do.

@@ -109,6 +109,7 @@ impl DolphinTree {
                         continue;
                     };
                     self.art.reverse_check(&c, n.rev, path, hit);
+                    self.art.refresh_type_hint(path, &c, n.header.ty);
                     let pre = n.header.prefix[s..].to_vec();
                     let p = d + pre.len();
                     if let Some(j) = (0..pre.len()).find(|&j| path[d + j] != pre[j]) {

@@ -45,7 +45,7 @@ impl SmartTree {
             let got = cas(sa, 0, w).await?;
             if crate::tree::publish_took(got, 0, w) {
                 if i >= capacity(n.header.ty) {
-                    self.type_switch(addr, i, n.header_word, c).await?;
+                    self.type_switch(addr, i, n.header_word, c, path).await?;
                 }
                 if let Some(k) = &self.cache {
                     seen.push(w);
@@ -67,13 +67,15 @@ impl SmartTree {
     /// (CAS loop from the image's header word) and, as a READ-size hint, the
     /// parent slot's type bits too (one attempt), both in one round. The
     /// insert returns only when the header says so, so a reader after it
-    /// READs the new slot.
+    /// READs the new slot. A hint CAS that took also goes into this CS's
+    /// cached copy of the parent slot ([`SmartTree::refresh_type_hint`]).
     pub(crate) async fn type_switch(
         &self,
         node: GlobalAddr,
         i: usize,
         header_word: u64,
         c: Cursor,
+        path: &[u8],
     ) -> Result<(), ArtError> {
         let want = type_for_index(i).ok_or(ArtError::Corrupt(node))?;
         let header = async {
@@ -95,7 +97,10 @@ impl SmartTree {
         let hint = async {
             if let Slot::Internal { partial, ty, addr } = Slot::decode(c.word) {
                 if addr == node && ty < want {
-                    cas(c.slot_a, c.word, internal_word(partial, want, node)?).await?;
+                    let w = internal_word(partial, want, node)?;
+                    if cas(c.slot_a, c.word, w).await? == c.word {
+                        self.refresh_type_hint(path, &c, want);
+                    }
                 }
             }
             Ok::<(), ArtError>(())

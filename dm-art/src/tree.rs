@@ -329,6 +329,18 @@ impl SmartTree {
         if ty <= hint || c.depth == 0 || c.depth > path.len() {
             return;
         }
+        if k.drops_stale_hints() {
+            // The artifact's policy: a cached start with a stale hint
+            // drops its entry.
+            if c.cached {
+                let hit = crate::cache::Hit {
+                    prefix_len: c.depth - 1,
+                    node: c.owner,
+                };
+                k.invalidate(path, hit);
+            }
+            return;
+        }
         if let Ok(w) = crate::insert::internal_word(partial, ty, addr) {
             k.replace_word(&path[..c.depth - 1], c.owner, c.slot_a, c.word, w);
         }

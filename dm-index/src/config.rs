@@ -62,6 +62,10 @@ pub struct IndexConfig {
     /// the sound version of the SMART artifact's ART baseline hand-over).
     /// Default false. No effect where writers do not queue or combine.
     pub art_absorb_writers: bool,
+    /// The radix family's ART cache drops an entry whose node type hint
+    /// proves stale, as the SMART artifact does, instead of refreshing the
+    /// hint (`dm_art::ArtCache::with_stale_hints_dropped`). Default false.
+    pub art_drop_stale_hints: bool,
     /// SMART's techniques, if not the rung's own (SMART §5.3.1's switches).
     pub radix_techniques: Option<dm_art::Techniques>,
     /// SMART's read delegation (§4.2.1); `None`: on for `smart` only.
@@ -123,6 +127,7 @@ impl IndexConfig {
             node_read: dm_tree::NodeRead::Checksum,
             dolphin_update: dm_art::DolphinUpdate::KeyWordCas,
             art_fifo_hold_ns: 0,
+            art_drop_stale_hints: false,
             art_absorb_writers: false,
             radix_techniques: None,
             read_delegation: None,

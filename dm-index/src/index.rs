@@ -327,7 +327,9 @@ fn cs_state(cfg: &IndexConfig, plan: &Plan, cs: u16) -> CsState {
             st.rdwc = Some(Arc::new(r));
             st.llt = Some(SmartTree::new_local_lock_table());
             if cache > 0 {
-                let k = ArtCache::new(cache as usize).with_fifo_hold_ns(cfg.art_fifo_hold_ns);
+                let k = ArtCache::new(cache as usize)
+                    .with_fifo_hold_ns(cfg.art_fifo_hold_ns)
+                    .with_stale_hints_dropped(cfg.art_drop_stale_hints);
                 st.art_cache = Some(Arc::new(k));
             }
         }

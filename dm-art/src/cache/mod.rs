@@ -139,6 +139,9 @@ pub struct ArtCache {
     fifo_free_ns: AtomicU64,
     fifo_admissions: AtomicU64,
     fifo_ns: AtomicU64,
+    /// The artifact's policy for a stale node type hint
+    /// ([`ArtCache::with_stale_hints_dropped`]).
+    drop_stale_hints: bool,
 }
 
 /// Where a cached start came from, to invalidate it if it proves stale.
@@ -165,7 +168,27 @@ impl ArtCache {
             fifo_free_ns: AtomicU64::new(0),
             fifo_admissions: AtomicU64::new(0),
             fifo_ns: AtomicU64::new(0),
+            drop_stale_hints: false,
         }
+    }
+
+    /// This cache with the SMART artifact's policy for a node type hint
+    /// found stale: the entry whose slot word carried it is dropped
+    /// (`read_node`'s `!type_correct` with `from_cache` in the artifact's
+    /// `Tree::insert` and `search`), and a type switch leaves this CS's
+    /// copy of the parent slot as it was. The default refreshes the word
+    /// instead ([`crate::SmartTree`]'s `refresh_type_hint`). Off by
+    /// default; kept to measure the Dolphin paper's LOAD claim, whose
+    /// SMART "invalidates a cached internal node" per insert (issue 34).
+    pub fn with_stale_hints_dropped(mut self, on: bool) -> Self {
+        self.drop_stale_hints = on;
+        self
+    }
+
+    /// Whether stale type hints drop their entry
+    /// ([`ArtCache::with_stale_hints_dropped`]).
+    pub(crate) fn drops_stale_hints(&self) -> bool {
+        self.drop_stale_hints
     }
 
     /// This cache with the authors' central FIFO modelled on `sim`: each

@@ -98,7 +98,9 @@ impl SmartTree {
             if let Slot::Internal { partial, ty, addr } = Slot::decode(c.word) {
                 if addr == node && ty < want {
                     let w = internal_word(partial, want, node)?;
-                    if cas(c.slot_a, c.word, w).await? == c.word {
+                    let took = cas(c.slot_a, c.word, w).await? == c.word;
+                    let drops = self.cache.as_ref().is_some_and(|k| k.drops_stale_hints());
+                    if took && !drops {
                         self.refresh_type_hint(path, &c, want);
                     }
                 }

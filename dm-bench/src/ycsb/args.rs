@@ -187,6 +187,14 @@ pub struct Args {
     /// \u{a7}8.2 profiles at 49% of SMART's CPU cycles). 0 (default): off.
     #[arg(long, default_value_t = 0)]
     pub smart_fifo_ns: u64,
+    /// Radix family: the ART cache drops an entry whose node type hint
+    /// proves stale, as the SMART artifact does (its `Tree::insert` and
+    /// `search` invalidate a cached node whose READ found another type),
+    /// instead of refreshing the hint in place (the default). For the
+    /// Dolphin paper's LOAD claim (issue 34), whose SMART "invalidates a
+    /// cached internal node" per insert
+    #[arg(long)]
+    pub smart_drop_stale_hints: bool,
     /// Dolphin: how an update publishes its value. `cas` (default, sound):
     /// WRITE the item's other value buffer and CAS its key word; a lost CAS
     /// runs the update again. `paper`: one WRITE of the item, last writer

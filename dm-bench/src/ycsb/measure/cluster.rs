@@ -147,6 +147,7 @@ fn index_config(a: &Args, c: &Choice, plan: &Plan) -> Result<IndexConfig> {
     cfg.radix_techniques = Some(c.art_techniques);
     cfg.art_fifo_hold_ns = a.smart_fifo_ns;
     cfg.art_absorb_writers = a.art_absorb;
+    cfg.art_drop_stale_hints = a.smart_drop_stale_hints;
     cfg.read_delegation = Some(!off("rd"));
     cfg.write_combining = Some(!off("wc"));
     if c.design != Design::Fine {

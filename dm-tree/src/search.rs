@@ -92,8 +92,8 @@ impl FgTree {
 
     /// [`FgTree::find_leaf`] as a validated image, not decoded ([`View::new`]
     /// accepts it): the leaf's READ buffer on the cache path and the NAM
-    /// hybrid's; a leaf reached from the root is encoded again. What a scan starts from (issue 32: no allocation per warm
-    /// scan).
+    /// hybrid's; a leaf reached from the root is encoded again. What a scan
+    /// starts from (issue 32: no allocation per warm scan).
     pub(crate) async fn find_leaf_image(
         &self,
         key: &[u8],

@@ -82,7 +82,7 @@ pub(super) fn apply(
         },
         Op::Scan { max } => {
             let i = at.unwrap_or_else(|i| i);
-            let taken = &n.entries[i.min(n.entries.len())..];
+            let taken = &n.entries[i..];
             let taken = &taken[..taken.len().min(*max)];
             let mut v = dm_verbs::buf::take(taken.len() * (key.len() + 8));
             for (k, value) in taken {

@@ -14,9 +14,9 @@
 use crate::cursor::Cursor;
 use crate::error::ArtError;
 use crate::layout::Slot;
+use crate::slots::Slots;
 use crate::tree::{SmartTree, MAX_RETRIES};
-use dm_runtime::join_inline;
-use dm_runtime::ScanBuf;
+use dm_runtime::{read_round, yield_now, ScanBuf};
 use dm_verbs::GlobalAddr;
 use smallvec::{smallvec, SmallVec};
 
@@ -35,8 +35,12 @@ pub(crate) struct Frame {
     pub p: usize,
     /// Every path byte before `p` equals the scan's `from`.
     pub border: bool,
-    /// `(slot index, slot word)`.
-    pub kids: SmallVec<[(usize, u64); 64]>,
+    /// The node image's slot words (a buffer recycled per thread).
+    slots: Slots,
+    /// Indices into `slots` of the children to visit, in partial-key order
+    /// (a node has at most 256 slots; inline, so a Node256 root opened on
+    /// every scan allocates nothing: issue 32).
+    order: SmallVec<[u8; 256]>,
     pub k: usize,
 }
 
@@ -44,6 +48,17 @@ impl Frame {
     /// The cursor of its child in slot `i`, holding `word`.
     pub fn child(&self, i: usize, word: u64) -> Cursor {
         Cursor::child(self.addr, i, word, self.p + 1)
+    }
+
+    /// Children to visit.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The `k`-th child to visit: `(slot index, slot word)`.
+    pub fn kid(&self, k: usize) -> (usize, u64) {
+        let i = self.order[k] as usize;
+        (i, self.slots[i])
     }
 }
 
@@ -110,11 +125,11 @@ impl SmartTree {
             let Some(f) = stack.last_mut() else {
                 return Ok(());
             };
-            if f.k >= f.kids.len() || w.out.len() >= w.count {
+            if f.k >= f.len() || w.out.len() >= w.count {
                 stack.pop();
                 continue;
             }
-            let (i, s) = f.kids[f.k];
+            let (i, s) = f.kid(f.k);
             let on_border = f.border && s as u8 == w.from[f.p];
             if matches!(Slot::decode(s), Slot::Leaf { .. }) {
                 // A run of leaf children, READ in one round (no more of
@@ -123,11 +138,11 @@ impl SmartTree {
                 let mut run: SmallVec<[u64; 16]> = smallvec![s];
                 let mut run_border = on_border;
                 f.k += 1;
-                while f.k < f.kids.len()
+                while f.k < f.len()
                     && run.len() < want
-                    && matches!(Slot::decode(f.kids[f.k].1), Slot::Leaf { .. })
+                    && matches!(Slot::decode(f.kid(f.k).1), Slot::Leaf { .. })
                 {
-                    let s = f.kids[f.k].1;
+                    let s = f.kid(f.k).1;
                     run.push(s);
                     run_border |= f.border && s as u8 == w.from[f.p];
                     f.k += 1;
@@ -174,20 +189,21 @@ impl SmartTree {
                     std::cmp::Ordering::Equal => {}
                 }
             }
-            let mut kids: SmallVec<[(usize, u64); 64]> = n
-                .slots
+            let slots = n.slots;
+            let mut order: SmallVec<[u8; 256]> = slots
                 .iter()
-                .copied()
-                .take_while(|&s| s != 0)
+                .take_while(|&&s| s != 0)
                 .enumerate()
-                .filter(|&(_, s)| !border || s as u8 >= from[p])
+                .filter(|&(_, &s)| !border || s as u8 >= from[p])
+                .map(|(i, _)| i as u8)
                 .collect();
-            kids.sort_by_key(|&(_, s)| s as u8);
+            order.sort_by_key(|&i| slots[i as usize] as u8);
             return Ok(Opened::Node(Frame {
                 addr,
                 p,
                 border,
-                kids,
+                slots,
+                order,
                 k: 0,
             }));
         }
@@ -202,13 +218,23 @@ impl SmartTree {
         run: &[u64],
         border: bool,
     ) -> Result<(), ArtError> {
-        let reads = run.iter().map(|&s| match Slot::decode(s) {
-            Slot::Leaf { addr, .. } => self.read_leaf(addr),
+        let addr = |s: u64| match Slot::decode(s) {
+            Slot::Leaf { addr, .. } => addr,
             _ => unreachable!("a run holds leaf slots only"),
-        });
-        // One round, without `join_all`'s two allocations.
-        for r in join_inline(reads).await {
-            let (l, _) = r?;
+        };
+        let n = self.leaf.bytes() as u32;
+        // One round, its storage recycled (a run can be 100 leaves long).
+        let mut round = read_round(run.iter().map(|&s| (addr(s), n))).await;
+        for (&s, b) in run.iter().zip(round.drain()) {
+            let l = match self.validate_leaf(&b?) {
+                Some((l, _)) => l,
+                None => {
+                    // Torn: READ it again until it validates, as
+                    // `read_leaf` does.
+                    yield_now().await;
+                    self.read_leaf(addr(s)).await?.0
+                }
+            };
             if !l.valid || w.out.len() >= w.count {
                 continue;
             }

@@ -386,14 +386,28 @@ impl SmartTree {
         let n = self.leaf.bytes();
         for _ in 0..MAX_RETRIES {
             let b = read(a, n as u32).await?;
-            if let Some(l) = self.leaf.decode(&b) {
-                let lo = self.leaf.lock_off();
-                return Ok((l, u64::from_le_bytes(b[lo..lo + 8].try_into().unwrap())));
+            if let Some(l) = self.validate_leaf(&b) {
+                return Ok(l);
             }
-            self.rejected.set(self.rejected.get() + 1);
             yield_now().await;
         }
         Err(ArtError::Corrupt(a))
+    }
+
+    /// A leaf READ's bytes `b` as the leaf and its lock word, or `None`
+    /// (counted as rejected) if the image does not validate: torn, or
+    /// mid-update.
+    pub(crate) fn validate_leaf(&self, b: &[u8]) -> Option<(Leaf, u64)> {
+        match self.leaf.decode(b) {
+            Some(l) => {
+                let lo = self.leaf.lock_off();
+                Some((l, u64::from_le_bytes(b[lo..lo + 8].try_into().unwrap())))
+            }
+            None => {
+                self.rejected.set(self.rejected.get() + 1);
+                None
+            }
+        }
     }
 
     /// The slot word naming a leaf at `a` under partial key `partial`.

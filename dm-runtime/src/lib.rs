@@ -16,7 +16,7 @@
 //! | [`lock`] | one-sided node locks: FG+'s lock word and Sherman's lock techniques (Sherman §4.3-4.5); membership, leases and the takeover of a dead holder's locks ([`lock::member`], issue 33); release requests to a live holder ([`lock::ask`]) and the CS ledger of lock words that name a whole CS ([`lock::cs_words`]) |
 //! | [`checksum`] | the node checksum behind checksum-validated READs |
 //! | [`scan`] | [`ScanBuf`]: a range scan's entries in flat arrays, which the indexes' `scan_into` fill without an allocation per key (issue 32) |
-//! | [`join`] | [`join_inline`]: `join_all` for a round of a few verbs (a scan's leaf READs) without its two heap allocations (issue 32) |
+//! | [`join`] | [`join_inline`]: `join_all` for a round of a few verbs without its two heap allocations; [`read_round`]: a round of any number of READs in storage recycled per thread (a scan's leaf READs; issue 32) |
 //! | [`alloc`] | chunk allocation through the MS RPC, carved locally (Sherman §4.2) |
 //! | [`catalog`] | named roots on MS 0: [`catalog::open_or_create`] an index by name from any process, its root words in a root area of the superblock (issue 31) |
 //! | [`sim_driver`] | [`SimRuntime`]: many simulated cores in one OS thread |
@@ -139,7 +139,7 @@ pub use self::core::{
     charge_cpu, charge_op, clock_is_virtual, current_core_clock, now_ns, num_ms, task_stats,
 };
 pub use executor::{spawn, ExecConfig, Executor};
-pub use join::join_inline;
+pub use join::{join_inline, read_round, ReadRound};
 pub use scan::ScanBuf;
 pub use service::{Runtime, ServiceConfig, Spawner, SubmitError, Submitted};
 pub use sim_driver::{SimCore, SimRuntime};

@@ -148,3 +148,25 @@ fn sync_virtual_time_returns_at_once_on_a_wall_clock() {
         "finished in its first poll"
     );
 }
+
+#[test]
+fn read_round_returns_buffers_in_address_order() {
+    let f = loopback_fabric();
+    let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
+    // 20 READs (more than `join_inline` keeps inline) over both MSs.
+    let at = |i: u64| GlobalAddr::new((i % 2) as u16, SUPERBLOCK_BYTES + 256 + 16 * i);
+    ex.block_on(async move {
+        for i in 0..20 {
+            write(at(i), vec![i as u8; 16]).await.unwrap();
+        }
+        for _ in 0..3 {
+            let mut round = dm_runtime::read_round((0..20).map(|i| (at(i), 16))).await;
+            assert_eq!(round.len(), 20);
+            for (i, b) in round.drain().enumerate() {
+                assert_eq!(&b.unwrap()[..], &[i as u8; 16]);
+            }
+        }
+        let empty = dm_runtime::read_round(std::iter::empty()).await;
+        assert!(empty.is_empty());
+    });
+}

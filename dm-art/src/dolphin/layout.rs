@@ -442,8 +442,12 @@ impl<'a> LeafView<'a> {
 pub struct SpecialImage {
     pub rev: GlobalAddr,
     pub prefix: u64,
-    pub entries: Vec<u64>,
+    pub entries: SpecialEntries,
 }
+
+/// A special node's entry words, inline (decoding one, or caching it,
+/// allocates nothing: issue 32).
+pub type SpecialEntries = smallvec::SmallVec<[u64; SPECIAL_ENTRIES]>;
 
 impl SpecialImage {
     pub fn encode(&self) -> Vec<u8> {

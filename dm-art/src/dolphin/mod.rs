@@ -145,7 +145,7 @@ use crate::tree::SmartTree;
 use dm_runtime::lock::{LockCounters, LockTableConfig, LockTechniques, Member, NodeLocks};
 use dm_verbs::ms::superblock;
 use dm_verbs::GlobalAddr;
-use layout::{LeafGeometry, SPECIAL_BYTES};
+use layout::{LeafGeometry, SpecialEntries, SPECIAL_BYTES};
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -278,7 +278,7 @@ pub struct DolphinCache {
 
 #[derive(Default)]
 struct Specials {
-    map: HashMap<u64, (GlobalAddr, Vec<u64>)>,
+    map: HashMap<u64, (GlobalAddr, SpecialEntries)>,
     fifo: VecDeque<u64>,
 }
 
@@ -340,7 +340,7 @@ impl DolphinCache {
         }
     }
 
-    fn put_special(&self, prefix: u64, d: GlobalAddr, entries: Vec<u64>) {
+    fn put_special(&self, prefix: u64, d: GlobalAddr, entries: SpecialEntries) {
         let art = self.art.stats().bytes as usize;
         let mut g = self.specials.lock().unwrap();
         if g.map.insert(prefix, (d, entries)).is_none() {

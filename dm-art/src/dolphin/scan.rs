@@ -32,8 +32,6 @@ struct Walk<'a> {
     from: u64,
     count: usize,
     out: &'a mut ScanBuf,
-    /// One leaf's items before sorting, kept across leaves.
-    kvs: Vec<(u64, u64)>,
 }
 
 impl Walk<'_> {
@@ -67,7 +65,6 @@ impl DolphinTree {
             from: key_u64(from)?,
             count,
             out,
-            kvs: Vec::new(),
         };
         if count > 0 {
             let r = self.art.cfg.root_slot;
@@ -96,11 +93,11 @@ impl DolphinTree {
             let Some(f) = stack.last_mut() else {
                 return Ok(());
             };
-            if f.k >= f.kids.len() || w.full() {
+            if f.k >= f.len() || w.full() {
                 stack.pop();
                 continue;
             }
-            let (i, s) = f.kids[f.k];
+            let (i, s) = f.kid(f.k);
             f.k += 1;
             next = Some((f.child(i, s), f.border && s as u8 == from[f.p]));
         }
@@ -202,8 +199,8 @@ impl DolphinTree {
         let lower = w.out.last_key().map_or(w.from, |k| {
             u64::from_be_bytes(k.try_into().unwrap()).saturating_add(1)
         });
-        let kvs = &mut w.kvs;
-        kvs.clear();
+        // On this (synchronous) frame's stack: a 1 KB leaf holds 40 items.
+        let mut kvs: SmallVec<[(u64, u64); 64]> = SmallVec::new();
         for (i, it) in img.items.iter().enumerate() {
             if !it.key.valid || it.key.last > bound {
                 continue;
@@ -219,7 +216,7 @@ impl DolphinTree {
         }
         kvs.sort_unstable();
         let room = w.count - w.out.len();
-        for &(k, v) in w.kvs.iter().take(room) {
+        for &(k, v) in kvs.iter().take(room) {
             w.out.push(&k.to_be_bytes(), v);
         }
         true

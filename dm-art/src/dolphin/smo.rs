@@ -304,7 +304,7 @@ impl DolphinTree {
             let s = SpecialImage {
                 rev: t.c.slot_a,
                 prefix: img.prefix,
-                entries: vec![object_word(img.lo, KIND_LEAF, t.leaf)?, new_entry],
+                entries: smallvec::smallvec![object_word(img.lo, KIND_LEAF, t.leaf)?, new_entry],
             };
             let (x, y) = futures::join!(
                 write(fa, self.new_leaf_bytes(&f, self.new_leaf_lock())),

@@ -112,9 +112,11 @@ fn give_round<T>(
 /// list live in vectors recycled per thread, so a warm round allocates
 /// nothing however many READs it holds (issue 32: a SMART scan's run of up
 /// to 100 leaves spilled [`join_inline`]'s inline arrays, two allocations
-/// per round). A READ that fails leaves its `Err` in place; the others
-/// still complete. Dropped before it completes, the READs posted are
-/// abandoned as a dropped [`read`] is.
+/// per round). Every READ's result comes in its place, an error
+/// included, and the round waits for all of them (a failed WR moves its QP
+/// to the error state, so the READs after it on that QP fail too, with
+/// [`VerbError::QpError`]). Dropped before it completes, the READs posted
+/// are abandoned as a dropped [`read`] is.
 pub fn read_round(reads: impl IntoIterator<Item = (GlobalAddr, u32)>) -> ReadRoundFuture {
     let mut futs = ROUND_POOL
         .try_with(|p| p.borrow_mut().0.pop())

@@ -170,3 +170,44 @@ fn read_round_returns_buffers_in_address_order() {
         assert!(empty.is_empty());
     });
 }
+
+#[test]
+fn a_read_round_dropped_in_flight_leaves_the_core_serving() {
+    let f = loopback_fabric();
+    let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
+    let at = |i: u64| GlobalAddr::new((i % 2) as u16, SUPERBLOCK_BYTES + 256 + 16 * i);
+    ex.block_on(async move {
+        for i in 0..12 {
+            write(at(i), vec![i as u8 + 1; 16]).await.unwrap();
+        }
+        // Posted on the first poll, then dropped before any completion.
+        let mut round = Box::pin(dm_runtime::read_round((0..12).map(|i| (at(i), 16))));
+        assert!(futures::poll!(round.as_mut()).is_pending());
+        drop(round);
+        // The abandoned READs complete into nobody; the next round, which
+        // reuses the recycled storage, gets its own buffers.
+        let mut round = dm_runtime::read_round((0..12).rev().map(|i| (at(i), 16))).await;
+        for (k, b) in round.drain().enumerate() {
+            assert_eq!(&b.unwrap()[..], &[12 - k as u8; 16]);
+        }
+    });
+}
+
+#[test]
+fn a_read_round_gives_each_result_in_its_place_an_error_included() {
+    let f = loopback_fabric();
+    let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
+    let good = GlobalAddr::new(1, SUPERBLOCK_BYTES + 512);
+    let bad = GlobalAddr::new(0, u64::MAX / 4);
+    ex.block_on(async move {
+        write(good, vec![7; 8]).await.unwrap();
+        let mut round = dm_runtime::read_round([(good, 8), (bad, 8)]).await;
+        let r: Vec<_> = round.drain().collect();
+        assert_eq!(&r[0].as_ref().unwrap()[..], &[7; 8]);
+        assert!(
+            r[1].is_err(),
+            "a READ past the MS's memory fails: {:?}",
+            r[1].as_ref().err()
+        );
+    });
+}

@@ -190,6 +190,8 @@ impl SmartTree {
                 }
             }
             let slots = n.slots;
+            // A node holds at most 256 slots (`layout::MAX_TYPE`).
+            debug_assert!(slots.len() <= 256);
             let mut order: SmallVec<[u8; 256]> = slots
                 .iter()
                 .take_while(|&&s| s != 0)

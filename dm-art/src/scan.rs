@@ -18,7 +18,7 @@ use crate::slots::Slots;
 use crate::tree::{SmartTree, MAX_RETRIES};
 use dm_runtime::{read_round, yield_now, ScanBuf};
 use dm_verbs::GlobalAddr;
-use smallvec::{smallvec, SmallVec};
+use smallvec::SmallVec;
 
 /// One scan's state.
 struct Walk<'a> {
@@ -118,7 +118,9 @@ impl SmartTree {
             if let Some((c, border)) = next.take() {
                 match self.open_slot(c, w.from, len, border).await? {
                     Opened::Nothing => {}
-                    Opened::Leaf(word) => self.emit_leaves(w, &[word], border).await?,
+                    Opened::Leaf(word) => {
+                        self.emit_leaves(w, std::iter::once(word), border).await?
+                    }
                     Opened::Node(f) => stack.push(f),
                 }
             }
@@ -134,20 +136,24 @@ impl SmartTree {
             if matches!(Slot::decode(s), Slot::Leaf { .. }) {
                 // A run of leaf children, READ in one round (no more of
                 // them than items still wanted).
+                // The run is the frame's children `first..f.k`, read where
+                // they are (a copy spilled an inline list of 16 on nodes
+                // with longer runs of leaves).
                 let want = w.count - w.out.len();
-                let mut run: SmallVec<[u64; 16]> = smallvec![s];
+                let first = f.k;
                 let mut run_border = on_border;
                 f.k += 1;
                 while f.k < f.len()
-                    && run.len() < want
+                    && f.k - first < want
                     && matches!(Slot::decode(f.kid(f.k).1), Slot::Leaf { .. })
                 {
                     let s = f.kid(f.k).1;
-                    run.push(s);
                     run_border |= f.border && s as u8 == w.from[f.p];
                     f.k += 1;
                 }
-                self.emit_leaves(w, &run, run_border).await?;
+                let (f, last) = (&*f, f.k);
+                let run = (first..last).map(|k| f.kid(k).1);
+                self.emit_leaves(w, run, run_border).await?;
             } else {
                 f.k += 1;
                 next = Some((f.child(i, s), on_border));
@@ -217,7 +223,7 @@ impl SmartTree {
     async fn emit_leaves(
         &self,
         w: &mut Walk<'_>,
-        run: &[u64],
+        run: impl Iterator<Item = u64> + Clone,
         border: bool,
     ) -> Result<(), ArtError> {
         let addr = |s: u64| match Slot::decode(s) {
@@ -226,8 +232,8 @@ impl SmartTree {
         };
         let n = self.leaf.bytes() as u32;
         // One round, its storage recycled (a run can be 100 leaves long).
-        let mut round = read_round(run.iter().map(|&s| (addr(s), n))).await;
-        for (&s, b) in run.iter().zip(round.drain()) {
+        let mut round = read_round(run.clone().map(|s| (addr(s), n))).await;
+        for (s, b) in run.zip(round.drain()) {
             let l = match self.validate_leaf(&b?) {
                 Some((l, _)) => l,
                 None => {

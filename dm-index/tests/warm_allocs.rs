@@ -1,11 +1,15 @@
-//! Issue 32, item 2: a warm get or update allocates nothing, on every
-//! index. One loopback CS, one core thread (the test's), 8 coroutines on
-//! one handle: 5,000 8-byte keys inserted, then every coroutine runs gets
-//! and updates (half each; one in eight on 4 hot keys, so HOCL's local
-//! hand-over and SMART's read delegation and write combining run too):
-//! 200,000 each to warm up, then 10,000 each measured, on the same thread
-//! and executor. The heap allocations this thread makes in the measured
-//! stretch, counted by this binary's global allocator, must be 0.
+//! Issue 32, item 2: a warm get, update or scan allocates nothing, on
+//! every index. One loopback CS, one core thread (the test's), 8
+//! coroutines on one handle: 5,000 8-byte keys inserted, then every
+//! coroutine runs gets and updates (half each; one in eight on 4 hot keys,
+//! so HOCL's local hand-over and SMART's read delegation and write
+//! combining run too), 200,000 each to warm up, then 10,000 each measured,
+//! on the same thread and executor; or scans of 1 to 100 entries into a
+//! buffer each coroutine reuses, 10,000 each to warm up and 1,000
+//! measured. The heap allocations this thread makes in the measured
+//! stretch, counted by this binary's global allocator, must be 0. The NAM
+//! designs' memory-server handlers run on this thread too (loopback), so
+//! their allocations count.
 //!
 //! What the warm-up is for: a per-thread pool (verb buffers, lock-table
 //! wait cells, the ART cache's kept slot arrays) allocates until it holds
@@ -20,7 +24,7 @@
 //! with each phase on fresh threads (`docs/experiments/allocs.md`).
 
 use dm_index::{IndexConfig, IndexKind, Instance, Root, Site};
-use dm_runtime::{spawn, yield_now, ExecConfig, Executor};
+use dm_runtime::{spawn, yield_now, ExecConfig, Executor, ScanBuf};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::{Fabric, MsConfig};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -70,6 +74,31 @@ fn key(i: u64) -> [u8; 8] {
     (z ^ (z >> 31)).to_be_bytes()
 }
 
+/// What the measured coroutines run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    /// Gets and updates ([`op`]).
+    GetsUpdates,
+    /// Scans of 1 to 100 entries from a random key into one reused buffer
+    /// per coroutine ([`scan`]).
+    Scans,
+}
+
+/// Scans each coroutine runs: warm-up, then measured (a scan READs up to
+/// a hundred leaves, so fewer than [`WARM`] gets and updates).
+const SCAN_WARM: u64 = 10_000;
+const SCAN_MEASURED: u64 = 1_000;
+
+/// One scan from random word `x` into `out`.
+async fn scan(t: &dm_index::Index, x: u64, out: &mut ScanBuf) {
+    let n = 1 + (x >> 16) as usize % 100;
+    t.scan_into(&key(x % KEYS), n, out).await.unwrap();
+    assert!(
+        !out.is_empty() || n == 0,
+        "a scan from a loaded key finds it"
+    );
+}
+
 /// One operation from random word `x`: a get or an update (one in eight
 /// on the 4 hot keys).
 async fn op(t: &dm_index::Index, x: u64) {
@@ -93,8 +122,13 @@ fn next(x: &mut u64) -> u64 {
     *x
 }
 
-/// Allocations of the measured stretch of `kind` (module docs).
-fn measured_allocs(kind: IndexKind) -> u64 {
+/// Allocations of the measured stretch of `kind` running `mix` (module
+/// docs).
+fn measured_allocs(kind: IndexKind, mix: Mix) -> u64 {
+    let (warm_ops, measured_ops) = match mix {
+        Mix::GetsUpdates => (WARM, MEASURED),
+        Mix::Scans => (SCAN_WARM, SCAN_MEASURED),
+    };
     let fabric = LoopbackFabric::new(LoopbackConfig {
         num_ms: 2,
         ms: MsConfig {
@@ -137,8 +171,20 @@ fn measured_allocs(kind: IndexKind) -> u64 {
                     (tree.clone(), warm.clone(), done.clone(), span.clone());
                 spawn(async move {
                     let mut x = c.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
-                    for _ in 0..WARM {
-                        op(&t, next(&mut x)).await;
+                    let mut out = ScanBuf::new();
+                    let run = |x: u64, out: &mut ScanBuf| {
+                        let t = t.clone();
+                        let mut out = std::mem::take(out);
+                        async move {
+                            match mix {
+                                Mix::GetsUpdates => op(&t, x).await,
+                                Mix::Scans => scan(&t, x, &mut out).await,
+                            }
+                            out
+                        }
+                    };
+                    for _ in 0..warm_ops {
+                        out = run(next(&mut x), &mut out).await;
                     }
                     warm.set(warm.get() + 1);
                     while warm.get() < COROS {
@@ -147,8 +193,8 @@ fn measured_allocs(kind: IndexKind) -> u64 {
                     if span.get().0.is_none() {
                         span.set((Some(allocs()), 0));
                     }
-                    for _ in 0..MEASURED {
-                        op(&t, next(&mut x)).await;
+                    for _ in 0..measured_ops {
+                        out = run(next(&mut x), &mut out).await;
                     }
                     done.set(done.get() + 1);
                     if done.get() == COROS {
@@ -165,19 +211,34 @@ fn measured_allocs(kind: IndexKind) -> u64 {
     })
 }
 
-#[test]
-fn warm_gets_and_updates_allocate_nothing_on_any_index() {
+/// Fails unless `mix`'s measured stretch allocates nothing on every index
+/// (`ops`: measured operations per coroutine, `what`: their name).
+fn assert_none_allocate(mix: Mix, ops: u64, what: &str) {
     let mut bad = Vec::new();
     for kind in IndexKind::ALL {
-        let n = measured_allocs(kind);
+        let n = measured_allocs(kind, mix);
         println!(
-            "{}: {n} allocations in {} warm gets and updates",
+            "{}: {n} allocations in {} warm {what}",
             kind.name(),
-            MEASURED * COROS as u64
+            ops * COROS as u64
         );
         if n != 0 {
             bad.push((kind.name(), n));
         }
     }
-    assert!(bad.is_empty(), "allocations in warm operations: {bad:?}");
+    assert!(bad.is_empty(), "allocations in warm {what}: {bad:?}");
+}
+
+#[test]
+fn warm_gets_and_updates_allocate_nothing_on_any_index() {
+    assert_none_allocate(Mix::GetsUpdates, MEASURED, "gets and updates");
+}
+
+/// The same for scans: after the warm-up, a scan into a reused buffer
+/// allocates nothing on any index (issue 32; `dm-bench`'s
+/// `tests/allocs.rs` bounds the per-scan figure with each phase on fresh
+/// threads).
+#[test]
+fn warm_scans_allocate_nothing_on_any_index() {
+    assert_none_allocate(Mix::Scans, SCAN_MEASURED, "scans");
 }

@@ -200,11 +200,13 @@ impl NamConfig {
         if p >= self.parts {
             return Fence::PosInf;
         }
-        let mut k = vec![0u8; key_bytes];
+        // Inline (a `FenceKey`): a scan crossing into the next partition
+        // allocates nothing (issue 32).
+        let mut k = crate::node::FenceKey::from_elem(0, key_bytes);
         let b = self.splits[p as usize - 1].to_be_bytes();
         let n = key_bytes.min(8);
         k[..n].copy_from_slice(&b[..n]);
-        Fence::Key(k.into())
+        Fence::Key(k)
     }
 
     /// Where partition `p`'s header is: (MS, superblock offset).

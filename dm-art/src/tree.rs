@@ -355,7 +355,14 @@ impl SmartTree {
     /// READs the internal node at `a` with `ty`'s capacity, and again with the
     /// header's if the node has grown since the slot was read (§4.3.2: the
     /// header's type is authoritative, a slot's is a hint for the READ size).
+    /// [`ArtError::Corrupt`] for a hint past [`crate::layout::MAX_TYPE`] (a
+    /// corrupt slot word) or a header that does not decode.
     pub(crate) async fn read_node(&self, a: GlobalAddr, ty: u8) -> Result<NodeImage, ArtError> {
+        // A slot word's type field has 5 bits: one past the largest type
+        // is a corrupt word, not a READ of 2^(ty+1) slots.
+        if ty > crate::layout::MAX_TYPE {
+            return Err(ArtError::Corrupt(a));
+        }
         let mut ty = ty.max(1);
         loop {
             let b = read(a, (16 + 8 * capacity(ty)) as u32).await?;

@@ -249,6 +249,30 @@ fn update_is_read_cas_write_past_the_parent_and_bad_keys_are_errors() {
     ));
 }
 
+/// A slot word whose type field (5 bits) names no node type is corrupt:
+/// the walk fails with `Corrupt` instead of READing 2^(ty+1) slots.
+#[test]
+fn a_slot_word_with_an_impossible_type_is_corrupt() {
+    let (mut rt, scfg) = cluster(KeyCodec::fixed(8), 5);
+    let root = scfg.root_slot;
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let t = SmartTree::create(scfg, 0, 0).await.unwrap();
+        for x in 0..50u64 {
+            t.insert(&(x << 40).to_be_bytes(), x).await.unwrap();
+        }
+        let b = dm_runtime::read(root, 8).await.unwrap();
+        let w = u64::from_le_bytes(b[..8].try_into().unwrap());
+        assert_eq!(w >> 15 & 1, 0, "the root slot names an internal node");
+        dm_runtime::write(root, (w | 0x1f << 8).to_le_bytes().to_vec())
+            .await
+            .unwrap();
+        let got = t.get(&(7u64 << 40).to_be_bytes()).await;
+        assert!(matches!(got, Err(ArtError::Corrupt(_))), "{got:?}");
+    })
+    .unwrap();
+}
+
 /// Verb counts with a warm ART cache (SMART §4.3, digest §6 claims 5-6): a
 /// search of a present key is exactly one READ (the leaf), an update READ +
 /// CAS + WRITE in three round trips; a search of an absent key adds one

@@ -86,6 +86,17 @@ thread_local! {
         const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
+/// A vector of this thread's pool (the list `pick` names), or a new one.
+fn take_round<T>(
+    pick: impl FnOnce(&mut (Vec<RoundFuts>, Vec<RoundOuts>)) -> &mut Vec<Vec<T>>,
+) -> Vec<T> {
+    ROUND_POOL
+        .try_with(|p| pick(&mut p.borrow_mut()).pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
 /// Gives `v`, cleared, back to this thread's pool (dropped if full).
 fn give_round<T>(
     v: Vec<T>,
@@ -118,11 +129,7 @@ fn give_round<T>(
 /// [`VerbError::QpError`]). Dropped before it completes, the READs posted
 /// are abandoned as a dropped [`read`] is.
 pub fn read_round(reads: impl IntoIterator<Item = (GlobalAddr, u32)>) -> ReadRoundFuture {
-    let mut futs = ROUND_POOL
-        .try_with(|p| p.borrow_mut().0.pop())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    let mut futs = take_round(|p| &mut p.0);
     futs.extend(
         reads
             .into_iter()
@@ -152,11 +159,7 @@ impl Future for ReadRoundFuture {
         if !done {
             return Poll::Pending;
         }
-        let mut bufs = ROUND_POOL
-            .try_with(|p| p.borrow_mut().1.pop())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let mut bufs = take_round(|p| &mut p.1);
         bufs.extend(futs.iter_mut().map(|f| {
             Pin::new(f)
                 .take_output()

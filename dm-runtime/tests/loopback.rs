@@ -149,16 +149,25 @@ fn sync_virtual_time_returns_at_once_on_a_wall_clock() {
     );
 }
 
+/// The `i`-th 16-byte word of the `read_round` tests, alternating MSs.
+fn at(i: u64) -> GlobalAddr {
+    GlobalAddr::new((i % 2) as u16, SUPERBLOCK_BYTES + 256 + 16 * i)
+}
+
+/// WRITEs `byte(i)` over each of the words `at(0..n)`.
+async fn fill_words(n: u64, byte: impl Fn(u64) -> u8) {
+    for i in 0..n {
+        write(at(i), vec![byte(i); 16]).await.unwrap();
+    }
+}
+
 #[test]
 fn read_round_returns_buffers_in_address_order() {
     let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
     // 20 READs (more than `join_inline` keeps inline) over both MSs.
-    let at = |i: u64| GlobalAddr::new((i % 2) as u16, SUPERBLOCK_BYTES + 256 + 16 * i);
     ex.block_on(async move {
-        for i in 0..20 {
-            write(at(i), vec![i as u8; 16]).await.unwrap();
-        }
+        fill_words(20, |i| i as u8).await;
         for _ in 0..3 {
             let mut round = dm_runtime::read_round((0..20).map(|i| (at(i), 16))).await;
             assert_eq!(round.len(), 20);
@@ -175,11 +184,8 @@ fn read_round_returns_buffers_in_address_order() {
 fn a_read_round_dropped_in_flight_leaves_the_core_serving() {
     let f = loopback_fabric();
     let mut ex = Executor::new(f.open_queues(0, 0), 2, ExecConfig::default());
-    let at = |i: u64| GlobalAddr::new((i % 2) as u16, SUPERBLOCK_BYTES + 256 + 16 * i);
     ex.block_on(async move {
-        for i in 0..12 {
-            write(at(i), vec![i as u8 + 1; 16]).await.unwrap();
-        }
+        fill_words(12, |i| i as u8 + 1).await;
         // Posted on the first poll, then dropped before any completion.
         let mut round = Box::pin(dm_runtime::read_round((0..12).map(|i| (at(i), 16))));
         assert!(futures::poll!(round.as_mut()).is_pending());

@@ -58,8 +58,9 @@ pub(super) fn check_history(h: &[Event], budget: Budget) -> Result<(), Failure> 
             Outcome::Linearizable => {}
             Outcome::NotLinearizable => {
                 return Err(Failure::Violation(format!(
-                    "key {k}: history of {} operations is not linearizable",
-                    ops.len()
+                    "key {k}: history of {} operations is not linearizable:{}",
+                    ops.len(),
+                    key_history(h, *k)
                 )))
             }
             Outcome::GaveUp { states, bytes } => {
@@ -76,6 +77,43 @@ pub(super) fn check_history(h: &[Event], budget: Budget) -> Result<(), Failure> 
         }
     }
     check_scans(h, &by_key).map_err(Failure::Violation)
+}
+
+/// Key `k`'s operations in `h` (scans left out), one per line in call
+/// order: client, what it did and saw (values in hex: client id + 1 in the
+/// high 32 bits, its operation number in the low), call and return in µs
+/// after the first call. The evidence a failing seed leaves in a log where
+/// the history files are not kept (CI's guest suite).
+fn key_history(h: &[Event], k: u64) -> String {
+    let mut ops: Vec<&Event> = h
+        .iter()
+        .filter(|e| e.key == k && !matches!(e.kind, Kind::Scan(..)))
+        .collect();
+    ops.sort_by_key(|e| (e.call, e.ret));
+    let t0 = ops.first().map_or(0, |e| e.call);
+    let us = |t: u64| match t {
+        u64::MAX => "cut off".to_string(),
+        t => format!("{:.1}", t.saturating_sub(t0) as f64 / 1e3),
+    };
+    let mut out = String::new();
+    for e in ops {
+        let what = match &e.kind {
+            Kind::Get(r) => format!("get -> {}", r.map_or("none".into(), |v| format!("{v:#x}"))),
+            Kind::Insert(v) => format!("insert {v:#x}"),
+            Kind::Update(v, ok) => format!("update {v:#x} -> {ok}"),
+            Kind::Remove(ok) => format!("remove -> {ok}"),
+            Kind::UpdateMaybe(v) => format!("update {v:#x} -> ?"),
+            Kind::RemoveMaybe => "remove -> ?".to_string(),
+            Kind::Scan(..) => unreachable!("left out above"),
+        };
+        out.push_str(&format!(
+            "\n  client {:>3} {what:<32} call {:>10} ret {:>10} us",
+            e.client,
+            us(e.call),
+            us(e.ret)
+        ));
+    }
+    out
 }
 
 /// Most operations of one key cut off by a crash (`UpdateMaybe`,
@@ -234,6 +272,34 @@ mod tests {
         // remove reporting success on an absent key.
         let bad_rm = vec![ev(0, 5, Kind::Remove(true), 0, 10)];
         assert!(check(&bad_rm).is_err());
+    }
+
+    #[test]
+    fn a_violation_lists_the_keys_operations_in_call_order() {
+        let lost = vec![
+            ev(1, 5, Kind::Insert(2), 120_000, 130_000),
+            ev(2, 5, Kind::Get(Some(1)), 140_000, 150_500),
+            ev(0, 5, Kind::Insert(1), 100_000, 110_000),
+            ev(3, 6, Kind::Remove(false), 90_000, 200_000),
+        ];
+        let w = check(&lost).unwrap_err();
+        let lines: Vec<&str> = w.lines().collect();
+        assert_eq!(lines.len(), 4, "{w}");
+        assert!(
+            lines[0].starts_with("key 5: history of 3 operations"),
+            "{w}"
+        );
+        assert!(lines[1].contains("client   0 insert 0x1"), "{w}");
+        assert!(
+            lines[1].ends_with("call        0.0 ret       10.0 us"),
+            "{w}"
+        );
+        assert!(lines[2].contains("client   1 insert 0x2"), "{w}");
+        assert!(lines[3].contains("client   2 get -> 0x1"), "{w}");
+        assert!(
+            lines[3].ends_with("call       40.0 ret       50.5 us"),
+            "{w}"
+        );
     }
 
     #[test]

@@ -16,7 +16,17 @@ impl RdmaQueues {
         let words = self.staging.as_ref().map_or(&[][..], |m| m.words());
         let r = match (o.kind, o.buf) {
             (OutKind::Read, Some((off, _))) => {
-                Some(Ok(VerbOutput::Read(read_words(words, off, o.len as usize))))
+                let data = read_words(words, off, o.len as usize);
+                if data.len() >= 8 && data[..8] == UNWRITTEN.to_le_bytes() {
+                    tracing::warn!(
+                        ms = o.addr.ms(),
+                        addr = ?o.addr,
+                        len = o.len,
+                        "READ completed without its data in the buffer \
+                         (or the memory really held the marker {UNWRITTEN:#x})"
+                    );
+                }
+                Some(Ok(VerbOutput::Read(data)))
             }
             (OutKind::Atomic, Some((off, _))) => {
                 let v = u64::from_le_bytes(read_words(words, off, 8).try_into().unwrap());

@@ -202,6 +202,9 @@ impl RdmaQueues {
                     (Verb::Cas { .. } | Verb::Faa { .. }, _) => {
                         write_words(staging.words(), off, &UNWRITTEN.to_le_bytes())
                     }
+                    (Verb::Read { len, .. }, _) if *len >= 8 => {
+                        write_words(staging.words(), off, &UNWRITTEN.to_le_bytes())
+                    }
                     _ => {}
                 }
             }

@@ -13,7 +13,10 @@ use std::sync::Arc;
 /// Written into an atomic's result buffer before posting: a completion that
 /// leaves it there had its old value never delivered (a warning), and the
 /// caller sees this marker rather than a stale value (such as 0, which a lock
-/// CAS would take for success). See docs/rdma.md.
+/// CAS would take for success). Also into the first word of a READ's buffer
+/// (READs of at least 8 bytes): a completion that leaves it there delivered
+/// no data, and the warning says so instead of the caller silently taking
+/// an earlier READ's bytes for fresh ones. See docs/rdma.md.
 pub(super) const UNWRITTEN: u64 = 0xa5c3_5a3c_0bad_f00d;
 
 /// Native `wr_id` bit of receive WRs (send WRs carry a per-QP sequence number).

@@ -211,26 +211,6 @@ impl SimNetArgs {
     }
 }
 
-/// Superblock offset (MS 0) of the multi-client barrier word: its slot in
-/// the superblock map, [`dm_verbs::ms::superblock::BENCH_BARRIER`] (56).
-pub const BARRIER_OFF: u64 = dm_verbs::ms::superblock::BENCH_BARRIER;
-
-/// Meets the other `n` client processes at barrier number `k` (1, 2, ...):
-/// an FAA of 1 on the word at [`BARRIER_OFF`] of MS 0's superblock, then
-/// READs until it reaches `k * n`. The word must start at 0 (fresh memory
-/// servers) and every process must pass the same barriers in order.
-pub async fn barrier(n: u64, k: u64) -> Result<(), dm_verbs::VerbError> {
-    let w = dm_verbs::GlobalAddr::new(0, BARRIER_OFF);
-    dm_runtime::faa(w, 1).await?;
-    loop {
-        let v = u64::from_le_bytes(dm_runtime::read(w, 8).await?.try_into().unwrap());
-        if v >= k * n {
-            return Ok(());
-        }
-        dm_runtime::yield_now().await;
-    }
-}
-
 /// Parses `--mix`: `N` comma-separated whole percentages summing to 100;
 /// `names` (e.g. `"read,write,cas,faa"`) says what they are in the error.
 pub fn parse_percentages<const N: usize>(s: &str, names: &str) -> Result<[u32; N]> {
@@ -254,6 +234,12 @@ pub fn parse_client(s: &str) -> Result<(usize, usize)> {
     let (i, n): (usize, usize) = (i.trim().parse()?, n.trim().parse()?);
     if n == 0 || i >= n {
         return Err(bad());
+    }
+    if n > crate::barrier::MAX_PROCS {
+        bail!(
+            "--client I/N takes N <= {} (one byte of the barrier per client process)",
+            crate::barrier::MAX_PROCS
+        );
     }
     Ok((i, n))
 }

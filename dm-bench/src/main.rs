@@ -25,7 +25,7 @@
 //!   generated ([`ycsb`]) or read from an index-microbench trace.
 //!
 //! Shared pieces: [`fabric_arg`] (`--fabric`, `--ms`, the RDMA flags,
-//! `--client I/N` barriers), [`kv`] (the `--index` names, from
+//! `--client I/N`), [`barrier`] (where `--client I/N` processes meet), [`kv`] (the `--index` names, from
 //! `dm_index::IndexKind`, and the checkers' get/insert/update/remove/scan
 //! interface), [`report`] (verb accounting and `--json`), [`cpu_time`]
 //! (the core threads' CPU time on the wall-clock fabrics), [`limits`]
@@ -39,6 +39,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod alloc_count;
+mod barrier;
 mod calibrate;
 mod check;
 mod cpu_time;

@@ -83,7 +83,9 @@ impl Variant {
     ];
 }
 
-fn fabric() -> LoopbackFabric {
+/// One loopback MS of 1 MiB (64 KiB chunks): the fabric of the runtime
+/// measurements, and of unit tests that need one.
+pub(crate) fn fabric() -> LoopbackFabric {
     LoopbackFabric::new(LoopbackConfig {
         num_ms: 1,
         ms: MsConfig {

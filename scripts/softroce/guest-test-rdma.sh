@@ -84,7 +84,7 @@ stop_ms() {
   wait $pid || fail "memory server $1 did not exit cleanly on SIGTERM"
   grep -q "memory server stopped" $L/ms$1.log || fail "memory server $1 did not log its stop"
 }
-# Fresh memory servers (the trees and the barrier word live on them).
+# Fresh memory servers (the trees and the barrier bytes live on them).
 # MS_MIB (default 16) MiB each: a step uses a few 1 MiB chunks per MS, and
 # a smaller region is quicker to zero and register. Dex's check step takes
 # 32: its 4 CSs x 2 cores carve chunks on both MSs in each of 3 seeds, and

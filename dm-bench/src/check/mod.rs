@@ -17,7 +17,7 @@
 //! distinct I, each writing every seed's history to its `--history-out`;
 //! `dm-bench check --histories F0,F1,..` then checks their union per seed.
 //! The processes must share a clock (one machine); the memory servers must
-//! be fresh (the barrier word starts at 0). With DEX, process I's clients
+//! be fresh (the barrier bytes start at 0, `crate::barrier`). With DEX, process I's clients
 //! draw only keys its two CSs own (see [`dex`]).
 //!
 //! What lives where:

@@ -10,13 +10,12 @@
 //!
 //! With `--client I/N` (rdma), process I runs clients `I*clients..` on CSs
 //! `2I` and `2I+1`, process 0 creates each seed's index, and they meet at
-//! barriers ([`Proc::meet`]: an FAA word in MS 0's superblock, as `ycsb
-//! --client`) after creation and after the run.
+//! barriers ([`Proc::meet`]: [`crate::barrier`], as `ycsb --client`) after creation and after the run.
 
 use super::args::Args;
 use super::client::client;
 use super::history::Event;
-use crate::fabric_arg::barrier;
+use crate::barrier::barrier;
 use crate::kv::Kv;
 use anyhow::{anyhow, Result};
 use dm_runtime::{Executor, JoinError};
@@ -45,7 +44,7 @@ impl Proc {
     /// done) of this seed for all `cn` processes.
     fn meet<Q: dm_verbs::Queues>(&self, ex: &mut Executor<Q>, k: u64, seed: u64) -> Result<()> {
         if self.cn > 1 {
-            ex.block_on(barrier(self.cn as u64, 2 * self.round + k))
+            ex.block_on(barrier(self.ci, self.cn, 2 * self.round + k))
                 .map_err(|e| anyhow!("seed {seed}: barrier: {e}"))?;
         }
         Ok(())

@@ -55,9 +55,10 @@ pub struct Args {
     pub perftest: PerftestArgs,
     /// This process is client I of N (rdma): all N run the same command; each
     /// loads and runs its share of the operations (CS ids I*cs..), client 0
-    /// creates the tree, and they meet at barriers (an FAA word at offset 56
-    /// of MS 0's superblock) after creation, load and run; each then verifies
-    /// every key. Needs fresh memory servers per run.
+    /// creates the tree, and they meet at barriers (a byte per process at
+    /// offset 72 of MS 0's superblock; N at most 56) after creation, load
+    /// and run; each then verifies every key. Needs fresh memory servers
+    /// per run.
     #[arg(long, default_value = "0/1")]
     pub client: String,
     /// Compute servers join the membership table and heartbeat (issue 33,

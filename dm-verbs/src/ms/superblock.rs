@@ -18,9 +18,9 @@
 //! | 32 | 8 | 0 | hand-built Dolphin tree ([`DOLPHIN_ROOT`]) | root slot |
 //! | 40 | 8 | 0 | membership (`dm_runtime::lock::member`, [`MEMBERSHIP_PTR`]) | address of the membership table (CS incarnations and heartbeats, issue 33); 0 until a CS joins |
 //! | 48 | 8 | | | reserved |
-//! | 56 | 8 | 0 | dm-bench ([`BENCH_BARRIER`]) | FAA barrier word of `--client I/N` runs |
+//! | 56 | 8 | | | reserved (dm-bench's FAA barrier word until 2026-11-28) |
 //! | 64 | 8 | 0 | catalog ([`CATALOG_BUMP`]) | bytes of the root-area range handed out so far |
-//! | 72 | 56 | | | reserved |
+//! | 72 | 56 | 0 | dm-bench ([`BENCH_BARRIER`]) | barrier bytes of `--client I/N` runs: byte `I` is the number (mod 256) of the last barrier client process `I` reached, WRITTEN by it |
 //! | 128 | 896 | 0 | catalog ([`CATALOG_ENTRIES`]) | [`CATALOG_SLOTS`] entries of [`CATALOG_ENTRY_BYTES`] (layout in `dm_runtime::catalog`) |
 //! | 1024 | 1536 | every | catalog ([`ROOT_AREAS`]..[`ROOT_AREAS_END`]) | root areas the catalog hands out, at the same offset on every MS (an index may keep per-MS words in its area) |
 //! | 2560 | 1536 | every | hand-built NAM tree ([`NAM_HEADERS`]) | 48-byte NAM headers (`dm_tree::nam::ms`), its default `header_off` |
@@ -49,8 +49,12 @@ pub const DOLPHIN_ROOT: u64 = 32;
 /// Address of the membership table (MS 0; `dm_runtime::lock::member`): CS
 /// incarnations and heartbeats, 0 until the first CS joins.
 pub const MEMBERSHIP_PTR: u64 = 40;
-/// dm-bench's multi-client barrier word (MS 0), taken by FAA.
-pub const BENCH_BARRIER: u64 = 56;
+/// dm-bench's multi-client barrier bytes (MS 0): one per client process,
+/// each WRITTEN only by its process (an FAA counter there was not safe
+/// against soft-RoCE executing a retransmitted atomic twice, docs/rdma.md).
+pub const BENCH_BARRIER: u64 = 72;
+/// Bytes of [`BENCH_BARRIER`]: client processes a barrier serves at most.
+pub const BENCH_BARRIER_BYTES: u64 = 56;
 /// The catalog's bump word (MS 0): bytes of `[ROOT_AREAS, ROOT_AREAS_END)`
 /// handed out so far.
 pub const CATALOG_BUMP: u64 = 64;
@@ -72,9 +76,9 @@ const _: () = {
     assert!(FG_ROOT + LOCK_TABLE_PTR + 8 <= SMART_ROOT);
     assert!(SMART_ROOT + LOCK_TABLE_PTR + 8 <= DOLPHIN_ROOT);
     assert!(DOLPHIN_ROOT + 8 <= MEMBERSHIP_PTR);
-    assert!(MEMBERSHIP_PTR + 8 <= BENCH_BARRIER);
-    assert!(BENCH_BARRIER + 8 <= CATALOG_BUMP);
-    assert!(CATALOG_BUMP + 8 <= CATALOG_ENTRIES);
+    assert!(MEMBERSHIP_PTR + 8 <= CATALOG_BUMP);
+    assert!(CATALOG_BUMP + 8 <= BENCH_BARRIER);
+    assert!(BENCH_BARRIER + BENCH_BARRIER_BYTES <= CATALOG_ENTRIES);
     assert!(CATALOG_ENTRIES + CATALOG_SLOTS * CATALOG_ENTRY_BYTES == ROOT_AREAS);
     assert!(ROOT_AREAS < ROOT_AREAS_END && ROOT_AREAS_END <= NAM_HEADERS);
     assert!(NAM_HEADERS < BYTES);

@@ -3,17 +3,18 @@
 //! with a heartbeat thread of their own, and the barriers between client
 //! processes stop waiting for one whose CSs died.
 //!
-//! ## The barrier word with leases
-//! The word at [`BARRIER_OFF`] of MS 0's superblock holds one byte per
-//! client process: client `i` adds `1 << 8i` (FAA) at each barrier, so
-//! barrier `k` (1, 2, ...) is passed once every other client's byte reads
-//! at least `k` or that client is gone. A client is gone when its first
-//! CS's membership record, watched with [`LeaseWatch`], shows it dead: its
-//! heartbeat stood still for a lease, or its incarnation moved on (a
-//! `--rejoin` process replaced it). A client whose first CS has not joined
-//! yet (incarnation 0) is waited for. At most [`MAX_CLIENTS`] clients and
-//! 255 barriers (a byte each). Without `--lease-ms` the barriers count
-//! arrivals in the whole word ([`crate::fabric_arg::barrier`]).
+//! ## The barrier bytes with leases
+//! The bytes of [`crate::barrier`] (one per client process, WRITTEN by it
+//! with the number of the last barrier it reached), and barrier `k` (1, 2,
+//! ...) is passed once every other client's byte has reached `k` or that
+//! client is gone. A client is gone when its first CS's membership record,
+//! watched with [`LeaseWatch`], shows it dead: its heartbeat stood still
+//! for a lease, or its incarnation moved on (a `--rejoin` process replaced
+//! it). A client whose first CS has not joined yet (incarnation 0) is
+//! waited for. A gone client's byte stays where it died; the others are
+//! never more than one barrier apart, as [`crate::barrier::reached`]
+//! needs. Without `--lease-ms` the same bytes, waiting for everyone
+//! ([`crate::barrier::barrier`]).
 //!
 //! ## The heartbeat thread
 //! One OS thread with its own executor and queues (CS `first`, core 0)
@@ -22,18 +23,15 @@
 //! heartbeat WRITE ends the thread and fails the run (others may have taken
 //! this process's locks).
 
-use crate::fabric_arg::BARRIER_OFF;
+use crate::barrier;
 use anyhow::{anyhow, Result};
 use dm_index::Instance;
 use dm_runtime::lock::{Holder, LeaseConfig, LeaseWatch, LockError, Member};
 use dm_runtime::{ExecConfig, Executor};
-use dm_verbs::{Fabric, GlobalAddr};
+use dm_verbs::Fabric;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Client processes a lease barrier serves: one byte of the word each.
-pub(crate) const MAX_CLIENTS: usize = 8;
 
 /// The lease of `--lease-ms`: a heartbeat every tenth of it.
 pub(crate) fn lease(ms: u64) -> Result<LeaseConfig> {
@@ -130,14 +128,12 @@ impl Peers {
     /// Barrier `k` (module docs): passed when every other client arrived or
     /// is gone. Returns the state for the next barrier. Errors: a verb's.
     pub(super) async fn meet(mut self, k: u64) -> Result<Self, LockError> {
-        let w = GlobalAddr::new(0, BARRIER_OFF);
-        dm_runtime::faa(w, 1 << (8 * self.ci)).await?;
+        barrier::arrive(self.ci, k).await?;
         loop {
-            let v = u64::from_le_bytes(dm_runtime::read(w, 8).await?.try_into().unwrap());
+            let bytes = barrier::bytes(self.peers.len()).await?;
             let mut waiting = false;
-            for j in 0..self.peers.len() {
-                let arrived = (v >> (8 * j)) & 0xff >= k;
-                if j == self.ci || arrived || self.peers[j].gone {
+            for (j, &b) in bytes.iter().enumerate() {
+                if j == self.ci || barrier::reached(b, k) || self.peers[j].gone {
                     continue;
                 }
                 if self.is_gone(j, k).await? {

@@ -2,14 +2,14 @@
 //! `rdma`): one OS thread per core (`dm_runtime::run_threads`), each
 //! running its coroutines, with the core threads' CPU time measured
 //! ([`crate::cpu_time`]); with `--client I/N` this process's share of the
-//! load and run, between barriers (an FAA word on MS 0) after creation,
-//! load and run.
+//! load and run, between barriers ([`crate::barrier`]: a byte per process
+//! on MS 0) after creation, load and run.
 
 use super::peers::{self, Peers};
 use super::phase::{bulk_load, bulk_out, core_phase, Bars, Out, Phase};
 use super::verify::verify_view;
 use super::{Bench, Ran};
-use crate::fabric_arg::barrier;
+use crate::barrier::barrier;
 use anyhow::{anyhow, Result};
 use dm_index::Handle;
 use dm_runtime::{ExecConfig, Executor};
@@ -108,7 +108,7 @@ impl Bench {
                             .map_err(|e| anyhow!("barrier {k}: {e}"))?,
                     )
                 }
-                None if cn > 1 => ex.block_on(barrier(cn as u64, k))?,
+                None if cn > 1 => ex.block_on(barrier(ci, cn, k))?,
                 None => {}
             }
             Ok(())
@@ -140,7 +140,7 @@ impl Bench {
             let t = self.open(0, 0);
             ex.block_on(async move { h.pass(&t).await });
         }
-        // The barrier word counts every meeting: a warm-up adds one.
+        // Barriers are numbered by meeting: a warm-up adds one.
         let w = (plan.warm > 0) as u64;
         let wo = if w == 1 {
             meet(ex, 2)?;

@@ -263,4 +263,21 @@ mod tests {
         assert!(check_ms(&MsArg::Count(2), true).is_err());
         assert!(check_ms(&MsArg::Addrs(vec!["a:1".into()]), false).is_err());
     }
+
+    #[test]
+    fn client_processes_fit_the_barrier_bytes() {
+        assert_eq!(parse_client("0/1").unwrap(), (0, 1));
+        let n = crate::barrier::MAX_PROCS;
+        assert_eq!(parse_client(&format!("{}/{n}", n - 1)).unwrap(), (n - 1, n));
+        let e = parse_client(&format!("0/{}", n + 1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("one byte of the barrier per client process"),
+            "{e}"
+        );
+        for bad in ["1/1", "0/0", "x/2", "2"] {
+            assert!(parse_client(bad).is_err(), "{bad}");
+        }
+    }
 }

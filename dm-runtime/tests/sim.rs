@@ -513,3 +513,61 @@ fn a_word_write_waits_for_queued_atomics_only_with_the_switch() {
         "{waits} ns against {passes}: the WRITE did not wait for the queued CASes"
     );
 }
+
+/// `Faults::cas_writeback_prob` (soft-RoCE 6.1's failed CAS storing the
+/// word it read): the word after a failed CAS (it holds 5) with a WRITE
+/// of 7 in the same doorbell (`then` 0), that WRITE and an FAA of +1
+/// behind it (1: the FAA settles the write-back first, rxe serialising
+/// atomics), or the WRITE only after the window (2).
+fn after_failed_cas(prob: f64, then: u8) -> u64 {
+    let mut cfg = small_cfg();
+    cfg.seed = 3;
+    cfg.faults = Faults {
+        cas_writeback_prob: prob,
+        writeback_window_ns: 10_000,
+        ..Default::default()
+    };
+    let mut r = rt(cfg);
+    let c = r.add_core(0, 0);
+    let w = GlobalAddr::new(0, SUPERBLOCK_BYTES);
+    let seven = move || write(w, 7u64.to_le_bytes().to_vec());
+    // Past the window: READs of about a round trip each.
+    let wait = move || async move {
+        for _ in 0..20 {
+            read(w, 8).await.unwrap();
+        }
+    };
+    let out = r.block_on(c, async move {
+        write(w, 5u64.to_le_bytes().to_vec()).await.unwrap();
+        match then {
+            0 => {
+                let (old, wr) = futures::join!(cas(w, 0, 1), seven());
+                assert_eq!((old.unwrap(), wr.unwrap()), (5, ()));
+            }
+            1 => {
+                let (old, wr, f) = futures::join!(cas(w, 0, 1), seven(), faa(w, 1));
+                assert_eq!((old.unwrap(), wr.unwrap(), f.unwrap()), (5, (), 5));
+            }
+            _ => {
+                assert_eq!(cas(w, 0, 1).await.unwrap(), 5);
+                wait().await;
+                seven().await.unwrap();
+            }
+        }
+        wait().await;
+        u64::from_le_bytes(read(w, 8).await.unwrap().try_into().unwrap())
+    });
+    out.unwrap()
+}
+
+#[test]
+fn a_failed_cas_that_writes_back_undoes_a_write_in_between() {
+    assert_eq!(after_failed_cas(1.0, 0), 5, "the WRITE undone");
+    assert_eq!(after_failed_cas(0.0, 0), 7, "fault off");
+    assert_eq!(after_failed_cas(1.0, 1), 6, "undone before the FAA");
+    assert_eq!(
+        after_failed_cas(1.0, 2),
+        7,
+        "a WRITE after the window stays"
+    );
+}

@@ -54,7 +54,9 @@ pub struct Args {
     /// up to 20 µs later, as soft-RoCE's re-executed duplicates), redo (5%
     /// of the CASes that take their word run a second time up to 20 µs
     /// later and report that execution's result: a duplicate whose first
-    /// response was lost), crash
+    /// response was lost), writeback (5% of the CASes that fail store the
+    /// word they read up to 5 µs later, undoing a WRITE that landed
+    /// meanwhile, as soft-RoCE's 6.1 CAS does: docs/rdma.md), crash
     /// (one of the two CSs dies at a random verb boundary and restarts with
     /// a new incarnation; its locks are taken over after the lease).
     /// Default on sim: torn,delay. Sim only.
@@ -303,10 +305,17 @@ pub(super) fn parse_faults(a: &Args) -> Result<Faults> {
                 faults.redo_cas_prob = 0.05;
                 faults.replay_max_ns = faults.replay_max_ns.max(20_000);
             }
+            // soft-RoCE's failed CAS that writes its word back, undoing a
+            // WRITE that landed in between (docs/rdma.md): 5% of the
+            // failed CASes, their store up to 5 µs later.
+            "writeback" => {
+                faults.cas_writeback_prob = 0.05;
+                faults.writeback_window_ns = 5_000;
+            }
             // Not the fabric's: `super::crash` kills a CS.
             "crash" => {}
             other => {
-                bail!("unknown fault {other:?}: use torn, torn-line, torn-half, delay, unreported, replay, redo, crash")
+                bail!("unknown fault {other:?}: use torn, torn-line, torn-half, delay, unreported, replay, redo, writeback, crash")
             }
         }
     }

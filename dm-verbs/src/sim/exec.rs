@@ -45,6 +45,7 @@ impl World {
             Verb::Write { addr, data } => {
                 let res = self.store(addr, &data);
                 let len = data.len() as u64;
+                self.note_write(addr, len);
                 crate::buf::give(data);
                 self.trace_hash = mix(self.trace_hash, len);
                 let t = self.link_in(addr.ms(), now, len);
@@ -53,6 +54,11 @@ impl World {
             }
             Verb::Cas { addr, expect, swap } => {
                 let mut res = self.atomic(addr, |old| (old == expect).then_some(swap));
+                if let Ok(old) = res {
+                    if old != expect {
+                        self.maybe_write_back_failed_cas(addr, old);
+                    }
+                }
                 if res == Ok(expect) {
                     self.cas_write_back(addr);
                     if expect != swap {

@@ -51,6 +51,9 @@ impl World {
         }
         // In place: one bounds check, no buffer (an atomic is a third of the verbs).
         let off = self.bounds(addr, 8)? as usize;
+        if !self.writebacks.is_empty() {
+            self.settle_write_backs(addr);
+        }
         let m = &mut self.ms[addr.ms() as usize];
         let mem = if addr.is_device() {
             &mut m.dev[..]

@@ -57,6 +57,7 @@ mod rpc;
 mod schedule;
 mod trace;
 mod world;
+mod writeback;
 
 pub use trace::{Doorbell, SimTrace, WrTrace};
 
@@ -285,6 +286,19 @@ pub struct Faults {
     pub redo_cas_prob: f64,
     /// Latest virtual ns after the first execution a replay or a redo runs.
     pub replay_max_ns: u64,
+    /// Probability that a CAS that fails writes its word back later, over
+    /// any WRITE that lands on the word meanwhile: soft-RoCE in a 6.1
+    /// kernel executes a CAS as `value = *word; if value == compare {
+    /// value = swap }; *word = value` under a lock that only atomics take
+    /// (`rxe_resp.c`), so a WRITE that lands between the read and the
+    /// store is undone (docs/rdma.md: a waiter's failed lock CAS can undo
+    /// the holder's unlock WRITE). The store comes at a time uniform in
+    /// `(now, now + writeback_window_ns]`, or at once when another atomic
+    /// reaches the word first (rxe serialises atomics); it writes only if
+    /// a WRITE landed on the word in between. Default 0.
+    pub cas_writeback_prob: f64,
+    /// Latest virtual ns after a failed CAS its write-back comes.
+    pub writeback_window_ns: u64,
 }
 
 impl Default for Faults {
@@ -298,6 +312,8 @@ impl Default for Faults {
             replay_prob: 0.0,
             redo_cas_prob: 0.0,
             replay_max_ns: 0,
+            cas_writeback_prob: 0.0,
+            writeback_window_ns: 0,
         }
     }
 }
@@ -316,6 +332,8 @@ impl Faults {
             replay_prob: 0.0,
             redo_cas_prob: 0.0,
             replay_max_ns: 0,
+            cas_writeback_prob: 0.0,
+            writeback_window_ns: 0,
         }
     }
 }

@@ -93,6 +93,8 @@ pub(super) enum Event {
     },
     /// A second, unreported execution of an atomic (`Faults::replay_prob`).
     Replay(Verb),
+    /// A failed CAS's write-back of its word (`Faults::cas_writeback_prob`).
+    WriteBack(GlobalAddr),
     /// A second execution of a CAS whose completion reports it
     /// (`Faults::redo_cas_prob`).
     Redo {
@@ -120,6 +122,9 @@ pub(super) struct World {
     /// Emptied post lists of deferred posts (`Event::Post`), reused by the
     /// next deferral: a warm operation allocates nothing (issue 32).
     pub(super) spare_lists: Vec<Vec<WorkRequest>>,
+    /// Failed CASes whose write-back is still to come
+    /// (`Faults::cas_writeback_prob`; `writeback.rs`).
+    pub(super) writebacks: Vec<super::writeback::Pending>,
 }
 
 /// Folds `v` into the trace hash (one multiply-rotate round; order-sensitive).
@@ -157,6 +162,7 @@ impl World {
             events: EventQueue::new(),
             rec: None,
             spare_lists: Vec::new(),
+            writebacks: Vec::new(),
         }
     }
 

@@ -25,12 +25,12 @@
 //!   generated ([`ycsb`]) or read from an index-microbench trace.
 //!
 //! Shared pieces: [`fabric_arg`] (`--fabric`, `--ms`, the RDMA flags,
-//! `--client I/N`), [`barrier`] (where `--client I/N` processes meet), [`kv`] (the `--index` names, from
-//! `dm_index::IndexKind`, and the checkers' get/insert/update/remove/scan
-//! interface), [`report`] (verb accounting and `--json`), [`cpu_time`]
-//! (the core threads' CPU time on the wall-clock fabrics), [`limits`]
-//! (sizes checked against fixed caps and the machine's memory before
-//! anything is allocated). `ycsb` and
+//! `--client I/N`), [`barrier`] (where `--client I/N` processes meet),
+//! [`kv`] (the `--index` names, from `dm_index::IndexKind`, and the
+//! checkers' get/insert/update/remove/scan interface), [`report`] (verb
+//! accounting and `--json`), [`cpu_time`] (the core threads' CPU time on
+//! the wall-clock fabrics), [`limits`] (sizes checked against fixed caps
+//! and the machine's memory before anything is allocated). `ycsb` and
 //! `trace` build their index through the library (`dm_index::Instance`:
 //! the family configuration derived from the fabric and the flags, each
 //! CS's caches and tables, each core's `dm_index::Index`); `check` still

@@ -17,8 +17,8 @@
 //! distinct I, each writing every seed's history to its `--history-out`;
 //! `dm-bench check --histories F0,F1,..` then checks their union per seed.
 //! The processes must share a clock (one machine); the memory servers must
-//! be fresh (the barrier bytes start at 0, `crate::barrier`). With DEX, process I's clients
-//! draw only keys its two CSs own (see [`dex`]).
+//! be fresh (the barrier bytes start at 0, `crate::barrier`). With DEX,
+//! process I's clients draw only keys its two CSs own (see [`dex`]).
 //!
 //! What lives where:
 //! - this module: the command ([`run`]): the seed loop and `--histories`;

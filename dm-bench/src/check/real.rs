@@ -10,7 +10,8 @@
 //!
 //! With `--client I/N` (rdma), process I runs clients `I*clients..` on CSs
 //! `2I` and `2I+1`, process 0 creates each seed's index, and they meet at
-//! barriers ([`Proc::meet`]: [`crate::barrier`], as `ycsb --client`) after creation and after the run.
+//! barriers ([`Proc::meet`]: [`crate::barrier`], as `ycsb --client`) after
+//! creation and after the run.
 
 use super::args::Args;
 use super::client::client;

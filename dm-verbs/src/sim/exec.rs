@@ -45,7 +45,6 @@ impl World {
             Verb::Write { addr, data } => {
                 let res = self.store(addr, &data);
                 let len = data.len() as u64;
-                self.note_write(addr, len);
                 crate::buf::give(data);
                 self.trace_hash = mix(self.trace_hash, len);
                 let t = self.link_in(addr.ms(), now, len);

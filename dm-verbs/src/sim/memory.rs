@@ -38,6 +38,7 @@ impl World {
             &mut m.host[..]
         };
         mem[off..off + data.len()].copy_from_slice(data);
+        self.note_write(addr, data.len() as u64);
         Ok(())
     }
 

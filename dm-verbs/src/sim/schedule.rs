@@ -18,7 +18,7 @@ impl World {
                 }
                 Event::Exec { core, wr_id, verb } => self.exec(core, wr_id, verb),
                 Event::Replay(verb) => self.replay(verb),
-                Event::WriteBack(addr) => self.write_back(addr),
+                Event::WriteBack(id) => self.write_back(id),
                 Event::Redo { core, wr_id, verb } => self.redo(core, wr_id, verb),
                 Event::Post {
                     core,

@@ -93,8 +93,9 @@ pub(super) enum Event {
     },
     /// A second, unreported execution of an atomic (`Faults::replay_prob`).
     Replay(Verb),
-    /// A failed CAS's write-back of its word (`Faults::cas_writeback_prob`).
-    WriteBack(GlobalAddr),
+    /// A failed CAS's write-back of its word (`Faults::cas_writeback_prob`),
+    /// named by the CAS's number among the verbs executed.
+    WriteBack(u64),
     /// A second execution of a CAS whose completion reports it
     /// (`Faults::redo_cas_prob`).
     Redo {

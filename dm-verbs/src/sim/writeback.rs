@@ -13,6 +13,9 @@ use rand::Rng;
 
 /// A failed CAS's write-back still to come.
 pub(super) struct Pending {
+    /// The CAS's number among the verbs executed (`World::verbs_executed`),
+    /// which its write-back event names.
+    id: u64,
     addr: GlobalAddr,
     /// The word the CAS read, which its store writes back.
     old: u64,
@@ -29,16 +32,19 @@ impl World {
             return;
         }
         let at = self.now + self.rng.gen_range(1..=f.writeback_window_ns.max(1));
+        let id = self.verbs_executed;
         self.writebacks.push(Pending {
+            id,
             addr,
             old,
             raced: false,
         });
-        self.push(at, Event::WriteBack(addr));
+        self.push(at, Event::WriteBack(id));
     }
 
-    /// A WRITE of `len` bytes at `addr` landed: pending write-backs of the
-    /// words it touched will undo it.
+    /// `len` bytes at `addr` were stored (a WRITE, or an RPC handler on the
+    /// MS's CPU): pending write-backs of the words they touched will undo
+    /// them.
     pub(super) fn note_write(&mut self, addr: GlobalAddr, len: u64) {
         if self.writebacks.is_empty() {
             return;
@@ -60,10 +66,10 @@ impl World {
         }
     }
 
-    /// The write-back event of a CAS at `addr` (the oldest pending one;
-    /// none left if an atomic settled it already).
-    pub(super) fn write_back(&mut self, addr: GlobalAddr) {
-        if let Some(i) = self.writebacks.iter().position(|p| p.addr == addr) {
+    /// The write-back event of the failed CAS `id` (nothing left to do if
+    /// an atomic on its word settled it already).
+    pub(super) fn write_back(&mut self, id: u64) {
+        if let Some(i) = self.writebacks.iter().position(|p| p.id == id) {
             self.finish_write_back(i);
         }
     }
@@ -73,7 +79,8 @@ impl World {
         if p.raced {
             self.trace_hash = mix(self.trace_hash, p.old);
             tracing::trace!(addr = ?p.addr, "sim: a failed CAS wrote its word back over a WRITE");
-            // In bounds: the CAS read this word.
+            // In bounds: the CAS read this word. (Its `note_write` finds
+            // no other write-back of the word: atomics settle them in turn.)
             let _ = self.store(p.addr, &p.old.to_le_bytes());
         }
     }

@@ -53,10 +53,18 @@ impl Future for VerbFuture {
 
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // `VerbFuture` is `Unpin`: the state is plain data.
+        // `VerbFuture` is `Unpin`: the state is plain data. The closures
+        // are forced inline: left to the compiler, each became a function
+        // of its own called per poll, and the verb's kind, built just
+        // before the first poll, was no longer known inside it (about 27
+        // instructions and 3 ns per verb switch; the binary's text grows
+        // by 7%; docs/experiments/runtime.md).
         let this = self.get_mut();
         if let State::Posted { key, gen } = this.state {
-            let r = with_current(|c| poll_posted(c, key, gen, cx));
+            let r = with_current(
+                #[inline(always)]
+                |c| poll_posted(c, key, gen, cx),
+            );
             if r.is_ready() {
                 this.state = State::Done;
             }
@@ -65,7 +73,10 @@ impl Future for VerbFuture {
         let State::Init(v) = &mut this.state else {
             panic!("VerbFuture polled after completion");
         };
-        let (key, gen) = with_current(|c| post_verb(c, v, cx));
+        let (key, gen) = with_current(
+            #[inline(always)]
+            |c| post_verb(c, v, cx),
+        );
         this.state = State::Posted { key, gen };
         Poll::Pending
     }

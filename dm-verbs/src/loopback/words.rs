@@ -64,13 +64,13 @@ impl Drop for Words {
 pub(crate) fn read_words(w: &[AtomicU64], off: u64, len: usize) -> Vec<u8> {
     if off.is_multiple_of(8) && len.is_multiple_of(8) {
         // Whole words (every node and lock read of the indexes): one load and
-        // one 8-byte store per word, no per-word slicing. The buffer is
-        // sized first and filled through a slice, so the `Vec` itself is
-        // never written after it is made (extending it kept it on the stack
-        // and the caller's wide copy of it stalled on the narrow stores).
-        // Each word is stored as one unaligned 8-byte store (a byte loop
-        // over the word was 8 stores and its loop control: about 50
-        // instructions of an 8-byte READ under callgrind, issue 32).
+        // one unaligned 8-byte store per word, no per-word slicing (a byte
+        // loop over each word was 8 stores and its loop control: about 50
+        // instructions of an 8-byte READ under callgrind, issue 32). The
+        // buffer is sized first and filled through its pointer, so the `Vec`
+        // itself is never written after it is made (extending it kept it on
+        // the stack and the caller's wide copy of it stalled on the narrow
+        // stores).
         let mut out: Vec<u8> = crate::buf::take(len);
         let words = &w[(off / 8) as usize..][..len / 8];
         let dst = out.as_mut_ptr();

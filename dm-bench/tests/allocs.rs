@@ -134,16 +134,21 @@ fn kind_allocs(index: &str, w: &str, warm: u64, ops: u64) -> Vec<(String, f64)> 
 /// extra operation is 1 in 4,000 gets or updates on every index: a
 /// handful of new high-water marks (a pool, a lock-table shard's map, the
 /// ART cache's kept slot arrays), measured in `docs/experiments/allocs.md`.
-/// It also holds one cache admission that comes late. Two CSs load
-/// `dex-2cs`'s tree together, so its shape differs from run to run, and
-/// now and then a leaf is first admitted (DEX §5.3) after the warm-up.
-/// That costs 5 or 6 allocations, and cost about 40 before a node's
-/// entries decoded without an allocation each
-/// (`docs/experiments/cpu-ratios.md`).
+/// On top of that, `dex-2cs` may make one cache admission that comes late.
+/// Two CSs load its tree together, so its shape differs from run to run,
+/// and now and then a leaf is first admitted (DEX §5.3) after the
+/// warm-up. That costs 5 or 6 allocations (the decoded node, the frame's
+/// key array, high-water marks of the miss bookkeeping), and cost about 40
+/// before a node's entries decoded without an allocation each
+/// (`docs/experiments/cpu-ratios.md`). Under YCSB A's 20,000 extra updates
+/// the bound alone is 5, so one admission is allowed for explicitly (1
+/// run in 12 of the cell made one, 2026-11-29).
 #[test]
 fn warm_gets_and_updates_allocate_nothing() {
     // At most 1 allocation in 4,000 warm gets or updates.
     let most = 2.5e-4;
+    // One late leaf admission of `dex-2cs`.
+    let admission = 6.0;
     let indexes = [
         "fg",
         "sherman",
@@ -167,10 +172,11 @@ fn warm_gets_and_updates_allocate_nothing() {
             for ((k, a), (_, b)) in short.iter().zip(&long) {
                 // The extra 40,000 operations, of which this kind's share.
                 let share = if w == "c" { 1.0 } else { 0.5 };
-                let per_op = (b - a).max(0.0) / (40_000.0 * share);
+                let late = if index == "dex-2cs" { admission } else { 0.0 };
+                let per_op = (b - a - late).max(0.0) / (40_000.0 * share);
                 assert!(
                     per_op <= most,
-                    "{index} YCSB {w}: {per_op} allocations per warm {k} ({a} in 40k ops, {b} in 80k; at most {most})"
+                    "{index} YCSB {w}: {per_op} allocations per warm {k} ({a} in 40k ops, {b} in 80k, {late} allowed for a late admission; at most {most})"
                 );
             }
         }

@@ -15,6 +15,7 @@
 //! | [`sync`] | [`yield_now`], [`yield_until`], [`sync_virtual_time`] (orders accesses to CS-shared state by virtual time on sim), the local lock table with FIFO hand-over (Sherman's HOCL, §4.3), [`sync::SharedCell`] for CS-wide state with cross-core wakes (SMART's read delegation, §4.2) |
 //! | [`lock`] | one-sided node locks: FG+'s lock word and Sherman's lock techniques (Sherman §4.3-4.5); membership, leases and the takeover of a dead holder's locks ([`lock::member`], issue 33); release requests to a live holder ([`lock::ask`]) and the CS ledger of lock words that name a whole CS ([`lock::cs_words`]) |
 //! | [`checksum`] | the node checksum behind checksum-validated READs |
+//! | [`hint`] | CPU hints for the indexes' CS-side searches ([`hint::prefetch`]), which forbid `unsafe` themselves |
 //! | [`scan`] | [`ScanBuf`]: a range scan's entries in flat arrays, which the indexes' `scan_into` fill without an allocation per key (issue 32) |
 //! | [`join`] | [`join_inline`]: `join_all` for a round of a few verbs without its two heap allocations; [`read_round`]: a round of any number of READs in storage recycled per thread (a scan's leaf READs; issue 32) |
 //! | [`alloc`] | chunk allocation through the MS RPC, carved locally (Sherman §4.2) |
@@ -121,6 +122,7 @@ pub mod catalog;
 pub mod checksum;
 mod core;
 pub mod executor;
+pub mod hint;
 mod inbox;
 mod inflight;
 pub mod join;

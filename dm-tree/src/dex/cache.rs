@@ -26,7 +26,9 @@
 //! miss in flight ([`IoRange`] keeps offloads away from those) or a hot
 //! frame ([`Cache::invalidate`] repairs an offload that reached one).
 
+use super::keys8::{last_at_or_below, Keys8};
 use crate::node::{Fence, Node};
+use dm_runtime::hint::prefetch;
 use dm_verbs::GlobalAddr;
 use slab::Slab;
 use std::collections::HashMap;
@@ -59,63 +61,67 @@ pub(crate) struct Frame {
     /// operation on the leaf READs the page again before using it
     /// (`traverse::Step::Reread`).
     pub reread: bool,
-    /// The entries as `[key, value]` words when every key is 8 bytes (the
-    /// key big-endian, so words order as the bytes; else empty), kept in
-    /// step with `node` ([`Frame::sync_keys`] after a change of the keys,
-    /// [`Frame::set_value`] after a change of a value): a search reads
-    /// this one array instead of each entry's heap key, and a get finds its
-    /// value next to the key it matched (issue 32: `Node::find` was a third
-    /// of a loopback DEX get, a cache miss per probe; the value in the
-    /// node's entry was one more).
-    pub kv8: Vec<[u64; 2]>,
+    /// The entries as words when every key is 8 bytes (else empty), laid
+    /// out for a search of two cache lines ([`Keys8`]), kept in step with
+    /// `node` ([`Frame::sync_keys`] after a change of the keys,
+    /// [`Frame::set_value`] after a change of a value). Issue 32: a search
+    /// of the node's heap keys was a third of a loopback DEX get, a cache
+    /// miss per probe; a binary search of `[key, value]` pairs still took
+    /// one dependent miss per probe, about five a node.
+    pub k8: Keys8,
 }
 
 impl Frame {
-    /// Rebuilds [`Frame::kv8`] from `node` (after every change of its keys).
+    /// Rebuilds [`Frame::k8`] from `node` (after every change of its keys).
     pub fn sync_keys(&mut self) {
-        self.kv8.clear();
-        if self.node.entries.iter().all(|(k, _)| k.len() == 8) {
-            let words = self.node.entries.iter().map(|(k, v)| {
-                [
-                    u64::from_be_bytes(k[..8].try_into().expect("an 8-byte key")),
-                    *v,
-                ]
-            });
-            self.kv8.extend(words);
-        }
+        let entries = self
+            .node
+            .entries
+            .iter()
+            .map(|(k, v)| (<[u8; 8]>::try_from(&k[..]).ok().map(u64::from_be_bytes), *v));
+        self.k8.rebuild(entries);
     }
 
     /// Entry `i`'s value changed in `node` (its keys did not): the same in
-    /// [`Frame::kv8`].
+    /// [`Frame::k8`].
     pub fn set_value(&mut self, i: usize) {
-        if let Some(e) = self.kv8.get_mut(i) {
-            e[1] = self.node.entries[i].1;
-        }
+        self.k8.set_value(i, self.node.entries[i].1);
     }
 
     /// Entry `i`'s value (a leaf's value, an inner node's child), from
-    /// [`Frame::kv8`] when it holds the entries.
+    /// [`Frame::k8`] when it holds the entries.
     pub fn value(&self, i: usize) -> u64 {
-        let v = match self.kv8.get(i) {
-            Some(e) if self.kv8.len() == self.node.entries.len() => e[1],
-            _ => self.node.entries[i].1,
+        let v = match self.k8.value(i) {
+            Some(v) => v,
+            None => self.node.entries[i].1,
         };
-        debug_assert_eq!(v, self.node.entries[i].1, "kv8 out of step with the node");
+        debug_assert_eq!(v, self.node.entries[i].1, "k8 out of step with the node");
         v
     }
 
-    /// [`Node::find`] on this frame's node, through [`Frame::kv8`] when
-    /// every key is 8 bytes.
+    /// The entry of this frame's node whose key is the last at or below
+    /// `key` ([`Keys8::find`]: `Ok` if it equals `key`, else `Err` of the
+    /// insertion point), through [`Frame::k8`] when every key is 8 bytes.
+    /// An inner node's equal separators resolve to the last, the child
+    /// whose range holds `key`.
     pub fn find(&self, key: &[u8]) -> Result<usize, usize> {
-        let n = self.node.entries.len();
         let r = match <[u8; 8]>::try_from(key) {
-            Ok(k) if n > 0 && self.kv8.len() == n => {
-                let k = u64::from_be_bytes(k);
-                self.kv8.binary_search_by(|e| e[0].cmp(&k))
+            Ok(k) if !self.k8.is_empty() => {
+                // What the caller reads next, fetched beside the key block:
+                // a leaf's value, an inner node's swizzled child slot.
+                let next = |lo: usize| match self.node.is_leaf() {
+                    true => prefetch(self.k8.value_ptr(lo)),
+                    false => prefetch(self.swz.as_ptr().wrapping_add(lo)),
+                };
+                self.k8.find_with(u64::from_be_bytes(k), next)
             }
-            _ => self.node.find(key),
+            _ => last_at_or_below(&self.node.entries, key, |e| e.0.as_slice()),
         };
-        debug_assert_eq!(r, self.node.find(key), "kv8 out of step with the node");
+        debug_assert_eq!(
+            r,
+            last_at_or_below(&self.node.entries, key, |e| e.0.as_slice()),
+            "k8 out of step with the node"
+        );
         r
     }
 }

@@ -47,7 +47,7 @@ impl Cache {
             busy: false,
             flushing: false,
             reread: false,
-            kv8: Vec::new(),
+            k8: Default::default(),
         };
         frame.sync_keys();
         let f = self.frames.insert(frame) as u32;

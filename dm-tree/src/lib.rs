@@ -22,6 +22,7 @@
 //! | `bulk.rs` | `bulk_load` from sorted input at a fill factor (default 80%) | Sherman §5 |
 //! | [`head`] | head nodes on the leaf level for scan prefetching, their maintenance pass | FG §4-5 |
 //! | [`cache`] | the CS index cache: leaf parents in a byte budget plus the top two levels | Sherman §4.1 |
+//! | `keys8.rs` | a cached node's 8-byte keys laid out for a two-line search (samples, then one block), for the index cache's leaf parents and DEX's frames | |
 //! | [`nam`] | coarse-grained and hybrid designs as [`TreeConfig::design`] switches: partitioning ([`NamConfig`]), CS side (`nam/rpc.rs`), MS side ([`nam::ms`]) | FG §3, §5 |
 //! | [`dex`] | DEX ([`DexTree`], [`DexCluster`]): partitions, the CS cache of inner and leaf nodes, offloading and its MS handler; its module doc maps `dex/` | DEX §4-6 |
 //!
@@ -119,6 +120,7 @@ pub mod cache;
 pub mod dex;
 pub mod head;
 mod insert;
+mod keys8;
 pub mod nam;
 pub mod node;
 mod node_read;

@@ -26,7 +26,7 @@
 //! miss in flight ([`IoRange`] keeps offloads away from those) or a hot
 //! frame ([`Cache::invalidate`] repairs an offload that reached one).
 
-use super::keys8::{last_at_or_below, Keys8};
+use crate::keys8::{last_at_or_below, Keys8};
 use crate::node::{Fence, Node};
 use dm_runtime::hint::prefetch;
 use dm_verbs::GlobalAddr;

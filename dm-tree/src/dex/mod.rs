@@ -17,7 +17,6 @@
 //! | `write_back.rs` | dirty leaf pages written back: cooling a dirty page, flush (§5.3); lease mode's write-through |
 //! | `split.rs` | leaf splits, repartitioning and the cut of a leaf at a new partition bound (§4, §5.2), lease mode's repair of a route a dead CS's split cut |
 //! | `cache.rs` | one CS's cache (§5): frames, the mapping table, pointer swizzling, refresh |
-//! | `keys8.rs` | a cached node's 8-byte keys laid out for a two-line search (samples, then one block) |
 //! | `eviction.rs` | admission, the cooling map (hash buckets of 6-entry FIFO arrays, 10% of the frames), path-aware sampling, second chance, eviction (§5.3) |
 //! | `inflight.rs` | misses and offloads in flight: tokens, key ranges, holds, the hot-leaf repair |
 //! | `cost.rs` | the cost model of §6.1 (moving averages, 1% exploration) |
@@ -142,7 +141,6 @@ mod config;
 mod cost;
 mod eviction;
 mod inflight;
-mod keys8;
 mod miss;
 pub mod ms;
 mod offload;

@@ -1,9 +1,10 @@
 //! A cached node's 8-byte keys laid out for a search of two cache lines
-//! (issue 32). A warm DEX get is a walk of the CS's cached nodes (§5.1),
-//! and on loopback nearly all of its CPU was cache misses: a binary search
-//! of a node's keys waits for one dependent miss per probe, about five per
-//! 1 KB node. Here the search reads one line of samples and then one block
-//! of keys.
+//! (issue 32). A warm DEX get is a walk of the CS's cached nodes (DEX
+//! §5.1), a warm Sherman or FG+ get a search of one cached leaf parent
+//! (Sherman §4.1, [`crate::cache`]), and on loopback most of that CPU was
+//! cache misses: a binary search of a node's keys waits for one dependent
+//! miss per probe, about five per 1 KB node. Here the search reads one line
+//! of samples and then one block of keys.
 //!
 //! Tried and dropped: the samples inline in the frame (one line fewer to
 //! wait for, but every frame 64 bytes longer): DEX YCSB C on loopback,

@@ -239,7 +239,7 @@ impl Instance {
             tree,
             width: self.cfg.key_bytes,
             inst: self.clone(),
-            shard,
+            shard: self.counters.shard_of(shard),
         })
     }
 
@@ -352,6 +352,7 @@ pub struct Index {
     tree: Handle,
     width: usize,
     inst: Arc<Instance>,
+    /// The counter shard this handle records into, reduced at `open`.
     shard: usize,
 }
 

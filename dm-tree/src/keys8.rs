@@ -20,7 +20,8 @@ const SAMPLES: usize = 8;
 /// blocks of `step = max(8, ceil(n / 8))` (one line each up to 64 keys,
 /// the 1 KB nodes' capacity), and `s_j = k_{j * step}` is the first key of
 /// block `j`, `m = ceil(n / step)` (at most 8). A search counts the
-/// samples at or below the key and then the keys below it in that block:
+/// samples at or below the key and then the keys at or below it in that
+/// block:
 /// branch-free counts over whole lines, so two misses are its whole
 /// dependent chain. One array, so a node admitted to the cache costs one
 /// allocation here (`tests/allocs.rs` counts admissions).
@@ -36,7 +37,8 @@ pub(crate) struct Keys8 {
 }
 
 impl Keys8 {
-    /// Lays out `entries` (sorted by key, keys unique), or empties itself
+    /// Lays out `entries` (sorted by key; an inner node's separators may
+    /// be equal, [`Keys8::find_with`] takes the last), or empties itself
     /// and returns false if there are none or any key is not 8 bytes
     /// (`None`).
     pub fn rebuild(&mut self, entries: impl Iterator<Item = (Option<u64>, u64)> + Clone) -> bool {

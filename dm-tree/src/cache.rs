@@ -165,7 +165,7 @@ impl Flat {
     /// the search read when it holds the children.
     fn child(&self, key: &[u8]) -> u64 {
         let i = self.child_index(key);
-        self.k8.value(i).unwrap_or(self.kids[i])
+        self.k8.value(i).unwrap_or_else(|| self.kids[i])
     }
 }
 

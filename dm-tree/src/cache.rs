@@ -30,7 +30,7 @@
 //! Eviction of leaf parents: first in, first out once the byte budget is
 //! exceeded (each cached node counts `node_bytes`).
 
-use crate::keys8::Keys8;
+use crate::keys8::{child_at, Keys8};
 use crate::node::{child_index, Fence, Node};
 use dm_runtime::hint::prefetch;
 use dm_verbs::GlobalAddr;
@@ -152,10 +152,7 @@ impl Flat {
             // As `child_index`: the last separator <= key, else the first.
             // The child's line is fetched while the block is searched.
             let k8 = &self.k8;
-            return match k8.find_with(u64::from_be_bytes(k), |lo| prefetch(k8.value_ptr(lo))) {
-                Ok(i) => i,
-                Err(i) => i.saturating_sub(1),
-            };
+            return child_at(k8.find_with(u64::from_be_bytes(k), |lo| prefetch(k8.value_ptr(lo))));
         }
         let kb = self.kb;
         child_index(self.kids.len(), |i| &self.keys[i * kb..(i + 1) * kb], key)

@@ -150,6 +150,17 @@ pub(crate) fn last_at_or_below<K: Ord + ?Sized, E>(
     }
 }
 
+/// The entry of an inner node whose child covers a key, from the key's
+/// place among the separators (`at`, as [`Keys8::find_with`] or
+/// [`last_at_or_below`] gives it): the last separator at most the key,
+/// else the first.
+pub(crate) fn child_at(at: Result<usize, usize>) -> usize {
+    match at {
+        Ok(i) => i,
+        Err(i) => i.saturating_sub(1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Keys8;

@@ -50,18 +50,6 @@ pub(super) fn child_range(n: &Node, i: usize) -> (Fence, Fence) {
     (low, high)
 }
 
-/// The entry of an inner node whose child covers a key, from the key's
-/// place among the separators (`at`, as [`Node::find`] or
-/// `Frame::find` gives it): the last separator at most the key, else the
-/// first.
-pub(super) fn child_index(at: Result<usize, usize>) -> usize {
-    match at {
-        Ok(i) => i,
-        Err(0) => 0,
-        Err(i) => i - 1,
-    }
-}
-
 /// A handle's copy of the partition bounds (§4): taken at bounds epoch
 /// `epoch` (`u64::MAX`: none yet), with each CS's partition `[low, high)`
 /// under them, so that a cached operation neither read-locks the shared

@@ -11,9 +11,10 @@
 use super::cache::{Cache, Slot, NONE};
 use super::miss::{Miss, MissOut};
 use super::op::{apply, Change, Op, Res};
-use super::range::{child_index, child_range, covers, within};
+use super::range::{child_range, covers, within};
 use super::write_back::Through;
 use super::{DexCs, DexTree};
+use crate::keys8::child_at;
 use crate::node::Fence;
 use crate::tree::TreeError;
 use dm_runtime::yield_now;
@@ -120,7 +121,7 @@ fn traverse(
                 }
             };
         }
-        let i = child_index(f.find(key));
+        let i = child_at(f.find(key));
         if f.swz[i] != NONE {
             cur = f.swz[i];
             continue;

@@ -38,7 +38,10 @@
 //! below a hashed-key tree's top levels have two to four), plus a heap
 //! array for more: a warm probe touches the map's control bytes and one
 //! bucket (issue 32 items 2 and 4; measured in docs/experiments/smart.md
-//! and cpu-ratios.md).
+//! and cpu-ratios.md). An entry of 32 or more filled slots (the top
+//! levels' Node256s) also keeps a 256-byte index from partial key to its
+//! first slot in that array, so finding the slot for the path's byte reads
+//! one index line and one slot word, not a scan of the node's slots.
 //!
 //! ## Budget and eviction
 //! Bytes are what the entries' map buckets and their heap slot arrays
@@ -269,7 +272,7 @@ impl ArtCache {
                 continue;
             };
             let b = path[l];
-            let Some(i) = e.slots().iter().position(|&w| w as u8 == b) else {
+            let Some(i) = e.position(b) else {
                 continue;
             };
             self.hits.fetch_add(1, Relaxed);
@@ -371,11 +374,7 @@ impl ArtCache {
         if e.node != node || slot_a.ms() != e.node.ms() || !off.is_multiple_of(8) {
             return;
         }
-        if let Some(w) = e.slots_mut().get_mut((off / 8) as usize) {
-            if *w == old && new != 0 {
-                *w = new;
-            }
-        }
+        e.replace((off / 8) as usize, old, new);
     }
 
     /// This CS filled slots `first..first + words.len()` of the node at

@@ -135,3 +135,61 @@ fn modelled_fifo_serialises_a_cs_admissions_in_virtual_time() {
 fn a_small_entry_is_one_bucket() {
     assert_eq!(entry_bytes(0, 0), 80);
 }
+
+proptest::proptest! {
+    /// A lookup finds the first filled slot with the path's byte, through
+    /// an entry's byte index (from `INDEXED` slots on) or its scan alike,
+    /// while the entry is admitted, refreshed, extended by `note_filled`,
+    /// patched by `replace_word` (also to another partial key) and
+    /// dropped and admitted again (a reused array's stale index).
+    #[test]
+    fn lookup_finds_the_first_slot_with_the_byte(
+        first in proptest::collection::vec(0u8..48, 1..256),
+        more in proptest::collection::vec(0u8..48, 0..128),
+        patch in proptest::collection::vec((0usize..400, 0u8..48), 0..8),
+        refresh in proptest::collection::vec(0u8..48, 1..256),
+    ) {
+        let word = |i: usize, b: u8| (((i as u64) + 1) << 8) | b as u64;
+        let c = ArtCache::new(1 << 30);
+        let node = GlobalAddr::new(0, 4096);
+        let prefix = [7u8, 9];
+        let check = |model: &[u64]| {
+            for b in 0..48u8 {
+                let path = [7u8, 9, b];
+                let want = model.iter().position(|&w| w as u8 == b);
+                let got = c.lookup(&path).filter(|(_, h)| h.node == node);
+                match (want, got) {
+                    (Some(i), Some((cur, _))) => {
+                        proptest::prop_assert_eq!(cur.word, model[i]);
+                        proptest::prop_assert_eq!(cur.slot_a, slot_addr(node, i));
+                    }
+                    (None, None) => {}
+                    (w, g) => proptest::prop_assert!(false, "byte {}: {:?} vs {:?}", b, w, g.map(|g| g.0.word)),
+                }
+            }
+            Ok(())
+        };
+        let mut model: Vec<u64> = first.iter().enumerate().map(|(i, &b)| word(i, b)).collect();
+        c.insert(&prefix, node, &model);
+        check(&model)?;
+        let add: Vec<u64> = more.iter().enumerate().map(|(i, &b)| word(model.len() + i, b)).collect();
+        if model.len() + add.len() <= 256 && !add.is_empty() {
+            c.note_filled(&prefix, node, model.len(), &add);
+            model.extend_from_slice(&add);
+        }
+        check(&model)?;
+        for (i, b) in patch {
+            if i < model.len() {
+                let new = word(1000 + i, b);
+                c.replace_word(&prefix, node, slot_addr(node, i), model[i], new);
+                model[i] = new;
+            }
+        }
+        check(&model)?;
+        let hit = c.lookup(&[7, 9, model[0] as u8]).unwrap().1;
+        c.invalidate(&[7, 9, 0], hit);
+        let model: Vec<u64> = refresh.iter().enumerate().map(|(i, &b)| word(i, b)).collect();
+        c.insert(&prefix, node, &model);
+        check(&model)?;
+    }
+}

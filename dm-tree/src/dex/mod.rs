@@ -150,6 +150,7 @@ mod split;
 mod traverse;
 mod write_back;
 
+use crate::node::cmp_keys;
 use crate::tree::{FgTree, TreeConfig, TreeError};
 use cache::Cache;
 use cost::CostModel;
@@ -440,7 +441,7 @@ impl DexTree {
     /// A copy that is stale because a repartition is under way names an
     /// owner that is frozen, which `enter` waits out.
     fn owner(&self, key: &[u8]) -> u16 {
-        self.with_bounds(|b| b.keys.partition_point(|x| x.as_slice() <= key) as u16)
+        self.with_bounds(|b| b.keys.partition_point(|x| cmp_keys(x, key).is_le()) as u16)
     }
 
     /// `f` of this handle's copy of the bounds, taken again first if the
@@ -507,6 +508,13 @@ impl DexTree {
             self.served.set(true);
         }
         loop {
+            // A repartition freezes the CS, changes the bounds, bumps the
+            // epoch and only then thaws it; so if the CS is not frozen once
+            // this one is counted active and the epoch has not moved since
+            // before `owner` read the bounds, the owner still holds (and no
+            // repartition starts until this one leaves: it waits for
+            // `active` to drain), without reading the bounds twice.
+            let epoch = self.cl.bounds_epoch.load(SeqCst);
             let o = self.owner(key);
             if o != self.cs && !(self.cl.cfg.forward && self.cl.cfg.local_cs.contains(&o)) {
                 return Err(TreeError::NotOwner(o));
@@ -515,7 +523,7 @@ impl DexTree {
             if !c.frozen.load(SeqCst) {
                 c.active.fetch_add(1, SeqCst);
                 let g = Entered(c);
-                if !c.frozen.load(SeqCst) && self.owner(key) == o {
+                if !c.frozen.load(SeqCst) && self.cl.bounds_epoch.load(SeqCst) == epoch {
                     if o != self.cs {
                         c.forwarded.fetch_add(1, SeqCst);
                     }

@@ -2,7 +2,7 @@
 //! whether two ranges meet, whether a node covers a key or lies inside a
 //! partition (§4), and the range and index of an inner node's child.
 
-use crate::node::{Fence, Node};
+use crate::node::{cmp_keys, Fence, Node};
 use std::cmp::Ordering;
 
 /// Fences in key order: -inf < every key < +inf.
@@ -13,7 +13,7 @@ pub(crate) fn fcmp(a: &Fence, b: &Fence) -> Ordering {
         Fence::PosInf => 2,
     };
     match (a, b) {
-        (Fence::Key(x), Fence::Key(y)) => x.cmp(y),
+        (Fence::Key(x), Fence::Key(y)) => cmp_keys(x, y),
         _ => rank(a).cmp(&rank(b)),
     }
 }
@@ -27,6 +27,7 @@ pub(super) fn meets(a: (&Fence, &Fence), b: (&Fence, &Fence)) -> bool {
     fence_lt(a.0, b.1) && fence_lt(b.0, a.1)
 }
 
+#[inline]
 pub(super) fn covers(n: &Node, key: &[u8]) -> bool {
     !n.below_low(key) && !n.beyond_high(key)
 }

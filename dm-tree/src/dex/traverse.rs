@@ -33,14 +33,18 @@ enum Step {
     WaitOffload,
     /// Re-read this inner node (NULL: the root pointer) and start over.
     Refresh(GlobalAddr),
-    Miss(Miss),
+    /// A cached inner node's child is not cached: the miss, flagged in
+    /// flight, is in the caller's `missed` (apart from the step, so that
+    /// the step every round returns is a few words and moves without a
+    /// `memcpy`: issue 32).
+    Miss,
     /// The cached leaf (now busy) must split.
     Split(u32),
     /// A leaf outside the CS's partition.
     Foreign(GlobalAddr),
     /// Lease mode: the operation changed a cached leaf, now flushing; its
     /// page must be written through before the result is returned.
-    Through(Through, Res),
+    Through(Box<(Through, Res)>),
     /// Lease mode: the cached leaf (now busy) lost a write-through; READ
     /// its page again (`Frame::reread`) and start over.
     Reread(u32, GlobalAddr),
@@ -57,6 +61,7 @@ fn traverse(
     (cap, lease): (usize, bool),
     part: &(Fence, Fence),
     visited: &mut u64,
+    missed: &mut Option<Miss>,
 ) -> Step {
     let mut cur = st.root;
     if cur == NONE {
@@ -115,7 +120,7 @@ fn traverse(
                     }
                     st.counters.hits += 1;
                     match through {
-                        Some(w) => Step::Through(w, r),
+                        Some(w) => Step::Through(Box::new((w, r))),
                         None => Step::Done(r),
                     }
                 }
@@ -142,7 +147,7 @@ fn traverse(
                 let (parent_addr, level) = (f.addr, f.node.level - 1);
                 let token = st.io_token();
                 st.start_io(token, low.clone(), high.clone());
-                let m = Miss {
+                *missed = Some(Miss {
                     parent: cur,
                     parent_addr,
                     child,
@@ -150,11 +155,11 @@ fn traverse(
                     low,
                     high,
                     token,
-                };
+                });
                 st.map.insert(child.to_u64(), Slot::Io(token));
                 st.frames[cur as usize].pins += 1;
                 st.counters.misses += 1;
-                return Step::Miss(m);
+                return Step::Miss;
             }
         }
     }
@@ -191,13 +196,15 @@ impl DexTree {
         let mut stuck_since = None;
         for _ in 0..MAX_ROUNDS {
             let mut visited = 0;
+            let mut missed = None;
             let step = {
                 let mut st = c.peek().await;
                 // The partition from this handle's copy of the bounds
                 // (fixed while this operation has the CS entered).
                 let step = self.with_bounds(|b| {
                     let part = &b.parts[c.id as usize];
-                    traverse(&mut st, key, &op, (cap, lease), part, &mut visited)
+                    let cfg = (cap, lease);
+                    traverse(&mut st, key, &op, cfg, part, &mut visited, &mut missed)
                 });
                 let waits = matches!(step, Step::WaitOffload);
                 if waits != hold.held {
@@ -218,7 +225,8 @@ impl DexTree {
             dm_runtime::charge_cpu(visited * self.cl.cfg.search_ns);
             match step {
                 Step::Done(r) => return Ok(r),
-                Step::Through(w, r) => {
+                Step::Through(wr) => {
+                    let (w, r) = *wr;
                     self.write_through(c, w).await?;
                     return Ok(r);
                 }
@@ -227,7 +235,9 @@ impl DexTree {
                 Step::Split(lf) => self.split_cached(c, lf).await?,
                 Step::Reread(lf, a) => self.reread(c, lf, a).await?,
                 Step::Foreign(a) => return Err(TreeError::Corrupt(a)),
-                Step::Miss(m) => {
+                // (`traverse` sets `missed` whenever it returns `Miss`.)
+                Step::Miss => {
+                    let Some(m) = missed.take() else { continue };
                     // A miss awaits: it takes its own copy of the partition.
                     let part = self.partition(c.id);
                     match self.miss(c, key, &op, m, offload_ok, &part).await? {

@@ -252,7 +252,7 @@ impl Node {
     pub fn below_low(&self, key: &[u8]) -> bool {
         match &self.low {
             Fence::NegInf => false,
-            Fence::Key(l) => key < l.as_slice(),
+            Fence::Key(l) => cmp_keys(key, l).is_lt(),
             Fence::PosInf => true,
         }
     }

@@ -166,7 +166,7 @@ impl<'a> View<'a> {
     pub(crate) fn below_low(&self, key: &[u8]) -> bool {
         match self.low() {
             FenceRef::NegInf => false,
-            FenceRef::Key(l) => key < l,
+            FenceRef::Key(l) => super::cmp_keys(key, l).is_lt(),
             FenceRef::PosInf => true,
         }
     }
@@ -175,7 +175,7 @@ impl<'a> View<'a> {
     pub(crate) fn beyond_high(&self, key: &[u8]) -> bool {
         match self.high() {
             FenceRef::PosInf => false,
-            FenceRef::Key(h) => key >= h,
+            FenceRef::Key(h) => super::cmp_keys(key, h).is_ge(),
             FenceRef::NegInf => true,
         }
     }

@@ -31,47 +31,32 @@
 //! exceeded (each cached node counts `node_bytes`).
 
 use crate::keys8::{child_at, Keys8};
-use crate::node::{child_index, Fence, Node};
+use crate::node::{child_index, cmp_keys, Fence, Node};
 use dm_runtime::hint::prefetch;
 use dm_verbs::GlobalAddr;
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// A cache entry's id: its low fence key (at most 32 bytes, so held inline:
-/// a warm lookup allocates nothing, issue 32).
-pub(crate) type CacheId = smallvec::SmallVec<[u8; CACHE_ID_INLINE]>;
+/// A cache entry's low fence key (up to 32 bytes held inline: a warm
+/// lookup allocates nothing, issue 32).
+type LowKey = smallvec::SmallVec<[u8; LOW_INLINE]>;
 
-/// The bytes a [`CacheId`] holds inline.
-const CACHE_ID_INLINE: usize = 32;
+/// The bytes a [`LowKey`] holds inline.
+const LOW_INLINE: usize = 32;
 
-/// A cached leaf parent's low fence as the map's key: the fence's first 8
-/// bytes as a big-endian word (zero-padded), then the fence itself.
-///
-/// Ordered as the fence bytes are: where two padded words differ, either
-/// both fences have real bytes there (byte order decides alike), or the
-/// shorter one ends there and is a prefix of the other up to that byte (a
-/// padding zero against a byte above zero: the shorter is less in byte
-/// order too). So `Low` may be borrowed as `[u8]`; most comparisons of a
-/// warm lookup stop at the word instead of calling `memcmp` (issue 32: the
-/// map's search was about a tenth of a loopback FG+ update's CPU).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Low {
-    word: u64,
-    id: CacheId,
-}
+/// The cache entry a lookup used: its admission number, unique per cache.
+/// [`IndexCache::invalidate`] drops the entry covering the key only if it
+/// is still that one (a copy admitted since is fresher). A word, not the
+/// low fence: copying the fence out of every warm lookup was about a
+/// twentieth of a loopback Sherman get's instructions (issue 32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheId(u64);
 
-impl Low {
-    fn new(id: CacheId) -> Low {
-        Low {
-            word: low_word(&id),
-            id,
-        }
-    }
-}
+/// Cached leaf parents whose low fences share their first 8 bytes
+/// ([`low_word`]), sorted by low fence; almost always one.
+type Bucket = smallvec::SmallVec<[(LowKey, Flat); 1]>;
 
 /// The first 8 bytes of `k`, zero-padded, as a big-endian word.
 fn low_word(k: &[u8]) -> u64 {
@@ -81,31 +66,13 @@ fn low_word(k: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
-impl Ord for Low {
-    fn cmp(&self, o: &Low) -> Ordering {
-        self.word
-            .cmp(&o.word)
-            .then_with(|| self.id[..].cmp(&o.id[..]))
-    }
-}
-
-impl PartialOrd for Low {
-    fn partial_cmp(&self, o: &Low) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl Borrow<[u8]> for Low {
-    fn borrow(&self) -> &[u8] {
-        &self.id
-    }
-}
-
 /// A cached leaf parent, flattened for the warm lookup (issue 32): its
 /// high fence, its separator keys back to back (`kb` bytes each, sorted)
 /// and its children in the same order. A binary search touches one
 /// contiguous array instead of a heap `Vec` per key.
 struct Flat {
+    /// Admission number ([`CacheId`]).
+    seq: u64,
     high: Fence,
     kb: usize,
     /// The separators back to back, `kb` bytes each.
@@ -119,7 +86,7 @@ struct Flat {
 }
 
 impl Flat {
-    fn new(n: &Node, kb: usize) -> Flat {
+    fn new(n: &Node, kb: usize, seq: u64) -> Flat {
         let mut keys = Vec::with_capacity(n.entries.len() * kb);
         for (k, _) in &n.entries {
             keys.extend_from_slice(k);
@@ -132,6 +99,7 @@ impl Flat {
             }));
         }
         Flat {
+            seq,
             high: n.high.clone(),
             kb,
             keys,
@@ -167,30 +135,74 @@ impl Flat {
 }
 
 struct Inner {
-    /// Cached level-1 nodes by low fence (empty vector = -inf).
-    /// (Keys inline: a lookup compares them without chasing a pointer.)
-    nodes: BTreeMap<Low, Flat>,
+    /// Cached level-1 nodes by the first word of their low fence (empty =
+    /// -inf), then by the whole fence. The word orders as the fence bytes
+    /// do where two words differ (either both fences have real bytes
+    /// there, or the shorter ends there and is a prefix of the other: a
+    /// padding zero against a byte above zero), so a lookup searches words
+    /// only, and one bucket's fences at most (issue 32: a map keyed by
+    /// the fences, compared word first, cost a tenth of a warm Sherman
+    /// get's instructions).
+    nodes: BTreeMap<u64, Bucket>,
+    /// Entries in `nodes`.
+    count: usize,
     /// Type 2: the highest two levels, by (level, low fence); `top_level` is
     /// the root level they were taken under (0: none cached).
     top: BTreeMap<(u8, Vec<u8>), Node>,
     top_level: u8,
-    fifo: VecDeque<CacheId>,
+    fifo: VecDeque<LowKey>,
     bytes: u64,
+    /// The next admission number.
+    next_seq: u64,
 }
 
 impl Inner {
     /// The cached leaf parent with the greatest low fence <= `key`, if any
-    /// (it covers `key` unless `key` is beyond its high fence).
-    fn covering(&self, key: &[u8]) -> Option<(&Low, &Flat)> {
-        if key.len() <= CACHE_ID_INLINE {
-            // A probe of the map's own key type, held inline: compared by
-            // word first.
-            let probe = Low::new(CacheId::from_slice(key));
-            return self.nodes.range(..=probe).next_back();
+    /// (it covers `key` unless `key` is beyond its high fence), and that
+    /// fence. Its bucket is the one of `key`'s word or the one before: a
+    /// fence of a smaller word is below `key`.
+    fn covering(&self, key: &[u8]) -> Option<(&LowKey, &Flat)> {
+        let w = low_word(key);
+        for (_, b) in self.nodes.range(..=w).rev().take(2) {
+            if let Some((l, f)) = b.iter().rev().find(|(l, _)| cmp_keys(l, key).is_le()) {
+                return Some((l, f));
+            }
         }
-        self.nodes
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
+        None
+    }
+
+    /// Caches `f` under `low`, replacing the entry there; true if there
+    /// was none.
+    fn put(&mut self, low: LowKey, f: Flat) -> bool {
+        let b = self.nodes.entry(low_word(&low)).or_default();
+        match b.binary_search_by(|(l, _)| l[..].cmp(&low[..])) {
+            Ok(i) => {
+                b[i].1 = f;
+                false
+            }
+            Err(i) => {
+                b.insert(i, (low, f));
+                self.count += 1;
+                true
+            }
+        }
+    }
+
+    /// Drops the entry under `low`; true if there was one.
+    fn take(&mut self, low: &[u8]) -> bool {
+        let w = low_word(low);
+        let Some(b) = self.nodes.get_mut(&w) else {
+            return false;
+        };
+        let Ok(i) = b.binary_search_by(|(l, _)| l[..].cmp(low)) else {
+            return false;
+        };
+        b.remove(i);
+        if b.is_empty() {
+            self.nodes.remove(&w);
+        }
+        self.count -= 1;
+        true
     }
 }
 
@@ -239,10 +251,12 @@ impl IndexCache {
             node_bytes: node_bytes as u64,
             inner: Mutex::new(Inner {
                 nodes: BTreeMap::new(),
+                count: 0,
                 top: BTreeMap::new(),
                 top_level: 0,
                 fifo: VecDeque::new(),
                 bytes: 0,
+                next_seq: 0,
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -252,12 +266,12 @@ impl IndexCache {
     /// The leaf pointer for `key` and the entry's id (its low fence), if cached.
     pub(crate) fn lookup(&self, key: &[u8]) -> Option<(GlobalAddr, CacheId)> {
         let g = self.inner.lock().unwrap();
-        let (low, n) = g.covering(key)?;
+        let (_, n) = g.covering(key)?;
         if n.beyond_high(key) || n.kids.is_empty() {
             return None;
         }
         let c = GlobalAddr::from_u64(n.child(key));
-        Some((c, low.id.clone()))
+        Some((c, CacheId(n.seq)))
     }
 
     /// Up to `max` leaf pointers from the cached leaf parent covering `key`:
@@ -339,28 +353,34 @@ impl IndexCache {
         if n.level != 1 || self.budget < self.node_bytes {
             return;
         }
-        let k = CacheId::from_vec(low_key(&n.low));
+        let k = LowKey::from_vec(low_key(&n.low));
         let kb = n.entries.first().map_or(0, |e| e.0.len());
-        let f = Flat::new(n, kb);
         let mut g = self.inner.lock().unwrap();
-        if g.nodes.insert(Low::new(k.clone()), f).is_none() {
+        let f = Flat::new(n, kb, g.next_seq);
+        g.next_seq += 1;
+        if g.put(k.clone(), f) {
             g.bytes += self.node_bytes;
             g.fifo.push_back(k);
         }
         while g.bytes > self.budget {
             let Some(old) = g.fifo.pop_front() else { break };
-            if g.nodes.remove(&old[..]).is_some() {
+            if g.take(&old) {
                 g.bytes -= self.node_bytes;
             }
         }
     }
 
-    /// Drops the entry with low fence `low` (found stale).
-    pub(crate) fn invalidate(&self, low: &[u8]) {
+    /// Drops the entry covering `key` if it is `id`, which a lookup of
+    /// `key` returned (it led to a leaf that does not cover `key`: stale).
+    pub(crate) fn invalidate(&self, key: &[u8], id: CacheId) {
         let mut g = self.inner.lock().unwrap();
-        if g.nodes.remove(low).is_some() {
+        let low = match g.covering(key) {
+            Some((low, n)) if n.seq == id.0 => low.clone(),
+            _ => return,
+        };
+        if g.take(&low) {
             g.bytes -= self.node_bytes;
-            g.fifo.retain(|k| k.as_slice() != low);
+            g.fifo.retain(|k| *k != low);
         }
     }
 
@@ -370,7 +390,7 @@ impl IndexCache {
             hits: self.hits.load(Relaxed),
             misses: self.misses.load(Relaxed),
             bytes: g.bytes + g.top.len() as u64 * self.node_bytes,
-            nodes: g.nodes.len() as u64,
+            nodes: g.count as u64,
             top_nodes: g.top.len() as u64,
         }
     }
@@ -383,17 +403,19 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// `Low` orders as the fence bytes do (so borrowing it as `[u8]`
-        /// is sound): keys over a small alphabet with zeros, of lengths
-        /// around the 8-byte word, where padding and prefixes meet.
+        /// A fence's first word orders as its bytes do where two words
+        /// differ (so a lookup may search words, then one bucket): keys
+        /// over a small alphabet with zeros, of lengths around the 8-byte
+        /// word, where padding and prefixes meet.
         #[test]
-        fn low_orders_as_its_bytes(
+        fn low_words_order_as_their_bytes(
             a in proptest::collection::vec(0u8..3, 0..12),
             b in proptest::collection::vec(0u8..3, 0..12),
         ) {
-            let (la, lb) = (Low::new(CacheId::from_slice(&a)), Low::new(CacheId::from_slice(&b)));
-            prop_assert_eq!(la.cmp(&lb), a.cmp(&b));
-            prop_assert_eq!(la == lb, a == b);
+            let (wa, wb) = (low_word(&a), low_word(&b));
+            if wa != wb {
+                prop_assert_eq!(wa.cmp(&wb), a.cmp(&b));
+            }
         }
     }
 
@@ -414,7 +436,7 @@ mod tests {
                 .iter()
                 .map(|s| (NodeKey::from_slice(&s.to_be_bytes()), *s))
                 .collect();
-            let f = Flat::new(&n, 8);
+            let f = Flat::new(&n, 8, 0);
             prop_assert_eq!(f.k8.is_empty(), seps.is_empty());
             let key = k.to_be_bytes();
             let by_bytes = child_index(seps.len(), |i| &f.keys[i * 8..(i + 1) * 8], &key);
@@ -431,12 +453,15 @@ mod tests {
     fn covering_finds_the_greatest_low_fence_at_most_the_key() {
         let mut inner = Inner {
             nodes: BTreeMap::new(),
+            count: 0,
             top: BTreeMap::new(),
             top_level: 0,
             fifo: VecDeque::new(),
             bytes: 0,
+            next_seq: 0,
         };
         let flat = || Flat {
+            seq: 0,
             high: Fence::PosInf,
             kb: 0,
             keys: Vec::new(),
@@ -444,7 +469,7 @@ mod tests {
             kids: Vec::new(),
         };
         for k in [&b""[..], b"b", b"b\0", b"b\0\0\0\0\0\0\0\x01", b"c"] {
-            inner.nodes.insert(Low::new(CacheId::from_slice(k)), flat());
+            inner.put(LowKey::from_slice(k), flat());
         }
         let long = [b'b'; 40];
         for (key, want) in [
@@ -458,7 +483,12 @@ mod tests {
             (b"d", b"c"),
         ] {
             let (low, _) = inner.covering(key).unwrap();
-            assert_eq!(&low.id[..], want, "key {key:?}");
+            assert_eq!(&low[..], want, "key {key:?}");
         }
+        // No fence of the key's word is at or below it: the bucket before.
+        assert!(inner.take(b"b"));
+        assert!(!inner.take(b"b"));
+        assert_eq!(&inner.covering(b"b").unwrap().0[..], b"");
+        assert_eq!(inner.count, 4);
     }
 }

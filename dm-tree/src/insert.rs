@@ -49,7 +49,7 @@ impl FgTree {
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
             let Some((a, img, held)) = self.lock_covering_image(a, key, 0, true).await? else {
-                self.drop_stale(cached);
+                self.drop_stale(key, cached);
                 continue;
             };
             // A present key: its value changes in place, nothing decoded. An

@@ -15,7 +15,7 @@ impl FgTree {
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
             let Some((a, mut n, held)) = self.lock_covering(a, key, 0).await? else {
-                self.drop_stale(cached);
+                self.drop_stale(key, cached);
                 continue;
             };
             match n.find(key) {

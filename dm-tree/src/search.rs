@@ -144,13 +144,13 @@ impl FgTree {
                 let (b, t) = read(a).await?;
                 let n = View::validated_header(&self.g, &b);
                 if n.level() != 0 || n.below_low(key) {
-                    c.invalidate(&id);
+                    c.invalidate(key, id);
                     break;
                 }
                 if n.beyond_high(key) {
                     hops += 1;
                     if n.sibling().is_null() || hops > 8 {
-                        c.invalidate(&id);
+                        c.invalidate(key, id);
                         break;
                     }
                     a = n.sibling();
@@ -158,7 +158,7 @@ impl FgTree {
                 }
                 if hops > 0 {
                     // Keys moved right since the copy was taken: refresh it next time.
-                    c.invalidate(&id);
+                    c.invalidate(key, id);
                 }
                 c.record(true);
                 return Ok(Some((a, b, t)));
@@ -206,10 +206,11 @@ impl FgTree {
         }
     }
 
-    /// The cache entry `id` led a writer to a leaf that does not cover its key.
-    pub(crate) fn drop_stale(&self, id: Option<CacheId>) {
+    /// The cache entry `id` led a writer to a leaf that does not cover its
+    /// key, `key`.
+    pub(crate) fn drop_stale(&self, key: &[u8], id: Option<CacheId>) {
         if let (Some(c), Some(id)) = (&self.cache, id) {
-            c.invalidate(&id);
+            c.invalidate(key, id);
         }
     }
 

@@ -135,17 +135,8 @@ impl Flat {
 }
 
 struct Inner {
-    /// Cached level-1 nodes by the first word of their low fence (empty =
-    /// -inf), then by the whole fence. The word orders as the fence bytes
-    /// do where two words differ (either both fences have real bytes
-    /// there, or the shorter ends there and is a prefix of the other: a
-    /// padding zero against a byte above zero), so a lookup searches words
-    /// only, and one bucket's fences at most (issue 32: a map keyed by
-    /// the fences, compared word first, cost a tenth of a warm Sherman
-    /// get's instructions).
-    nodes: BTreeMap<u64, Bucket>,
-    /// Entries in `nodes`.
-    count: usize,
+    /// Cached level-1 nodes ([`Directory`]).
+    nodes: Directory,
     /// Type 2: the highest two levels, by (level, low fence); `top_level` is
     /// the root level they were taken under (0: none cached).
     top: BTreeMap<(u8, Vec<u8>), Node>,
@@ -159,11 +150,41 @@ struct Inner {
 impl Inner {
     /// The cached leaf parent with the greatest low fence <= `key`, if any
     /// (it covers `key` unless `key` is beyond its high fence), and that
-    /// fence. Its bucket is the one of `key`'s word or the one before: a
-    /// fence of a smaller word is below `key`.
+    /// fence.
+    fn covering(&self, key: &[u8]) -> Option<(&LowKey, &Flat)> {
+        self.nodes.covering(key)
+    }
+}
+
+/// The cached leaf parents, by the first word of their low fence (empty =
+/// -inf), then by the whole fence. The word orders as the fence bytes do
+/// where two words differ (either both fences have real bytes there, or
+/// the shorter ends there and is a prefix of the other: a padding zero
+/// against a byte above zero), so a lookup binary-searches a sorted array
+/// of words and then one bucket's fences at most (issue 32: a map keyed by
+/// the fences, compared word first, took a tenth of a warm Sherman get's
+/// instructions, and a `BTreeMap` by word still descended both edges of
+/// its range). An admission of a new word moves the words after it.
+#[derive(Default)]
+struct Directory {
+    /// The distinct low words, sorted.
+    words: Vec<u64>,
+    /// Each word's bucket in `buckets`, in the same order.
+    at: Vec<usize>,
+    buckets: slab::Slab<Bucket>,
+    /// Entries.
+    count: usize,
+}
+
+impl Directory {
+    /// The entry with the greatest low fence <= `key`: in the bucket of
+    /// `key`'s word or the one before (a fence of a smaller word is below
+    /// `key`).
     fn covering(&self, key: &[u8]) -> Option<(&LowKey, &Flat)> {
         let w = low_word(key);
-        for (_, b) in self.nodes.range(..=w).rev().take(2) {
+        let i = self.words.partition_point(|&x| x <= w);
+        for j in (i.saturating_sub(2)..i).rev() {
+            let b = &self.buckets[self.at[j]];
             if let Some((l, f)) = b.iter().rev().find(|(l, _)| cmp_keys(l, key).is_le()) {
                 return Some((l, f));
             }
@@ -174,14 +195,21 @@ impl Inner {
     /// Caches `f` under `low`, replacing the entry there; true if there
     /// was none.
     fn put(&mut self, low: LowKey, f: Flat) -> bool {
-        let b = self.nodes.entry(low_word(&low)).or_default();
+        let w = low_word(&low);
+        let i = self.words.partition_point(|&x| x < w);
+        if self.words.get(i) != Some(&w) {
+            let k = self.buckets.insert(Bucket::new());
+            self.words.insert(i, w);
+            self.at.insert(i, k);
+        }
+        let b = &mut self.buckets[self.at[i]];
         match b.binary_search_by(|(l, _)| l[..].cmp(&low[..])) {
-            Ok(i) => {
-                b[i].1 = f;
+            Ok(j) => {
+                b[j].1 = f;
                 false
             }
-            Err(i) => {
-                b.insert(i, (low, f));
+            Err(j) => {
+                b.insert(j, (low, f));
                 self.count += 1;
                 true
             }
@@ -191,15 +219,19 @@ impl Inner {
     /// Drops the entry under `low`; true if there was one.
     fn take(&mut self, low: &[u8]) -> bool {
         let w = low_word(low);
-        let Some(b) = self.nodes.get_mut(&w) else {
+        let i = self.words.partition_point(|&x| x < w);
+        if self.words.get(i) != Some(&w) {
+            return false;
+        }
+        let b = &mut self.buckets[self.at[i]];
+        let Ok(j) = b.binary_search_by(|(l, _)| l[..].cmp(low)) else {
             return false;
         };
-        let Ok(i) = b.binary_search_by(|(l, _)| l[..].cmp(low)) else {
-            return false;
-        };
-        b.remove(i);
+        b.remove(j);
         if b.is_empty() {
-            self.nodes.remove(&w);
+            self.buckets.remove(self.at[i]);
+            self.words.remove(i);
+            self.at.remove(i);
         }
         self.count -= 1;
         true
@@ -250,8 +282,7 @@ impl IndexCache {
             budget: budget_bytes,
             node_bytes: node_bytes as u64,
             inner: Mutex::new(Inner {
-                nodes: BTreeMap::new(),
-                count: 0,
+                nodes: Directory::default(),
                 top: BTreeMap::new(),
                 top_level: 0,
                 fifo: VecDeque::new(),
@@ -358,13 +389,13 @@ impl IndexCache {
         let mut g = self.inner.lock().unwrap();
         let f = Flat::new(n, kb, g.next_seq);
         g.next_seq += 1;
-        if g.put(k.clone(), f) {
+        if g.nodes.put(k.clone(), f) {
             g.bytes += self.node_bytes;
             g.fifo.push_back(k);
         }
         while g.bytes > self.budget {
             let Some(old) = g.fifo.pop_front() else { break };
-            if g.take(&old) {
+            if g.nodes.take(&old) {
                 g.bytes -= self.node_bytes;
             }
         }
@@ -378,7 +409,7 @@ impl IndexCache {
             Some((low, n)) if n.seq == id.0 => low.clone(),
             _ => return,
         };
-        if g.take(&low) {
+        if g.nodes.take(&low) {
             g.bytes -= self.node_bytes;
             g.fifo.retain(|k| *k != low);
         }
@@ -390,7 +421,7 @@ impl IndexCache {
             hits: self.hits.load(Relaxed),
             misses: self.misses.load(Relaxed),
             bytes: g.bytes + g.top.len() as u64 * self.node_bytes,
-            nodes: g.count as u64,
+            nodes: g.nodes.count as u64,
             top_nodes: g.top.len() as u64,
         }
     }
@@ -447,13 +478,42 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// The directory answers as a map ordered by the fence bytes,
+        /// through admissions, replacements and drops (buckets made and
+        /// emptied), for keys around the fences.
+        #[test]
+        fn directory_covers_as_an_ordered_map(
+            ops in proptest::collection::vec(
+                (any::<bool>(), proptest::collection::vec(0u8..3, 0..11)), 0..60),
+            keys in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..11), 0..30),
+        ) {
+            let mut d = Directory::default();
+            let mut model = std::collections::BTreeMap::new();
+            for (seq, (add, low)) in ops.into_iter().enumerate() {
+                if add {
+                    let mut f = Flat::new(&Node::empty(1, Fence::NegInf, Fence::PosInf), 0, 0);
+                    f.seq = seq as u64;
+                    prop_assert_eq!(d.put(LowKey::from_slice(&low), f), model.insert(low, seq).is_none());
+                } else {
+                    prop_assert_eq!(d.take(&low), model.remove(&low).is_some());
+                }
+                prop_assert_eq!(d.count, model.len());
+            }
+            for k in keys.iter().chain(model.keys()) {
+                let want = model.range::<Vec<u8>, _>(..=k.clone()).next_back();
+                let got = d.covering(k).map(|(l, f)| (l.to_vec(), f.seq as usize));
+                prop_assert_eq!(got, want.map(|(l, s)| (l.clone(), *s)), "key {:?}", k);
+            }
+        }
+    }
+
     /// A lookup finds the entry with the greatest low fence <= the key,
     /// for short keys (the word-first probe) and long ones (`[u8]`).
     #[test]
     fn covering_finds_the_greatest_low_fence_at_most_the_key() {
         let mut inner = Inner {
-            nodes: BTreeMap::new(),
-            count: 0,
+            nodes: Directory::default(),
             top: BTreeMap::new(),
             top_level: 0,
             fifo: VecDeque::new(),
@@ -469,7 +529,7 @@ mod tests {
             kids: Vec::new(),
         };
         for k in [&b""[..], b"b", b"b\0", b"b\0\0\0\0\0\0\0\x01", b"c"] {
-            inner.put(LowKey::from_slice(k), flat());
+            inner.nodes.put(LowKey::from_slice(k), flat());
         }
         let long = [b'b'; 40];
         for (key, want) in [
@@ -486,9 +546,9 @@ mod tests {
             assert_eq!(&low[..], want, "key {key:?}");
         }
         // No fence of the key's word is at or below it: the bucket before.
-        assert!(inner.take(b"b"));
-        assert!(!inner.take(b"b"));
+        assert!(inner.nodes.take(b"b"));
+        assert!(!inner.nodes.take(b"b"));
         assert_eq!(&inner.covering(b"b").unwrap().0[..], b"");
-        assert_eq!(inner.count, 4);
+        assert_eq!(inner.nodes.count, 4);
     }
 }

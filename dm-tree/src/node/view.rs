@@ -205,14 +205,30 @@ impl<'a> View<'a> {
         // offset arithmetic or slicing; 8-byte keys compare as one word
         // (`cmp_keys`). Issue 32: this scan was about 3% of a loopback
         // Sherman get.
+        let checked = |s: usize, slot: &[u8]| match crate::two_level::check_slot(
+            g, version, s as u16, slot,
+        ) {
+            Some(Some((_, v))) => Some((s as u16, v)),
+            _ => None,
+        };
+        if let (8, Ok(k)) = (g.key_bytes, <[u8; 8]>::try_from(key)) {
+            // Equality needs no byte order: one load and compare per slot
+            // (about 12 instructions per slot through `cmp_keys`, 318 of a
+            // warm Sherman get's 2,249 under callgrind).
+            let k = u64::from_ne_bytes(k);
+            return self.slots().enumerate().find_map(|(s, slot)| {
+                let w = slot.first_chunk::<8>().map(|w| u64::from_ne_bytes(*w));
+                if w != Some(k) {
+                    return None;
+                }
+                checked(s, slot)
+            });
+        }
         self.slots().enumerate().find_map(|(s, slot)| {
             if !cmp_keys(&slot[..g.key_bytes], key).is_eq() {
                 return None;
             }
-            match crate::two_level::check_slot(g, version, s as u16, slot) {
-                Some(Some((_, v))) => Some((s as u16, v)),
-                _ => None,
-            }
+            checked(s, slot)
         })
     }
 

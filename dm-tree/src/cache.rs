@@ -147,15 +147,6 @@ struct Inner {
     next_seq: u64,
 }
 
-impl Inner {
-    /// The cached leaf parent with the greatest low fence <= `key`, if any
-    /// (it covers `key` unless `key` is beyond its high fence), and that
-    /// fence.
-    fn covering(&self, key: &[u8]) -> Option<(&LowKey, &Flat)> {
-        self.nodes.covering(key)
-    }
-}
-
 /// The cached leaf parents, by the first word of their low fence (empty =
 /// -inf), then by the whole fence. The word orders as the fence bytes do
 /// where two words differ (either both fences have real bytes there, or
@@ -177,9 +168,10 @@ struct Directory {
 }
 
 impl Directory {
-    /// The entry with the greatest low fence <= `key`: in the bucket of
-    /// `key`'s word or the one before (a fence of a smaller word is below
-    /// `key`).
+    /// The entry with the greatest low fence <= `key`, if any (it covers
+    /// `key` unless `key` is beyond its high fence), and that fence: in the
+    /// bucket of `key`'s word or the one before (a fence of a smaller word
+    /// is below `key`).
     fn covering(&self, key: &[u8]) -> Option<(&LowKey, &Flat)> {
         let w = low_word(key);
         let i = self.words.partition_point(|&x| x <= w);
@@ -192,16 +184,23 @@ impl Directory {
         None
     }
 
+    /// The cached leaf parent whose range holds `key` and that has
+    /// children, if any.
+    fn parent_of(&self, key: &[u8]) -> Option<&Flat> {
+        let (_, n) = self.covering(key)?;
+        (!n.beyond_high(key) && !n.kids.is_empty()).then_some(n)
+    }
+
     /// Caches `f` under `low`, replacing the entry there; true if there
     /// was none.
     fn put(&mut self, low: LowKey, f: Flat) -> bool {
         let w = low_word(&low);
-        let i = self.words.partition_point(|&x| x < w);
-        if self.words.get(i) != Some(&w) {
+        let i = self.words.binary_search(&w).unwrap_or_else(|i| {
             let k = self.buckets.insert(Bucket::new());
             self.words.insert(i, w);
             self.at.insert(i, k);
-        }
+            i
+        });
         let b = &mut self.buckets[self.at[i]];
         match b.binary_search_by(|(l, _)| l[..].cmp(&low[..])) {
             Ok(j) => {
@@ -218,11 +217,9 @@ impl Directory {
 
     /// Drops the entry under `low`; true if there was one.
     fn take(&mut self, low: &[u8]) -> bool {
-        let w = low_word(low);
-        let i = self.words.partition_point(|&x| x < w);
-        if self.words.get(i) != Some(&w) {
+        let Ok(i) = self.words.binary_search(&low_word(low)) else {
             return false;
-        }
+        };
         let b = &mut self.buckets[self.at[i]];
         let Ok(j) = b.binary_search_by(|(l, _)| l[..].cmp(low)) else {
             return false;
@@ -294,13 +291,11 @@ impl IndexCache {
         }
     }
 
-    /// The leaf pointer for `key` and the entry's id (its low fence), if cached.
+    /// The leaf pointer for `key` and the entry it came from ([`CacheId`],
+    /// for [`IndexCache::invalidate`]), if cached.
     pub(crate) fn lookup(&self, key: &[u8]) -> Option<(GlobalAddr, CacheId)> {
         let g = self.inner.lock().unwrap();
-        let (_, n) = g.covering(key)?;
-        if n.beyond_high(key) || n.kids.is_empty() {
-            return None;
-        }
+        let n = g.nodes.parent_of(key)?;
         let c = GlobalAddr::from_u64(n.child(key));
         Some((c, CacheId(n.seq)))
     }
@@ -309,10 +304,7 @@ impl IndexCache {
     /// the child for `key` and the ones after it, in key order.
     pub(crate) fn leaves_from(&self, key: &[u8], max: usize) -> Option<crate::scan::LeafAddrs> {
         let g = self.inner.lock().unwrap();
-        let (_, n) = g.covering(key)?;
-        if n.beyond_high(key) || n.kids.is_empty() {
-            return None;
-        }
+        let n = g.nodes.parent_of(key)?;
         let i = n.child_index(key);
         Some(
             n.kids[i..]
@@ -405,7 +397,7 @@ impl IndexCache {
     /// `key` returned (it led to a leaf that does not cover `key`: stale).
     pub(crate) fn invalidate(&self, key: &[u8], id: CacheId) {
         let mut g = self.inner.lock().unwrap();
-        let low = match g.covering(key) {
+        let low = match g.nodes.covering(key) {
             Some((low, n)) if n.seq == id.0 => low.clone(),
             _ => return,
         };
@@ -509,7 +501,8 @@ mod tests {
     }
 
     /// A lookup finds the entry with the greatest low fence <= the key,
-    /// for short keys (the word-first probe) and long ones (`[u8]`).
+    /// for keys of 8 bytes and fewer and longer ones, within a bucket of
+    /// fences sharing a word and across buckets.
     #[test]
     fn covering_finds_the_greatest_low_fence_at_most_the_key() {
         let mut inner = Inner {
@@ -542,13 +535,13 @@ mod tests {
             (&long[..], b"b\0\0\0\0\0\0\0\x01"),
             (b"d", b"c"),
         ] {
-            let (low, _) = inner.covering(key).unwrap();
+            let (low, _) = inner.nodes.covering(key).unwrap();
             assert_eq!(&low[..], want, "key {key:?}");
         }
         // No fence of the key's word is at or below it: the bucket before.
         assert!(inner.nodes.take(b"b"));
         assert!(!inner.nodes.take(b"b"));
-        assert_eq!(&inner.covering(b"b").unwrap().0[..], b"");
+        assert_eq!(&inner.nodes.covering(b"b").unwrap().0[..], b"");
         assert_eq!(inner.nodes.count, 4);
     }
 }

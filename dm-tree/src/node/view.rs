@@ -166,7 +166,7 @@ impl<'a> View<'a> {
     pub(crate) fn below_low(&self, key: &[u8]) -> bool {
         match self.low() {
             FenceRef::NegInf => false,
-            FenceRef::Key(l) => super::cmp_keys(key, l).is_lt(),
+            FenceRef::Key(l) => cmp_keys(key, l).is_lt(),
             FenceRef::PosInf => true,
         }
     }
@@ -175,7 +175,7 @@ impl<'a> View<'a> {
     pub(crate) fn beyond_high(&self, key: &[u8]) -> bool {
         match self.high() {
             FenceRef::PosInf => false,
-            FenceRef::Key(h) => super::cmp_keys(key, h).is_ge(),
+            FenceRef::Key(h) => cmp_keys(key, h).is_ge(),
             FenceRef::NegInf => true,
         }
     }
@@ -202,9 +202,8 @@ impl<'a> View<'a> {
         let g = self.g;
         let version = self.version();
         // One pass over the slot array in slot-sized chunks, no per-slot
-        // offset arithmetic or slicing; 8-byte keys compare as one word
-        // (`cmp_keys`). Issue 32: this scan was about 3% of a loopback
-        // Sherman get.
+        // offset arithmetic or slicing. Issue 32: this scan was about 3% of
+        // a loopback Sherman get.
         let checked = |s: usize, slot: &[u8]| match crate::two_level::check_slot(
             g, version, s as u16, slot,
         ) {

@@ -32,12 +32,12 @@
 //! entry has a slot for starts at the root slot (one 8-byte READ). Keeping
 //! the root slot's word as a hint too saved that READ but lost a key in a
 //! `check --faults crash` seed (smart, 3000 keys, seed 8) whose cause is
-//! not yet found, so it is not done. Without a
-//! per-byte trie or a per-entry copy of the parent cursor, an entry is one
-//! 80-byte map bucket holding up to four slot words itself (most nodes
-//! below a hashed-key tree's top levels have two to four), plus a heap
-//! array for more: a warm probe touches the map's control bytes and one
-//! bucket (issue 32 items 2 and 4; measured in docs/experiments/smart.md
+//! not yet found, so it is not done. Without a per-byte trie or a
+//! per-entry copy of the parent cursor, an entry is one 64-byte map
+//! bucket, one cache line, holding up to four slot words itself (most
+//! nodes below a hashed-key tree's top levels have two to four), plus a
+//! heap array for more: a warm probe touches the map's control bytes and
+//! one bucket (issue 32 items 2 and 4; measured in docs/experiments/smart.md
 //! and cpu-ratios.md). An entry of 32 or more filled slots (the top
 //! levels' Node256s) also keeps a 256-byte index from partial key to its
 //! first slot in that array, so finding the slot for the path's byte reads

@@ -3,14 +3,18 @@
 //! order.
 //!
 //! A warm lookup touches the map's control bytes and one bucket: the
-//! bucket holds the node address and, for up to [`INLINE`] filled slots
-//! (most nodes below the top levels of a tree of hashed keys), the slot
-//! words themselves. Before 2026-11-28 a bucket held a slab index, the
-//! slab the entry, and the entry a boxed slot array: three dependent cache
-//! misses per probe that `perf` put at 18% of a warm SMART get on
-//! loopback (docs/experiments/cpu-ratios.md; issue 32).
+//! bucket, one 64-byte cache line ([`Bucket`]), holds the map key, the
+//! node address and, for up to [`INLINE`] filled slots (most nodes below
+//! the top levels of a tree of hashed keys), the slot words themselves.
+//! Before 2026-11-28 a bucket held a slab index, the slab the entry, and
+//! the entry a boxed slot array: three dependent cache misses per probe
+//! that `perf` put at 18% of a warm SMART get on loopback
+//! (docs/experiments/cpu-ratios.md; issue 32). Until 2026-11-29 a bucket
+//! was 80 bytes (the long prefix's pointer inside it) at 8-byte alignment,
+//! so nearly every probe touched two lines.
 
 use dm_verbs::GlobalAddr;
+use hashbrown::HashTable;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -128,9 +132,25 @@ pub(super) struct Entry {
     /// At least `filled` words; the first `filled` are the node's filled
     /// slots. The budget counts a heap array whole.
     slots: Slots,
-    /// The prefix itself when it is 8 bytes or longer (its map key is a
-    /// hash then, checked against this); empty (no allocation) otherwise.
-    long: Box<[u8]>,
+}
+
+/// A map bucket: an entry under its map key ([`prefix_key`]), one cache
+/// line. Layout (bytes): `0..8` the key, `8..16` the node address, `16..20`
+/// the FIFO stamp, `20..24` the filled count, `24..64` the slot words (four
+/// inline, or a heap array's pointer and length) and their variant's tag.
+#[repr(C, align(64))]
+struct Bucket {
+    key: u64,
+    e: Entry,
+}
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
+
+/// The map's hash of a map key (every bit of it reaches the low bits).
+fn hash(key: u64) -> u64 {
+    let mut h = MixHasher::default();
+    h.write_u64(key);
+    h.finish()
 }
 
 impl Entry {
@@ -172,14 +192,14 @@ impl Entry {
 
 /// Bytes an entry with `heap_words` slot words on the heap (0 up to
 /// [`INLINE`] filled slots) and a `long`-byte prefix occupies: its map
-/// bucket, key and entry, plus the heap array and the prefix copy (the
-/// budget's unit).
+/// bucket (64), plus the heap array and the prefix copy (the budget's
+/// unit).
 pub(super) fn entry_bytes(heap_words: usize, long: usize) -> usize {
-    std::mem::size_of::<(u64, Entry)>() + 8 * heap_words + long
+    std::mem::size_of::<Bucket>() + 8 * heap_words + long
 }
 /// The map key of a key prefix: up to 7 bytes packed with the length in
 /// the low byte (exact); longer ones a hash of the bytes with `0x80` in
-/// the low byte, checked against [`Entry::long`].
+/// the low byte, checked against the copy in [`Store`]'s `longs`.
 pub(super) fn prefix_key(p: &[u8]) -> u64 {
     if p.len() < 8 {
         let mut k = p.len() as u64;
@@ -241,7 +261,11 @@ fn class(n: usize) -> usize {
 /// (what the FIFO records and [`Store::get`] take).
 #[derive(Default)]
 pub(super) struct Store {
-    map: HashMap<u64, Entry, BuildHasherDefault<MixHasher>>,
+    map: HashTable<Bucket>,
+    /// The prefix of each entry whose prefix is 8 bytes or longer, by map
+    /// key (the key is a hash then, checked against this); outside the
+    /// buckets, which keys of up to 8 bytes never need.
+    longs: HashMap<u64, Box<[u8]>, BuildHasherDefault<MixHasher>>,
     /// Entries per prefix length: a lookup probes only lengths that have some.
     pub(super) lens: Vec<u32>,
     pub(super) fifo: VecDeque<(u64, u32)>,
@@ -309,8 +333,8 @@ impl Store {
     /// prefix is checked against the entry's copy).
     fn probe(&self, p: &[u8]) -> Option<(u64, &Entry)> {
         let key = prefix_key(p);
-        let e = self.map.get(&key)?;
-        (p.len() < 8 || *e.long == *p).then_some((key, e))
+        let e = self.get(key)?;
+        (p.len() < 8 || self.longs.get(&key).is_some_and(|l| **l == *p)).then_some((key, e))
     }
 
     /// The entry of prefix `p`, if cached.
@@ -324,11 +348,13 @@ impl Store {
     }
 
     pub(super) fn get(&self, id: u64) -> Option<&Entry> {
-        self.map.get(&id)
+        self.map.find(hash(id), |b| b.key == id).map(|b| &b.e)
     }
 
     pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
-        self.map.get_mut(&id)
+        self.map
+            .find_mut(hash(id), |b| b.key == id)
+            .map(|b| &mut b.e)
     }
 
     /// Entries held.
@@ -348,23 +374,23 @@ impl Store {
         self.remove(key);
         let stamp = self.next_stamp;
         self.next_stamp = stamp.wrapping_add(1);
-        let long: Box<[u8]> = if p.len() < 8 {
-            Box::default()
-        } else {
-            p.into()
-        };
+        let mut long = 0;
+        if p.len() >= 8 {
+            long = p.len();
+            self.longs.insert(key, p.into());
+        }
         let words = self.spare.slots_for(slots.len());
         let mut e = Entry {
             node,
             stamp,
             filled: slots.len() as u32,
             slots: words,
-            long,
         };
         e.slots.words_mut()[..slots.len()].copy_from_slice(slots);
         e.slots.index(0, slots.len());
-        self.bytes += entry_bytes(e.slots.heap_words(), e.long.len());
-        self.map.insert(key, e);
+        self.bytes += entry_bytes(e.slots.heap_words(), long);
+        self.map
+            .insert_unique(hash(key), Bucket { key, e }, |b| hash(b.key));
         if self.lens.len() <= p.len() {
             self.lens.resize(p.len() + 1, 0);
         }
@@ -374,16 +400,16 @@ impl Store {
 
     /// Drops entry `id` (a heap slot array kept as a spare).
     pub(super) fn remove(&mut self, id: u64) {
-        let Some(e) = self.map.remove(&id) else {
+        let Ok(o) = self.map.find_entry(hash(id), |b| b.key == id) else {
             return;
         };
-        let len = if e.long.is_empty() {
-            (id & 0xff) as usize
-        } else {
-            e.long.len()
+        let e = o.remove().0.e;
+        let (len, long) = match self.longs.remove(&id) {
+            Some(l) => (l.len(), l.len()),
+            None => ((id & 0xff) as usize, 0),
         };
         self.lens[len] -= 1;
-        self.bytes -= entry_bytes(e.slots.heap_words(), e.long.len());
+        self.bytes -= entry_bytes(e.slots.heap_words(), long);
         if let Some(b) = e.slots.into_heap() {
             self.spare.keep(b);
         }
@@ -399,7 +425,11 @@ impl Store {
     /// its filled count; the slots before `at` stay), in place when its
     /// array is long enough.
     pub(super) fn write_slots(&mut self, id: u64, at: usize, words: &[u64]) {
-        let Some(e) = self.map.get_mut(&id) else {
+        let Some(e) = self
+            .map
+            .find_mut(hash(id), |b| b.key == id)
+            .map(|b| &mut b.e)
+        else {
             return;
         };
         let n = at + words.len();

@@ -129,11 +129,11 @@ fn modelled_fifo_serialises_a_cs_admissions_in_virtual_time() {
     }
 }
 
-/// An entry of up to `INLINE` filled slots is one map bucket: key, node
-/// address, FIFO stamp, count, the slot words and the long-prefix pointer.
+/// An entry of up to `INLINE` filled slots is one map bucket, one cache
+/// line: key, node address, FIFO stamp, count and the slot words.
 #[test]
 fn a_small_entry_is_one_bucket() {
-    assert_eq!(entry_bytes(0, 0), 80);
+    assert_eq!(entry_bytes(0, 0), 64);
 }
 
 proptest::proptest! {

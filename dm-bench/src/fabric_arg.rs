@@ -145,6 +145,12 @@ pub struct SimNetArgs {
     /// ns (at most 1 s = 1000000000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
     pub host_cas_fail_ns: Option<u64>,
+    /// Override how long an atomic on the MS NIC's device (on-chip) memory
+    /// holds its NIC bucket, virtual ns (at most 1 s = 1000000000; the
+    /// presets' 9 ns is Sherman §4.3's ~110 Mops of on-chip CAS, a rate
+    /// over many addresses).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
+    pub device_atomic_ns: Option<u64>,
     /// Override the address bits below a NIC atomic bucket's 12 bits (at
     /// most 63: the shift of a 64-bit offset).
     #[arg(long, value_parser = clap::value_parser!(u32).range(..=63))]
@@ -197,6 +203,9 @@ impl SimNetArgs {
         }
         if let Some(v) = self.host_cas_fail_ns {
             m.host_cas_fail_ns = v;
+        }
+        if let Some(v) = self.device_atomic_ns {
+            m.device_atomic_ns = v;
         }
         if let Some(v) = self.atomic_bucket_shift {
             m.atomic_bucket_shift = v;

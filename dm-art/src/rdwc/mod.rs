@@ -75,7 +75,7 @@
 
 use crate::error::ArtError;
 use dm_runtime::sync::SharedCell;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 /// Followers one absorbing leader covers at most ([`Rdwc::absorb_writers`]):
@@ -119,6 +119,20 @@ struct WriteGroup {
 struct LockEntry {
     read: Option<ReadGroup>,
     write: Option<WriteGroup>,
+}
+
+/// A lock entry behind its mutex, with a hint beside it: `queued` is set
+/// (under the mutex) whenever a reader queues for the read group's next
+/// round, and cleared (under it) when a leader's start moves that queue
+/// into its batch. A leader that finds it clear starts without the mutex
+/// (issue 32: a lone reader's start took a lock for nothing); a reader
+/// whose setting it has not seen is one queued for the next round, as one
+/// arriving after the start would be, so the hint only decides how much
+/// a start delegates, never what a reader receives.
+#[derive(Default)]
+struct Entry {
+    m: Mutex<LockEntry>,
+    queued: AtomicBool,
 }
 
 /// What ended rounds leave for later ones, table-wide (issue 32: no
@@ -165,7 +179,7 @@ pub struct RdwcStats {
 /// One compute server's local lock table for read delegation and write
 /// combining; see the module docs.
 pub struct Rdwc {
-    entries: Box<[Mutex<LockEntry>]>,
+    entries: Box<[Entry]>,
     spare: Mutex<Spare>,
     read_delegation: bool,
     write_combining: bool,
@@ -196,17 +210,6 @@ pub(crate) struct Lead<'a> {
     finished: bool,
 }
 
-/// A queued client; dropping it leaves the queue (or passes a lead on).
-pub(crate) struct Waiter<'a, T: Clone> {
-    t: &'a Rdwc,
-    idx: usize,
-    write: bool,
-    cell: Cell<T>,
-    /// Where its entry keeps reset cells of its kind.
-    cells: CellsOf<T>,
-    settled: bool,
-}
-
 fn hash(key: &[u8]) -> u64 {
     // FNV-1a, then a multiplicative finish: keys differing in one byte spread.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -223,9 +226,7 @@ impl Rdwc {
     pub fn new(entries: usize, read_delegation: bool, write_combining: bool) -> Self {
         Rdwc {
             spare: Mutex::default(),
-            entries: (0..entries.max(1))
-                .map(|_| Mutex::new(LockEntry::default()))
-                .collect(),
+            entries: (0..entries.max(1)).map(|_| Entry::default()).collect(),
             read_delegation,
             write_combining,
             write_queue: false,
@@ -278,7 +279,7 @@ impl Rdwc {
             return Join::Alone;
         }
         let idx = self.slot(key);
-        let mut e = self.entries[idx].lock().unwrap();
+        let mut e = self.entries[idx].m.lock().unwrap();
         match &mut e.read {
             None => {
                 e.read = Some(ReadGroup {
@@ -303,6 +304,7 @@ impl Rdwc {
                 };
                 let cell = cell.unwrap_or_else(|| Arc::new(SharedCell::new()));
                 g.next.push(cell.clone());
+                self.entries[idx].queued.store(true, Relaxed);
                 Join::Follow(Waiter {
                     t: self,
                     idx,
@@ -324,7 +326,7 @@ impl Rdwc {
             return Join::Alone;
         }
         let idx = self.slot(key);
-        let mut e = self.entries[idx].lock().unwrap();
+        let mut e = self.entries[idx].m.lock().unwrap();
         match &mut e.write {
             None => {
                 e.write = Some(WriteGroup {
@@ -429,7 +431,7 @@ impl Lead<'_> {
         if !covers {
             return None;
         }
-        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
         let g = e.write.as_mut().expect("a write leader's group");
         if !self.t.write_combining {
             // At most ABSORB_MAX of them, the first queued.
@@ -446,7 +448,7 @@ impl Lead<'_> {
     /// until the next `consume`. Returns what was covered, for
     /// [`Lead::recover`].
     pub(crate) fn unconsume(&self) -> Option<u64> {
-        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
         e.write.as_mut().and_then(|g| g.consumed.take())
     }
 
@@ -454,7 +456,7 @@ impl Lead<'_> {
     /// taken effect after all (`SmartTree::took_before`): the followers
     /// covered then, `upto` as [`Lead::unconsume`] returned it, are covered.
     pub(crate) fn recover(&self, upto: u64) {
-        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
         if let Some(g) = e.write.as_mut() {
             g.consumed = Some(upto);
         }
@@ -463,7 +465,13 @@ impl Lead<'_> {
     /// A read leader starts its remote search: every reader queued so far
     /// joins its batch (they were all invoked before the search starts).
     pub(crate) fn start_read(&self) {
-        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let entry = &self.t.entries[self.idx];
+        if !entry.queued.load(Relaxed) {
+            // No reader queued since the last start ([`Entry`]).
+            return;
+        }
+        let mut e = entry.m.lock().unwrap();
+        entry.queued.store(false, Relaxed);
         if let Some(g) = &mut e.read {
             if g.batch.is_empty() {
                 // No copy, and the queue keeps the batch's memory.
@@ -477,7 +485,7 @@ impl Lead<'_> {
     /// A read leader's result: to its batch, then the lead to the next batch.
     pub(crate) fn finish_read(mut self, r: &ReadResult) {
         self.finished = true;
-        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
         if let Some(g) = &mut e.read {
             for c in g.batch.drain(..) {
                 self.t.delegated.fetch_add(1, Relaxed);
@@ -498,7 +506,7 @@ impl Lead<'_> {
             Ok(_) if self.t.absorb && !self.t.write_combining => Ok(true),
             r => r.clone(),
         };
-        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
         if let Some(g) = &mut e.write {
             if let Some(upto) = g.consumed {
                 // The covered followers, in arrival order, get the result.
@@ -527,7 +535,7 @@ impl Drop for Lead<'_> {
         if self.finished {
             return;
         }
-        let mut e = self.t.entries[self.idx].lock().unwrap();
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
         if self.write {
             self.t.promote_write(&mut e);
         } else {
@@ -536,65 +544,8 @@ impl Drop for Lead<'_> {
     }
 }
 
-impl<'a, T: Clone> Waiter<'a, T> {
-    /// Waits for the covering result, or for the lead.
-    pub(crate) async fn wait(mut self) -> Result<T, Lead<'a>> {
-        let m = self.cell.get().await;
-        self.settled = true;
-        match m {
-            Msg::Done(r) => Ok(r),
-            Msg::Lead => Err(Lead {
-                t: self.t,
-                idx: self.idx,
-                write: self.write,
-                finished: false,
-            }),
-        }
-    }
-}
-
-impl<T: Clone> Drop for Waiter<'_, T> {
-    fn drop(&mut self) {
-        if self.settled {
-            // The leader drops its clone under the entry's mutex after it
-            // sets the message: once that mutex is ours, a cell nobody else
-            // holds is kept (reset) for a later follower.
-            let _e = self.t.entries[self.idx].lock().unwrap();
-            if Arc::strong_count(&self.cell) == 1 {
-                let mut sp = self.t.spare.lock().unwrap();
-                let kept = (self.cells)(&mut sp);
-                if kept.len() < SPARE {
-                    self.cell.reset();
-                    kept.push(self.cell.clone());
-                }
-            }
-            return;
-        }
-        // Every message is set under the entry's mutex: it cannot change now.
-        let mut e = self.t.entries[self.idx].lock().unwrap();
-        match self.cell.try_get() {
-            Some(Msg::Lead) if self.write => self.t.promote_write(&mut e),
-            Some(Msg::Lead) => self.t.promote_read(&mut e),
-            Some(Msg::Done(_)) => {}
-            None => {
-                let me = Arc::as_ptr(&self.cell) as *const ();
-                if let Some(g) = &mut e.read {
-                    g.batch.retain(|c| !is(c, me));
-                    g.next.retain(|c| !is(c, me));
-                }
-                if let Some(g) = &mut e.write {
-                    g.members.retain(|(_, c)| !is(c, me));
-                }
-            }
-        }
-    }
-}
-
-/// Whether `c` is the cell at `me` (a queued client leaving finds itself
-/// in the read or the write group, whose cells differ in type).
-fn is<T>(c: &Cell<T>, me: *const ()) -> bool {
-    Arc::as_ptr(c) as *const () == me
-}
+mod waiter;
+pub(crate) use waiter::Waiter;
 
 #[cfg(test)]
 mod tests;

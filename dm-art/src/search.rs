@@ -25,10 +25,16 @@ impl SmartTree {
         &self,
         path: &[u8],
     ) -> Result<(Cursor, Option<Hit>), ArtError> {
-        if let Some((c, hit)) = self.cache.as_ref().and_then(|k| k.lookup(path)) {
+        if let Some((c, hit)) = self.cached_start(path) {
             return Ok((c, Some(hit)));
         }
         Ok((self.root_cursor().await?, None))
+    }
+
+    /// The ART cache's start for `path`, if it has one (no verb; what
+    /// [`SmartTree::start_cursor`] tries first, callable without a future).
+    fn cached_start(&self, path: &[u8]) -> Option<(Cursor, Hit)> {
+        self.cache.as_ref().and_then(|k| k.lookup(path))
     }
 
     /// Drops the cache entry a cached start came from (a check found it stale).
@@ -82,7 +88,7 @@ impl SmartTree {
         path: &[u8],
         hit: Option<Hit>,
     ) -> Result<Option<crate::layout::Leaf>, ArtError> {
-        if !c.cached || self.cfg.techniques.in_place_leaf {
+        if !self.leaf_needs_slot(c) {
             return Ok(Some(self.read_leaf(addr).await?.0));
         }
         let (w, l) = futures::join!(self.read_word(c.slot_a), self.read_leaf(addr));
@@ -93,6 +99,12 @@ impl SmartTree {
         }
         c.fresh(w);
         Ok(same.then_some(l?.0))
+    }
+
+    /// Whether a leaf named by `c` must be READ with its slot
+    /// ([`SmartTree::read_current_leaf`]): a cached word under RCU leaves.
+    fn leaf_needs_slot(&self, c: &Cursor) -> bool {
+        c.cached && !self.cfg.techniques.in_place_leaf
     }
 
     /// Admits the node at `addr` just READ (its slots discriminate on path
@@ -149,13 +161,24 @@ impl SmartTree {
 
     /// The remote search of [`SmartTree::get`] (`path`: the key's radix path).
     async fn get_remote(&self, key: &[u8], path: &[u8]) -> ReadResult {
-        let (mut c, hit) = self.start_cursor(path).await?;
+        // The warm path (a cached start, a leaf READ alone) awaits no
+        // nested future of its own: each level of async call costs a state
+        // switch per poll (issue 32).
+        let (mut c, hit) = match self.cached_start(path) {
+            Some((c, hit)) => (c, Some(hit)),
+            None => (self.root_cursor().await?, None),
+        };
         for _ in 0..MAX_RETRIES {
             match Slot::decode(c.word) {
                 Slot::Empty => return Ok(None),
                 Slot::Leaf { addr, .. } => {
-                    let Some(l) = self.read_current_leaf(&mut c, addr, path, hit).await? else {
-                        continue;
+                    let l = if self.leaf_needs_slot(&c) {
+                        match self.read_current_leaf(&mut c, addr, path, hit).await? {
+                            Some(l) => l,
+                            None => continue,
+                        }
+                    } else {
+                        self.read_leaf(addr).await?.0
                     };
                     self.reverse_check(&c, l.rev, path, hit);
                     if l.key[..] == *key {

@@ -237,8 +237,14 @@ impl FgTree {
         if self.cfg.design == Design::Hybrid {
             return self.nam_get_hybrid(key).await.map(Some);
         }
+        // `read_until` directly, not through `read_valid_for`: one future
+        // fewer to resume per READ (issue 32).
         let found = self
-            .cached_walk(key, |a| self.read_valid_for(a, key))
+            .cached_walk(key, |a| {
+                self.read_until(a, move |b| {
+                    crate::node::View::for_key(&self.g, b, key).map(|(_, v)| v)
+                })
+            })
             .await?;
         Ok(found.map(|(_, _, value)| value))
     }

@@ -237,8 +237,9 @@ impl FgTree {
         if self.cfg.design == Design::Hybrid {
             return self.nam_get_hybrid(key).await.map(Some);
         }
-        // `read_until` directly, not through `read_valid_for`: one future
-        // fewer to resume per READ (issue 32).
+        // `read_until` directly, validated by `View::for_key` (the key's
+        // slot whole, or every slot when the key is absent), not through a
+        // wrapper future: one future fewer to resume per READ (issue 32).
         let found = self
             .cached_walk(key, |a| {
                 self.read_until(a, move |b| {

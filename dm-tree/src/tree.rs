@@ -437,21 +437,6 @@ impl FgTree {
         Ok(b)
     }
 
-    /// The image of the node at `a`, READ until [`View::for_key`] accepts
-    /// it for a lookup of `key` (an unsorted leaf: the key's slot whole,
-    /// or every slot when the key is absent), with `key`'s value in it if
-    /// it is a leaf (as [`View::for_key`] gives it).
-    pub(crate) async fn read_valid_for(
-        &self,
-        a: GlobalAddr,
-        key: &[u8],
-    ) -> Result<(dm_runtime::ReadBuf, Option<u64>), TreeError> {
-        self.read_until(a, |b| {
-            crate::node::View::for_key(&self.g, b, key).map(|(_, v)| v)
-        })
-        .await
-    }
-
     /// READs the node at `a` until `accept` takes the image (a torn or
     /// half-written one is retried after a yield, counted as rejected),
     /// at most [`MAX_VALIDATION_RETRIES`] times: [`TreeError::Corrupt`].
@@ -566,13 +551,15 @@ impl FgTree {
     ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf, Held<'_>)>, TreeError> {
         loop {
             let held = self.lock(a).await?;
-            let img = if for_key {
-                self.read_valid_for(a, key).await.map(|(b, _)| b)
-            } else {
-                self.read_valid(a).await
-            };
+            // `read_until` directly, not through a wrapper future (issue 32).
+            let img = self
+                .read_until(a, |b| match for_key {
+                    true => View::for_key(&self.g, b, key).map(drop),
+                    false => View::new(&self.g, b).map(drop),
+                })
+                .await;
             let img = match img {
-                Ok(b) => b,
+                Ok((b, ())) => b,
                 Err(e) => {
                     let _ = self.release(held, []).await;
                     return Err(e);

@@ -96,7 +96,15 @@ pub(crate) type ReadResult = Result<Option<u64>, ArtError>;
 pub(crate) type WriteResult = Result<bool, ArtError>;
 type Cell<T> = Arc<SharedCell<Msg<T>>>;
 
+/// An entry's read group. It stays in its entry between groups
+/// (`active` false) and a new group overwrites the key, so a lone reader
+/// neither makes nor drops a group (issue 32: dropping a group's two empty
+/// queues was a sixth of a lone read leader's cost); queues that followers
+/// grew go to [`Spare`] when their group ends, as before.
+#[derive(Default)]
 struct ReadGroup {
+    /// A group is running (its leader has not finished, or passed the lead on).
+    active: bool,
     key: crate::keys::Path,
     /// Served by the running leader (queued before it started).
     batch: Vec<Cell<ReadResult>>,
@@ -117,7 +125,7 @@ struct WriteGroup {
 
 #[derive(Default)]
 struct LockEntry {
-    read: Option<ReadGroup>,
+    read: ReadGroup,
     write: Option<WriteGroup>,
 }
 
@@ -280,13 +288,12 @@ impl Rdwc {
         }
         let idx = self.slot(key);
         let mut e = self.entries[idx].m.lock().unwrap();
-        match &mut e.read {
-            None => {
-                e.read = Some(ReadGroup {
-                    key: crate::keys::Path::from_slice(key),
-                    batch: Vec::new(),
-                    next: Vec::new(),
-                });
+        let g = &mut e.read;
+        match g.active {
+            false => {
+                g.active = true;
+                g.key.clear();
+                g.key.extend_from_slice(key);
                 Join::Lead(Lead {
                     t: self,
                     idx,
@@ -294,7 +301,7 @@ impl Rdwc {
                     finished: false,
                 })
             }
-            Some(g) if g.key[..] == *key => {
+            true if g.key[..] == *key => {
                 let cell = {
                     let mut sp = self.spare.lock().unwrap();
                     if g.next.capacity() == 0 {
@@ -314,7 +321,7 @@ impl Rdwc {
                     settled: false,
                 })
             }
-            Some(_) => {
+            true => {
                 self.conflicts.fetch_add(1, Relaxed);
                 Join::Alone
             }
@@ -377,7 +384,10 @@ impl Rdwc {
     /// Read groups: a queued client leads the next round (or the group
     /// ends). The new leader's batch is fixed when it starts.
     fn promote_read(&self, e: &mut LockEntry) {
-        let Some(r) = &mut e.read else { return };
+        let r = &mut e.read;
+        if !r.active {
+            return;
+        }
         if !r.batch.is_empty() {
             // The leader left without serving its batch: its first leads it.
             let l = r.batch.remove(0);
@@ -385,12 +395,13 @@ impl Rdwc {
         } else if !r.next.is_empty() {
             let l = r.next.remove(0);
             l.set(Msg::Lead);
-        } else if let Some(r) = e.read.take() {
+        } else {
             // The group ends: queues it grew serve later groups.
+            r.active = false;
             if r.batch.capacity() + r.next.capacity() > 0 {
                 let mut sp = self.spare.lock().unwrap();
-                keep_queue(&mut sp.read_queues, r.batch);
-                keep_queue(&mut sp.read_queues, r.next);
+                keep_queue(&mut sp.read_queues, std::mem::take(&mut r.batch));
+                keep_queue(&mut sp.read_queues, std::mem::take(&mut r.next));
             }
         }
     }
@@ -472,7 +483,8 @@ impl Lead<'_> {
         }
         let mut e = entry.m.lock().unwrap();
         entry.queued.store(false, Relaxed);
-        if let Some(g) = &mut e.read {
+        let g = &mut e.read;
+        if g.active {
             if g.batch.is_empty() {
                 // No copy, and the queue keeps the batch's memory.
                 std::mem::swap(&mut g.batch, &mut g.next);
@@ -486,7 +498,8 @@ impl Lead<'_> {
     pub(crate) fn finish_read(mut self, r: &ReadResult) {
         self.finished = true;
         let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        if let Some(g) = &mut e.read {
+        let g = &mut e.read;
+        if g.active && !g.batch.is_empty() {
             for c in g.batch.drain(..) {
                 self.t.delegated.fetch_add(1, Relaxed);
                 c.set(Msg::Done(r.clone()));

@@ -58,10 +58,9 @@ impl<T: Clone> Drop for Waiter<'_, T> {
             Some(Msg::Done(_)) => {}
             None => {
                 let me = Arc::as_ptr(&self.cell) as *const ();
-                if let Some(g) = &mut e.read {
-                    g.batch.retain(|c| !is(c, me));
-                    g.next.retain(|c| !is(c, me));
-                }
+                let g = &mut e.read;
+                g.batch.retain(|c| !is(c, me));
+                g.next.retain(|c| !is(c, me));
                 if let Some(g) = &mut e.write {
                     g.members.retain(|(_, c)| !is(c, me));
                 }

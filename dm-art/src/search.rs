@@ -76,9 +76,11 @@ impl SmartTree {
         Ok(same)
     }
 
-    /// READs the leaf at `addr` named by `c`. With RCU leaves (the ART
-    /// baseline, `baseline`) a cached word may name a replaced leaf, so its
-    /// slot is READ in the same round: `None` (cursor fresh, the cache entry
+    /// READs the leaf at `addr` named by `c`, for a cursor that
+    /// [`SmartTree::leaf_needs_slot`] (any other READs the leaf alone,
+    /// [`SmartTree::read_leaf`]). With RCU leaves (the ART baseline,
+    /// `baseline`) a cached word may name a replaced leaf, so its slot is
+    /// READ in the same round: `None` (cursor fresh, the cache entry
     /// patched with the new word) if the slot has moved on; else the leaf
     /// was current at that READ.
     pub(crate) async fn read_current_leaf(
@@ -88,9 +90,7 @@ impl SmartTree {
         path: &[u8],
         hit: Option<Hit>,
     ) -> Result<Option<crate::layout::Leaf>, ArtError> {
-        if !self.leaf_needs_slot(c) {
-            return Ok(Some(self.read_leaf(addr).await?.0));
-        }
+        debug_assert!(self.leaf_needs_slot(c), "a leaf READ alone would do");
         let (w, l) = futures::join!(self.read_word(c.slot_a), self.read_leaf(addr));
         let w = w?;
         let same = w == c.word;

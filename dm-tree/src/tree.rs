@@ -411,21 +411,8 @@ impl FgTree {
     /// READs the node at `a` until its checksum validates (a torn or
     /// half-written image is retried after a yield).
     pub(crate) async fn read_node(&self, a: GlobalAddr) -> Result<Node, TreeError> {
-        for _ in 0..MAX_VALIDATION_RETRIES {
-            let v0 = match self.cfg.node_read {
-                crate::NodeRead::Checksum => None,
-                crate::NodeRead::Optimistic => self.version_before(a).await?,
-            };
-            let b = read(a, self.cfg.node_bytes as u32).await?;
-            if let Some(n) = Node::decode(&self.g, &b) {
-                if v0.is_none() || self.version_after(a, v0, &b).await? {
-                    return Ok(n);
-                }
-            }
-            self.rejected.set(self.rejected.get() + 1);
-            yield_now().await;
-        }
-        Err(TreeError::Corrupt(a))
+        let (_, n) = self.read_until(a, |b| Node::decode(&self.g, b)).await?;
+        Ok(n)
     }
 
     /// The image of the node at `a`, READ until [`View::new`] accepts it (as
@@ -450,8 +437,8 @@ impl FgTree {
             // posts a verb: they are not awaited at all, so a warm READ's
             // completion resumes no futures of theirs (issue 32).
             let v0 = match self.cfg.node_read {
-                crate::NodeRead::Checksum => None,
-                crate::NodeRead::Optimistic => self.version_before(a).await?,
+                NodeRead::Checksum => None,
+                NodeRead::Optimistic => self.version_before(a).await?,
             };
             let b = read(a, self.cfg.node_bytes as u32).await?;
             if let Some(t) = accept(&b) {

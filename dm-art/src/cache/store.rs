@@ -146,6 +146,12 @@ struct Bucket {
 
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
+/// Entry `id` of `map`, for a caller that also borrows the [`Store`]'s
+/// other fields.
+fn entry_mut(map: &mut HashTable<Bucket>, id: u64) -> Option<&mut Entry> {
+    map.find_mut(hash(id), |b| b.key == id).map(|b| &mut b.e)
+}
+
 /// The map's hash of a map key (every bit of it reaches the low bits).
 fn hash(key: u64) -> u64 {
     let mut h = MixHasher::default();
@@ -352,9 +358,7 @@ impl Store {
     }
 
     pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
-        self.map
-            .find_mut(hash(id), |b| b.key == id)
-            .map(|b| &mut b.e)
+        entry_mut(&mut self.map, id)
     }
 
     /// Entries held.
@@ -425,11 +429,8 @@ impl Store {
     /// its filled count; the slots before `at` stay), in place when its
     /// array is long enough.
     pub(super) fn write_slots(&mut self, id: u64, at: usize, words: &[u64]) {
-        let Some(e) = self
-            .map
-            .find_mut(hash(id), |b| b.key == id)
-            .map(|b| &mut b.e)
-        else {
+        // The map alone is borrowed: the spare serves a grown array below.
+        let Some(e) = entry_mut(&mut self.map, id) else {
             return;
         };
         let n = at + words.len();

@@ -151,8 +151,11 @@ impl SmartTree {
                 Err(l) => l,
             },
         };
-        // The delegation window: same-key readers ready now queue first.
-        yield_now().await;
+        // The delegation window, where the lead holds no mark (`rdwc` docs):
+        // same-key readers ready now queue first.
+        if lead.needs_window() {
+            yield_now().await;
+        }
         lead.start_read();
         let r = self.get_remote(key, &path).await;
         lead.finish_read(&r);

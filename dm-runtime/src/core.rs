@@ -193,6 +193,39 @@ pub fn current_core_clock() -> Option<(u32, u64)> {
     try_current(|c| (c.exec_id, c.clock.now_ns()))
 }
 
+/// Where the current core stands in handing its posts to the NIC: see
+/// [`unposted_mark`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PostMark {
+    exec: u32,
+    doorbells: u64,
+}
+
+/// A mark of the current core's doorbells, for an operation that shares
+/// its result with others that start after it (SMART's read delegation,
+/// `dm_art::rdwc`): two equal marks taken in tasks mean that between them
+/// this core rang no doorbell, so a verb posted by a task of this core
+/// after the first mark had not reached the NIC (had not executed) when the
+/// second was taken. A core rings its post lists only after it polled every
+/// task of its round (`Executor::tick`), so the tasks polled after a post
+/// in the same round all take the poster's mark.
+///
+/// `None` outside a dm-runtime task and on virtual clocks (`sim`): there a
+/// verb takes effect at its post's virtual time, which the later polls of
+/// the same round may pass (each charges its CPU to the core's clock), so
+/// "not rung yet" does not order it after them.
+#[inline]
+pub fn unposted_mark() -> Option<PostMark> {
+    try_current(|c| match c.clock {
+        Clock::Virtual(_) => None,
+        _ => Some(PostMark {
+            exec: c.exec_id,
+            doorbells: c.doorbells.get(),
+        }),
+    })
+    .flatten()
+}
+
 /// Charges `ns` of local CPU work to the current core: an index's traversal
 /// of its CS-side cache, which posts no verb and so costs nothing on `sim`
 /// unless charged. Advances the core's virtual clock on sim (later events of

@@ -23,7 +23,7 @@
 //! | [`sim_driver`] | [`SimRuntime`]: many simulated cores in one OS thread |
 //! | [`threads`] | [`run_threads`]: one pinned OS thread per core on real fabrics, scoped: returns when every core's future ends |
 //! | [`service`] | [`Runtime`]: long-lived core threads (or one sim thread) serving jobs submitted from any thread through a [`Spawner`] (`Send + Sync`), answered through [`Submitted`] futures; idle cores park; clean shutdown |
-//! | `core` | per-core state the futures reach through a thread local; [`now_ns`], [`clock_is_virtual`], [`charge_cpu`], [`charge_op`], [`task_stats`], [`num_ms`], [`current_core_clock`] |
+//! | `core` | per-core state the futures reach through a thread local; [`now_ns`], [`clock_is_virtual`], [`charge_cpu`], [`charge_op`], [`task_stats`], [`num_ms`], [`current_core_clock`], [`unposted_mark`] (whether this core rang a doorbell since a mark: what SMART's read delegation batches by) |
 //! | `waker` | allocation-free task wakers; a core's own wakers decoded to task keys |
 //! | `task` | a task's allocation (counters, future), its slab slot, [`JoinHandle`] |
 //! | `inflight` | the in-flight table: one slot per posted WR until its result is taken |
@@ -139,6 +139,7 @@ mod waker;
 
 pub use self::core::{
     charge_cpu, charge_op, clock_is_virtual, current_core_clock, now_ns, num_ms, task_stats,
+    unposted_mark, PostMark,
 };
 pub use executor::{spawn, ExecConfig, Executor};
 pub use join::{join_inline, read_round, ReadRound};

@@ -137,3 +137,28 @@ fn on_sim_a_joined_panic_is_an_error_and_a_detached_one_fails_the_run() {
     let r = catch_unwind(AssertUnwindSafe(|| rt.run()));
     assert_eq!(r.unwrap_err().downcast_ref::<&str>(), Some(&"detached"));
 }
+
+/// `unposted_mark` (what SMART's read delegation batches by): equal across
+/// polls of a core that rang no doorbell, different once it rang one, and
+/// `None` on sim's virtual clocks and outside a task.
+#[test]
+fn a_post_mark_moves_when_the_core_rings_and_sim_gives_none() {
+    assert_eq!(dm_runtime::unposted_mark(), None, "outside a task");
+    let f = loopback_fabric();
+    let mut ex = Executor::new(f.open_queues(0, 0), f.num_ms(), ExecConfig::default());
+    ex.block_on(async {
+        let m = dm_runtime::unposted_mark().expect("a wall-clock core marks");
+        yield_now().await;
+        assert_eq!(dm_runtime::unposted_mark(), Some(m), "nothing was rung");
+        read(addr(), 8).await.unwrap();
+        assert_ne!(dm_runtime::unposted_mark(), Some(m), "the READ was rung");
+    });
+    let mut r = common::rt(common::small_cfg());
+    let c = r.add_core(0, 0);
+    let m = r.block_on(c, async { dm_runtime::unposted_mark() });
+    assert_eq!(
+        m,
+        Some(None),
+        "sim: a post takes effect at its virtual time"
+    );
+}

@@ -9,22 +9,33 @@
 //! conflict) runs its operation alone, as in the paper.
 //!
 //! ## Read delegation, sound version (§4.2.2)
-//! The first reader of a key leads: it yields once (one scheduling round,
-//! so that same-key readers issued at the same moment on this CS can
-//! queue), then runs the remote search. Readers of the same key queue. The paper hands the leader's
-//! result to every reader queued before it finishes; but a reader that
-//! arrived after the leader's leaf READ would then return a value older
-//! than its own invocation (digest §5.2 item 11), and Fig. 10's shared
-//! execution window exists only to patch one symptom of that. Here a
-//! leader's result goes only to the readers queued **before its remote
-//! search started** (its *batch*, fixed by `start_read`); readers that
-//! arrive while it runs queue for the next round, and when the leader
-//! finishes, the first of them leads it. A
-//! result thus always comes from a search that ran entirely inside every
-//! receiver's operation: linearizable by construction, no window needed.
-//! Under a hot key this collapses every round trip's arrivals into one
-//! remote search (a reader waits for at most the running search and its own batch's).
+//! The first reader of a key leads and runs the remote search; readers of
+//! the same key queue. The paper hands the leader's result to every reader
+//! queued before it finishes; but a reader that arrived after the leader's
+//! leaf READ would then return a value older than its own invocation
+//! (digest §5.2 item 11), and Fig. 10's shared execution window exists
+//! only to patch one symptom of that. Here a leader's result goes only to
+//! readers invoked **before its first READ could execute** (its *batch*);
+//! readers that arrive later queue for the next round, and when the leader
+//! finishes, the first of them leads it. A result thus always comes from a
+//! search that ran entirely inside every receiver's operation:
+//! linearizable by construction, no window needed. Under a hot key this
+//! collapses every round trip's arrivals into one remote search (a reader
+//! waits for at most the running search and its own batch's).
 //!
+//! Who is in the batch. On a wall-clock fabric (`loopback`, `rdma`) the
+//! leader takes its core's [`dm_runtime::unposted_mark`] when it joins (or,
+//! promoted, when it starts), before it posts anything; a reader that joins
+//! with the same mark (same core, no doorbell rung since) joins the batch
+//! at once, since the leader's READs have not reached the NIC. Readers
+//! queued otherwise (another core's) move into the batch at
+//! [`Lead::start_read`]. On `sim` a post takes effect at its virtual time,
+//! which later polls of its round may pass, so there is no mark: the
+//! leader yields once before it starts (one scheduling round, so that
+//! same-key readers issued at the same moment on this CS can queue) and its
+//! start fixes the batch. (The yield was every lone leader's on every
+//! fabric until issue 32: about 195 instructions of a warm loopback get.)
+
 //! ## Write combining, sound version (§4.2.3)
 //! The first writer of a key leads and runs the remote write; same-key
 //! writers arriving meanwhile put their value into the group's write
@@ -108,6 +119,10 @@ struct ReadGroup {
     key: crate::keys::Path,
     /// Served by the running leader (queued before it started).
     batch: Vec<Cell<ReadResult>>,
+    /// The running leader's [`dm_runtime::unposted_mark`] from before its
+    /// first READ was posted: a reader that joins with the same mark joins
+    /// the batch at once (module docs). `None`: readers queue in `next`.
+    mark: Option<dm_runtime::PostMark>,
     /// Queued while it runs.
     next: Vec<Cell<ReadResult>>,
 }
@@ -210,14 +225,6 @@ pub(crate) enum Join<'a, T: Clone> {
     Follow(Waiter<'a, T>),
 }
 
-/// The leader's duty; dropping it unfinished passes the lead on.
-pub(crate) struct Lead<'a> {
-    t: &'a Rdwc,
-    idx: usize,
-    write: bool,
-    finished: bool,
-}
-
 fn hash(key: &[u8]) -> u64 {
     // FNV-1a, then a multiplicative finish: keys differing in one byte spread.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -294,24 +301,32 @@ impl Rdwc {
                 g.active = true;
                 g.key.clear();
                 g.key.extend_from_slice(key);
+                g.mark = dm_runtime::unposted_mark();
                 Join::Lead(Lead {
                     t: self,
                     idx,
                     write: false,
                     finished: false,
+                    marked: g.mark.is_some(),
                 })
             }
             true if g.key[..] == *key => {
+                // Into the running batch (same mark: the leader's READs
+                // have not reached the NIC) or the next round's queue.
+                let now = g.mark.is_some() && g.mark == dm_runtime::unposted_mark();
+                let q = if now { &mut g.batch } else { &mut g.next };
                 let cell = {
                     let mut sp = self.spare.lock().unwrap();
-                    if g.next.capacity() == 0 {
-                        g.next = sp.read_queues.pop().unwrap_or_default();
+                    if q.capacity() == 0 {
+                        *q = sp.read_queues.pop().unwrap_or_default();
                     }
                     sp.read_cells.pop()
                 };
                 let cell = cell.unwrap_or_else(|| Arc::new(SharedCell::new()));
-                g.next.push(cell.clone());
-                self.entries[idx].queued.store(true, Relaxed);
+                q.push(cell.clone());
+                if !now {
+                    self.entries[idx].queued.store(true, Relaxed);
+                }
                 Join::Follow(Waiter {
                     t: self,
                     idx,
@@ -348,6 +363,7 @@ impl Rdwc {
                     idx,
                     write: true,
                     finished: false,
+                    marked: false,
                 })
             }
             Some(g) if g.key[..] == *key => {
@@ -388,6 +404,8 @@ impl Rdwc {
         if !r.active {
             return;
         }
+        // The new leader takes a mark when it starts, if it takes one.
+        r.mark = None;
         if !r.batch.is_empty() {
             // The leader left without serving its batch: its first leads it.
             let l = r.batch.remove(0);
@@ -426,138 +444,9 @@ impl Rdwc {
     }
 }
 
-impl Lead<'_> {
-    /// For the write leader holding the leaf lock: the value to WRITE (the
-    /// WCB's latest), marking every follower queued so far as covered;
-    /// `None` without write combining (the leader writes its own value).
-    ///
-    /// With [`Rdwc::absorb_writers`] (and no write combining): `None`, the
-    /// leader writes its own value, and if the key is `present` before that
-    /// write, every follower queued so far is covered, linearized just
-    /// before it (an update follower then finds the key: it returns `true`,
-    /// [`Lead::finish_write`]). An absent key covers nobody: an update
-    /// linearized before the leader's upsert would find nothing.
-    pub(crate) fn consume(&self, present: bool) -> Option<u64> {
-        let covers = self.t.write_combining || (self.t.absorb && present);
-        if !covers {
-            return None;
-        }
-        let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        let g = e.write.as_mut().expect("a write leader's group");
-        if !self.t.write_combining {
-            // At most ABSORB_MAX of them, the first queued.
-            let n = g.members.len().min(ABSORB_MAX);
-            g.consumed = n.checked_sub(1).map(|i| g.members[i].0);
-            return None;
-        }
-        g.consumed = Some(g.latest.0);
-        Some(g.latest.1)
-    }
-
-    /// For a write leader whose publication of the consumed value failed
-    /// (the RCU baseline's slot CAS lost, `baseline`): nothing is covered
-    /// until the next `consume`. Returns what was covered, for
-    /// [`Lead::recover`].
-    pub(crate) fn unconsume(&self) -> Option<u64> {
-        let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        e.write.as_mut().and_then(|g| g.consumed.take())
-    }
-
-    /// For a write leader that found its publication reported failed had
-    /// taken effect after all (`SmartTree::took_before`): the followers
-    /// covered then, `upto` as [`Lead::unconsume`] returned it, are covered.
-    pub(crate) fn recover(&self, upto: u64) {
-        let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        if let Some(g) = e.write.as_mut() {
-            g.consumed = Some(upto);
-        }
-    }
-
-    /// A read leader starts its remote search: every reader queued so far
-    /// joins its batch (they were all invoked before the search starts).
-    pub(crate) fn start_read(&self) {
-        let entry = &self.t.entries[self.idx];
-        if !entry.queued.load(Relaxed) {
-            // No reader queued since the last start ([`Entry`]).
-            return;
-        }
-        let mut e = entry.m.lock().unwrap();
-        entry.queued.store(false, Relaxed);
-        let g = &mut e.read;
-        if g.active {
-            if g.batch.is_empty() {
-                // No copy, and the queue keeps the batch's memory.
-                std::mem::swap(&mut g.batch, &mut g.next);
-            } else {
-                g.batch.append(&mut g.next);
-            }
-        }
-    }
-
-    /// A read leader's result: to its batch, then the lead to the next batch.
-    pub(crate) fn finish_read(mut self, r: &ReadResult) {
-        self.finished = true;
-        let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        let g = &mut e.read;
-        if g.active && !g.batch.is_empty() {
-            for c in g.batch.drain(..) {
-                self.t.delegated.fetch_add(1, Relaxed);
-                c.set(Msg::Done(r.clone()));
-            }
-        }
-        self.t.promote_read(&mut e);
-    }
-
-    /// A write leader's result: to the followers its WRITE covered, then the
-    /// lead to the first one it did not. Absorbed followers (linearized
-    /// before the leader's write, the key present) get `true` unless the
-    /// leader failed.
-    pub(crate) fn finish_write(mut self, r: &WriteResult) {
-        self.finished = true;
-        // Without write combining only absorbed followers are covered.
-        let r = match r {
-            Ok(_) if self.t.absorb && !self.t.write_combining => Ok(true),
-            r => r.clone(),
-        };
-        let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        if let Some(g) = &mut e.write {
-            if let Some(upto) = g.consumed {
-                // The covered followers, in arrival order, get the result.
-                g.members.retain(|(s, c)| {
-                    if *s > upto {
-                        return true;
-                    }
-                    self.t.combined.fetch_add(1, Relaxed);
-                    c.set(Msg::Done(r.clone()));
-                    false
-                });
-            }
-        }
-        self.t.promote_write(&mut e);
-    }
-}
-
-impl std::fmt::Debug for Lead<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Lead(entry {}, write {})", self.idx, self.write)
-    }
-}
-
-impl Drop for Lead<'_> {
-    fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        if self.write {
-            self.t.promote_write(&mut e);
-        } else {
-            self.t.promote_read(&mut e);
-        }
-    }
-}
-
+mod lead;
 mod waiter;
+pub(crate) use lead::Lead;
 pub(crate) use waiter::Waiter;
 
 #[cfg(test)]

@@ -130,3 +130,40 @@ fn without_combining_same_key_writers_queue_and_each_writes_its_own() {
     let s = t.stats();
     assert_eq!((s.combined_writes, s.queued_writes), (0, 2));
 }
+
+/// On a wall-clock fabric a lone leader needs no delegation window: a
+/// same-key reader of its core that joins before the core rings its
+/// doorbell (so before the leader's READ can execute) joins its batch,
+/// and one that joins after a doorbell queues for the next round.
+#[test]
+fn readers_join_a_marked_batch_until_the_core_rings() {
+    use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
+    use dm_verbs::{Fabric, GlobalAddr};
+    let f = LoopbackFabric::new(LoopbackConfig::default());
+    let mut ex = dm_runtime::Executor::new(
+        f.open_queues(0, 0),
+        f.num_ms(),
+        dm_runtime::ExecConfig::default(),
+    );
+    ex.block_on(async {
+        let t = Rdwc::new(4, true, true);
+        let l = lead(t.join_read(b"k"));
+        assert!(!l.needs_window(), "a marked leader yields for nothing");
+        l.start_read();
+        let early = follow(t.join_read(b"k"));
+        // Any verb of this core: the round that posts it rings.
+        let at = GlobalAddr::new(0, dm_verbs::ms::SUPERBLOCK_BYTES);
+        dm_runtime::read(at, 8).await.unwrap();
+        let late = follow(t.join_read(b"k"));
+        l.finish_read(&Ok(Some(7)));
+        assert_eq!(early.wait().now_or_never().unwrap().unwrap(), Ok(Some(7)));
+        let l2 = late.wait().now_or_never().unwrap().unwrap_err();
+        // A promoted leader holds no mark until it starts.
+        assert!(!l2.needs_window(), "wall clock: the start takes the mark");
+        l2.start_read();
+        let same_round = follow(t.join_read(b"k"));
+        l2.finish_read(&Ok(None));
+        assert_eq!(same_round.wait().now_or_never().unwrap().unwrap(), Ok(None));
+        assert_eq!(t.stats().delegated_reads, 2);
+    });
+}

@@ -28,6 +28,7 @@ impl<'a, T: Clone> Waiter<'a, T> {
                 idx: self.idx,
                 write: self.write,
                 finished: false,
+                marked: false,
             }),
         }
     }

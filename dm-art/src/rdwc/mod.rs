@@ -35,7 +35,7 @@
 //! same-key readers issued at the same moment on this CS can queue) and its
 //! start fixes the batch. (The yield was every lone leader's on every
 //! fabric until issue 32: about 195 instructions of a warm loopback get.)
-
+//!
 //! ## Write combining, sound version (§4.2.3)
 //! The first writer of a key leads and runs the remote write; same-key
 //! writers arriving meanwhile put their value into the group's write

@@ -249,7 +249,11 @@ pub struct Args {
     /// (comma list: btree = RwLock<BTreeMap>, skiplist = crossbeam's
     /// SkipMap) on as many OS threads, and report their thread CPU ns per
     /// op and Mops beside the index's, with the index's ratios to them.
-    /// Wall-clock fabrics only: loopback, or rdma with --client 0/1.
+    /// Wall-clock fabrics only: loopback, or rdma with --client 0/1. The
+    /// maps run as many threads as the index (`--cs` x `--threads`; `--cs`
+    /// defaults to 2): one-thread ratios need `--cs 1 --threads 1`, and
+    /// with two threads the btree's writers contend for its lock (YCSB A:
+    /// about 3x its CPU per op at one thread; docs/experiments/cpu-ratios.md).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub baseline: Vec<super::baseline::BaselineMap>,
     #[arg(long)]

@@ -51,33 +51,24 @@ impl NodeRead {
 }
 
 impl FgTree {
-    /// The optimistic read's first READ (the version word of the node at
-    /// `a`); `None` under [`NodeRead::Checksum`] (no verb).
-    pub(crate) async fn version_before(&self, a: GlobalAddr) -> Result<Option<u64>, TreeError> {
-        match self.cfg.node_read {
-            NodeRead::Checksum => Ok(None),
-            NodeRead::Optimistic => Ok(Some(self.version_word(a).await?)),
-        }
-    }
-
-    /// Whether the image `b` of the node at `a`, READ after `before`
-    /// ([`FgTree::version_before`]), stands: under the optimistic read, a
-    /// third READ of the version word must find it where it was, and the
-    /// image must carry it too.
+    /// Whether the image `b` of the node at `a`, READ after the version word
+    /// `before` ([`FgTree::version_word`]), stands under the optimistic
+    /// read: a third READ of the version word must find it where it was,
+    /// and the image must carry it too.
     pub(crate) async fn version_after(
         &self,
         a: GlobalAddr,
-        before: Option<u64>,
+        before: u64,
         b: &[u8],
     ) -> Result<bool, TreeError> {
-        let Some(v0) = before else {
-            return Ok(true);
-        };
         let image = u64::from_le_bytes(b[VERSION_WORD].try_into().expect("8 bytes"));
-        Ok(self.version_word(a).await? == v0 && image == v0)
+        Ok(self.version_word(a).await? == before && image == before)
     }
 
-    async fn version_word(&self, a: GlobalAddr) -> Result<u64, TreeError> {
+    /// The version word of the node at `a`: the optimistic read's first
+    /// READ, and its third ([`FgTree::version_after`]). The checksum read
+    /// posts no verb around its READ (`FgTree::read_until`).
+    pub(crate) async fn version_word(&self, a: GlobalAddr) -> Result<u64, TreeError> {
         let w = read(a.add(VERSION_WORD.start as u64), 8).await?;
         Ok(u64::from_le_bytes(w[..8].try_into().expect("8 bytes")))
     }

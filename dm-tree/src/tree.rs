@@ -433,16 +433,20 @@ impl FgTree {
         accept: impl Fn(&[u8]) -> Option<T>,
     ) -> Result<(dm_runtime::ReadBuf, T), TreeError> {
         for _ in 0..MAX_VALIDATION_RETRIES {
-            // Under the checksum read (the default) neither version step
-            // posts a verb: they are not awaited at all, so a warm READ's
-            // completion resumes no futures of theirs (issue 32).
+            // The optimistic read's version steps (`node_read`); under the
+            // checksum read (the default) there are none to await, so a
+            // warm READ's completion resumes no futures of theirs (issue 32).
             let v0 = match self.cfg.node_read {
                 NodeRead::Checksum => None,
-                NodeRead::Optimistic => self.version_before(a).await?,
+                NodeRead::Optimistic => Some(self.version_word(a).await?),
             };
             let b = read(a, self.cfg.node_bytes as u32).await?;
             if let Some(t) = accept(&b) {
-                if v0.is_none() || self.version_after(a, v0, &b).await? {
+                let stands = match v0 {
+                    None => true,
+                    Some(v0) => self.version_after(a, v0, &b).await?,
+                };
+                if stands {
                     return Ok((b, t));
                 }
             }

@@ -46,6 +46,11 @@ pub struct IndexConfig {
     /// READ checked by the node's checksum; `NodeRead::Optimistic`: the
     /// 3-READ optimistic read DEX §8.1 ran its Sherman baseline with).
     pub node_read: dm_tree::NodeRead,
+    /// How the B+tree family uses its index cache when the tree changed
+    /// under it (default: B-link moves right, the top two levels cached;
+    /// `ShermanCache::Authors`: the published Sherman code's, which drops a
+    /// stale entry and goes from the root, SMART §5.1.3's baseline).
+    pub sherman_cache: dm_tree::ShermanCache,
     /// How Dolphin's updates publish their values (default: the sound
     /// key-word CAS; `dm_art::DolphinUpdate`, whose other variants are the
     /// paper's and its authors' protocols, kept to measure their claims).
@@ -125,6 +130,7 @@ impl IndexConfig {
             },
             tree_techniques: None,
             node_read: dm_tree::NodeRead::Checksum,
+            sherman_cache: dm_tree::ShermanCache::Ours,
             dolphin_update: dm_art::DolphinUpdate::KeyWordCas,
             art_fifo_hold_ns: 0,
             art_drop_stale_hints: false,
@@ -252,6 +258,7 @@ impl IndexConfig {
             design: self.kind.design(),
             nam: self.nam,
             node_read: self.node_read,
+            sherman_cache: self.sherman_cache,
             ..Default::default()
         }
     }

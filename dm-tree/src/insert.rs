@@ -48,7 +48,10 @@ impl FgTree {
         }
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
-            let Some((a, img, held)) = self.lock_covering_image(a, key, 0, true).await? else {
+            let Some((a, img, held)) = self
+                .lock_covering_image(a, key, 0, true, cached.is_some())
+                .await?
+            else {
                 self.drop_stale(key, cached);
                 continue;
             };
@@ -231,7 +234,9 @@ impl FgTree {
                 // The root's splitter is growing it: wait for that.
                 Found::RootBelow(_) => yield_now().await,
                 Found::Node(pa, _) => {
-                    let Some((pa, mut p, held)) = self.lock_covering(pa, &sep, level).await? else {
+                    let Some((pa, mut p, held)) =
+                        self.lock_covering(pa, &sep, level, false).await?
+                    else {
                         continue;
                     };
                     match p.find(&sep) {

@@ -11,7 +11,7 @@
 //! | module | what | paper |
 //! |---|---|---|
 //! | [`node`] | node byte layout, fences; `node/codec.rs`: encode, checksum-validated decode | FG §4-5, Sherman §5 |
-//! | `node_read.rs` | [`NodeRead`]: a node READ validated by its checksum, or DEX's Sherman baseline's optimistic read (3 READs) | DEX §2.2, §8.1 |
+//! | `node_read.rs` | [`NodeRead`]: a node READ validated by its checksum, or DEX's Sherman baseline's optimistic read (3 READs); [`ShermanCache`]: a stale cache entry left by moving right, or as the published Sherman code does (from the root) | DEX §2.2, §8.1; Sherman §4.1 |
 //! | [`two_level`] | unsorted leaves with two-level versions, sound under torn READs | Sherman §4.4 |
 //! | [`tree`] | [`FgTree`] (one core's handle), [`TreeConfig`], [`TreeError`], root pointer, node READ, lock and release | FG §4 |
 //! | `techniques.rs` | [`Techniques`]: Sherman's ladder as switches (lock techniques plus two-level versions) | Sherman §4, Fig. 5 |
@@ -137,6 +137,6 @@ pub use dm_runtime::lock::LockTableConfig;
 pub use head::HeadPass;
 pub use nam::{Design, NamConfig};
 pub use node::DEFAULT_NODE_BYTES;
-pub use node_read::NodeRead;
+pub use node_read::{NodeRead, ShermanCache};
 pub use techniques::Techniques;
 pub use tree::{FgTree, TreeConfig, TreeError};

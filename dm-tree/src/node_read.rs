@@ -2,7 +2,8 @@
 //! [`crate::TreeConfig::node_read`]): our one READ validated by the node's
 //! checksum, or the optimistic remote read DEX §8.1 ran its Sherman
 //! baseline with (issue 34: the cause of DEX Table 2's 3.02 READs per
-//! Sherman lookup).
+//! Sherman lookup); and how the index cache is used when the tree changed
+//! under it ([`ShermanCache`]): ours, or the published Sherman code's.
 
 use crate::tree::{FgTree, TreeError};
 use dm_runtime::read;
@@ -45,6 +46,48 @@ impl NodeRead {
     /// The protocol called `name` ([`NodeRead::name`]).
     pub fn named(name: &str) -> Option<NodeRead> {
         [NodeRead::Checksum, NodeRead::Optimistic]
+            .into_iter()
+            .find(|r| r.name() == name)
+    }
+}
+
+/// How [`FgTree`] uses its index cache of leaf parents (Sherman §4.1)
+/// when the tree has changed under it ([`crate::TreeConfig::sherman_cache`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShermanCache {
+    /// Ours: a cached leaf that no longer covers a key is left by B-link
+    /// moves right along sibling pointers (at most 8, the entry kept for a
+    /// writer, dropped for the next lookup of a reader), and the cache also
+    /// holds the top two levels, so a traversal for a miss or a split's
+    /// parent starts below the root.
+    #[default]
+    Ours,
+    /// The published Sherman's (thustorage/Sherman, `src/Tree.cpp`; the
+    /// code SMART §5.1.3 ran as its Sherman baseline): the cache holds leaf
+    /// parents only (`page_search` adds level-1 pages, the root pointer is
+    /// the one thing above them kept); an operation whose cached leaf does
+    /// not cover its key drops the entry and traverses from the root,
+    /// READing every level (`Tree::search`; a writer first unlocks the leaf
+    /// it locked and READ, `leaf_page_store` with `from_cache`); and a leaf
+    /// split reached through the cache finds its parent from the root
+    /// (`insert_internal`). A leaf reached from the root still moves right
+    /// to its sibling, as ours. Issue 34: the baseline SMART's Fig. 14
+    /// compared against (`dm-bench ycsb --sherman-cache authors`).
+    Authors,
+}
+
+impl ShermanCache {
+    /// The name `--sherman-cache` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShermanCache::Ours => "ours",
+            ShermanCache::Authors => "authors",
+        }
+    }
+
+    /// The cache use called `name` ([`ShermanCache::name`]).
+    pub fn named(name: &str) -> Option<ShermanCache> {
+        [ShermanCache::Ours, ShermanCache::Authors]
             .into_iter()
             .find(|r| r.name() == name)
     }

@@ -14,7 +14,8 @@ impl FgTree {
         }
         loop {
             let (a, cached) = self.leaf_for_write(key).await?;
-            let Some((a, mut n, held)) = self.lock_covering(a, key, 0).await? else {
+            let Some((a, mut n, held)) = self.lock_covering(a, key, 0, cached.is_some()).await?
+            else {
                 self.drop_stale(key, cached);
                 continue;
             };

@@ -3,6 +3,7 @@
 use crate::cache::CacheId;
 use crate::nam::Design;
 use crate::node::{Node, View};
+use crate::node_read::ShermanCache;
 use crate::tree::{FgTree, TreeError};
 use dm_verbs::GlobalAddr;
 
@@ -23,7 +24,10 @@ impl FgTree {
     /// levels when it can (Sherman §4.1, type-2 cache), and caches the nodes
     /// of those levels and the leaf parents it reads from the root.
     pub(crate) async fn find(&self, key: &[u8], level: u8) -> Result<Found, TreeError> {
-        let mut from_top = self.cache.is_some();
+        // The published Sherman caches no level above the leaf parents
+        // (`ShermanCache::Authors`): every traversal starts at the root.
+        let tops = self.cfg.sherman_cache == ShermanCache::Ours;
+        let mut from_top = self.cache.is_some() && tops;
         'restart: loop {
             let top = match (&self.cache, from_top) {
                 (Some(c), true) => c.top_lookup(key, level),
@@ -41,8 +45,7 @@ impl FgTree {
                     (a, n, 0)
                 }
                 None => {
-                    let root = self.read_root().await?;
-                    let n = self.read_node(root).await?;
+                    let (root, n) = self.root_node(level).await?;
                     if n.level < level {
                         return Ok(Found::RootBelow(root));
                     }
@@ -56,12 +59,13 @@ impl FgTree {
                         self.cache.as_ref().unwrap().invalidate_top();
                     }
                     from_top = false;
+                    self.root_hint.set(0);
                     continue 'restart;
                 }
                 if let Some(c) = &self.cache {
                     if n.level == 1 {
                         c.insert(&n);
-                    } else if root_level > 0 {
+                    } else if root_level > 0 && tops {
                         c.insert_top(&n, root_level);
                     }
                 }
@@ -75,6 +79,30 @@ impl FgTree {
                 n = self.read_node(a).await?;
             }
         }
+    }
+
+    /// The root and its image for a traversal towards `level`. Under
+    /// [`ShermanCache::Authors`] the root the last traversal found is READ
+    /// without the root pointer (the published Sherman keeps it in
+    /// `g_root_ptr`, which a new root's RPC broadcast updates). A node
+    /// with a right sibling is no longer the root (the root split): the
+    /// pointer is READ then, as when the node is below `level`; the READ of
+    /// the old root is this model's price for the broadcast.
+    async fn root_node(&self, level: u8) -> Result<(GlobalAddr, Node), TreeError> {
+        let hint = self.root_hint.get();
+        if hint != 0 {
+            let root = GlobalAddr::from_u64(hint);
+            let n = self.read_node(root).await?;
+            if n.level >= level && n.sibling.is_null() {
+                return Ok((root, n));
+            }
+        }
+        let root = self.read_root().await?;
+        let n = self.read_node(root).await?;
+        if self.cfg.sherman_cache == ShermanCache::Authors {
+            self.root_hint.set(root.to_u64());
+        }
+        Ok((root, n))
     }
 
     /// The leaf covering `key` (unlocked image): through the index cache when
@@ -149,7 +177,11 @@ impl FgTree {
                 }
                 if n.beyond_high(key) {
                     hops += 1;
-                    if n.sibling().is_null() || hops > 8 {
+                    // The published Sherman drops a stale entry at once and
+                    // goes from the root (`Tree::search`, `page_search`
+                    // with `from_cache`).
+                    let authors = self.cfg.sherman_cache == ShermanCache::Authors;
+                    if n.sibling().is_null() || hops > 8 || authors {
                         c.invalidate(key, id);
                         break;
                     }

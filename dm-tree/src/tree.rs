@@ -2,7 +2,7 @@
 
 use crate::nam::{Design, NamConfig};
 use crate::node::{Fence, Geometry, Node, View};
-use crate::node_read::NodeRead;
+use crate::node_read::{NodeRead, ShermanCache};
 use crate::techniques::Techniques;
 use dm_runtime::alloc::ChunkAlloc;
 use dm_runtime::lock::{Held, LockCounters, LockError, LockTableConfig, Member, NodeLocks};
@@ -52,6 +52,10 @@ pub struct TreeConfig {
     /// How a node is READ without its lock (default: one READ validated by
     /// its checksum; [`NodeRead::Optimistic`]: DEX's Sherman baseline).
     pub node_read: NodeRead,
+    /// How the index cache is used when the tree changed under it (default:
+    /// B-link moves right and the top two levels cached;
+    /// [`ShermanCache::Authors`]: the published Sherman code's).
+    pub sherman_cache: ShermanCache,
 }
 
 impl Default for TreeConfig {
@@ -68,6 +72,7 @@ impl Default for TreeConfig {
             nam: NamConfig::default(),
             subtree_level: None,
             node_read: NodeRead::Checksum,
+            sherman_cache: ShermanCache::Ours,
         }
     }
 }
@@ -178,6 +183,10 @@ pub struct FgTree {
     /// Node locks: in-node words or the global lock table, HOCL's local table
     /// ([`dm_runtime::lock`]).
     pub(crate) locks: NodeLocks,
+    /// Under [`ShermanCache::Authors`], the root address the last traversal
+    /// READ from the root pointer (the published Sherman's `g_root_ptr`),
+    /// where the next traversal starts without READing the pointer; 0 none.
+    pub(crate) root_hint: std::cell::Cell<u64>,
 }
 
 impl FgTree {
@@ -221,6 +230,7 @@ impl FgTree {
             rejected: std::cell::Cell::new(0),
             head_reads: std::cell::Cell::new((0, 0)),
             cache: None,
+            root_hint: std::cell::Cell::new(0),
             locks: NodeLocks::new(
                 cfg.techniques.locks,
                 cfg.lock_table,
@@ -504,14 +514,17 @@ impl FgTree {
     /// Locks the node covering `key` at `level` starting from `a` (moving right
     /// along sibling pointers under B-link rules) and returns it with a fresh image.
     /// `None`: the node at `a` no longer covers `key` from the left; restart from the root.
+    /// `from_cache`: `a` came from the index cache (for [`ShermanCache::Authors`],
+    /// under which a cached leaf left behind by a split also ends in `None`).
     pub(crate) async fn lock_covering(
         &self,
         a: GlobalAddr,
         key: &[u8],
         level: u8,
+        from_cache: bool,
     ) -> Result<Option<(GlobalAddr, Node, Held<'_>)>, TreeError> {
         Ok(self
-            .lock_covering_image(a, key, level, false)
+            .lock_covering_image(a, key, level, false, from_cache)
             .await?
             .map(|(a, img, held)| {
                 let n = Node::decode(&self.g, &img).expect("View::new accepted the image");
@@ -533,13 +546,21 @@ impl FgTree {
     /// through [`View::validated_for`] then, never [`View::validated`].
     /// Hashing every slot of a 1 KB leaf was a quarter of a loopback
     /// Sherman update's CPU (docs/experiments/allocs.md).
+    ///
+    /// `from_cache`: `a` is the index cache's; under [`ShermanCache::Authors`]
+    /// a key beyond its high fence then releases the lock and ends in `None`
+    /// (the caller drops the entry and goes from the root), as the published
+    /// Sherman's `leaf_page_store` does with `from_cache`; otherwise the
+    /// lock moves right to the sibling.
     pub(crate) async fn lock_covering_image(
         &self,
         mut a: GlobalAddr,
         key: &[u8],
         level: u8,
         for_key: bool,
+        from_cache: bool,
     ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf, Held<'_>)>, TreeError> {
+        let stale_ends = from_cache && self.cfg.sherman_cache == ShermanCache::Authors;
         loop {
             let held = self.lock(a).await?;
             // `read_until` directly, not through a wrapper future (issue 32).
@@ -563,7 +584,7 @@ impl FgTree {
             }
             if v.beyond_high(key) {
                 self.release(held, []).await?;
-                if v.sibling().is_null() {
+                if v.sibling().is_null() || stale_ends {
                     return Ok(None);
                 }
                 a = v.sibling();

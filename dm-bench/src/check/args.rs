@@ -115,6 +115,11 @@ pub struct Args {
     /// them, as `ycsb --art-absorb` (`dm_art::Rdwc::absorb_writers`).
     #[arg(long)]
     pub art_absorb: bool,
+    /// B+trees: the index cache's use as `ycsb --sherman-cache`: `ours`
+    /// (default) or the published Sherman code's `authors`
+    /// (`dm_tree::ShermanCache`).
+    #[arg(long, default_value = "ours", value_parser = ["ours", "authors"])]
+    pub sherman_cache: String,
     /// Set from `--index`.
     #[arg(skip = dm_tree::Techniques::FG_PLUS)]
     pub techniques: Techniques,
@@ -197,6 +202,14 @@ impl Args {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
         }
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
+        if a.sherman_cache != "ours"
+            && (radix(&a.index).is_some()
+                || a.index == crate::ycsb::dex::DEX
+                || a.index == "dolphin"
+                || a.design != Design::Fine)
+        {
+            bail!("--sherman-cache is for fg and the sherman rungs");
+        }
         if a.art_absorb && radix(&a.index).is_none() {
             bail!("--art-absorb is for the radix family (--index smart, art, ...)");
         }

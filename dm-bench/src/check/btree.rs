@@ -21,6 +21,8 @@ pub(super) static HEAD_CHANGES: AtomicU64 = AtomicU64::new(0);
 /// and an index cache of `--cache-nodes` nodes per CS (none for 0).
 pub(super) fn configure(mut cfg: IndexConfig, a: &Args) -> IndexConfig {
     cfg.tree_techniques = Some(a.techniques);
+    cfg.sherman_cache =
+        dm_tree::ShermanCache::named(&a.sherman_cache).expect("clap checked the name");
     cfg.with_cache_bytes(a.cache_nodes.saturating_mul(a.node_bytes() as u64))
 }
 

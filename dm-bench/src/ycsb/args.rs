@@ -166,6 +166,15 @@ pub struct Args {
     /// the cause of DEX Table 2's 3.02 READs per Sherman lookup.
     #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
     pub node_read: String,
+    /// B+tree rungs: how the index cache is used when the tree changed
+    /// under it. `ours` (default): a stale leaf is left by moving right
+    /// along siblings, and the top two levels are cached too. `authors`:
+    /// the published Sherman code's (SMART's Sherman baseline): leaf
+    /// parents only, a stale entry dropped and the operation (a writer
+    /// after unlocking) taken again from the root, a split's parent found
+    /// from the root.
+    #[arg(long, default_value = "ours", value_parser = ["ours", "authors"])]
+    pub sherman_cache: String,
     /// How each phase's operations are dealt to the coroutines:
     /// `round-robin` (default: operation j to coroutine j mod N) or
     /// `chunks` (coroutine i runs the i-th of N contiguous chunks of the

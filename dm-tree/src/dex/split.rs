@@ -114,7 +114,7 @@ impl DexTree {
             if n.low == Fence::key(key) {
                 return Ok(());
             }
-            let Some((a, mut n, held)) = self.t.lock_covering(a, key, 0).await? else {
+            let Some((a, mut n, held)) = self.t.lock_covering(a, key, 0, false).await? else {
                 continue;
             };
             if n.low == Fence::key(key) {

@@ -142,6 +142,8 @@ fn index_config(a: &Args, c: &Choice, plan: &Plan) -> Result<IndexConfig> {
     cfg.tree_techniques = Some(c.techniques);
     cfg.node_read = dm_tree::NodeRead::named(&a.node_read)
         .ok_or_else(|| anyhow!("--node-read {}", a.node_read))?;
+    cfg.sherman_cache = dm_tree::ShermanCache::named(&a.sherman_cache)
+        .ok_or_else(|| anyhow!("--sherman-cache {}", a.sherman_cache))?;
     cfg.dolphin_update =
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.lease_ms.is_some())?;
     cfg.radix_techniques = Some(c.art_techniques);

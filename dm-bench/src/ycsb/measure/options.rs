@@ -184,6 +184,9 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
     if a.node_read != "checksum" && (smart || a.index == DEX || design != Design::Fine) {
         bail!("--node-read is for the fine-grained B+trees (fg and the sherman rungs)");
     }
+    if a.sherman_cache != "ours" && (smart || a.index == DEX || design != Design::Fine) {
+        bail!("--sherman-cache is for the fine-grained B+trees (fg and the sherman rungs)");
+    }
     if a.art_absorb && !smart {
         bail!("--art-absorb is for the radix family (--index smart, art, ...)");
     }

@@ -47,14 +47,15 @@ impl FgTree {
             return self.nam_upsert(key, value, may_insert).await;
         }
         loop {
-            let (a, cached) = self.leaf_for_write(key).await?;
+            let (start, cached) = self.leaf_for_write(key).await?;
             let Some((a, img, held)) = self
-                .lock_covering_image(a, key, 0, true, cached.is_some())
+                .lock_covering_image(start, key, 0, true, cached.is_some())
                 .await?
             else {
                 self.drop_stale(key, cached);
                 continue;
             };
+            self.moved_right(key, start, a, cached);
             // A present key: its value changes in place, nothing decoded. An
             // absent one goes into an unsorted leaf's free slot, or not at
             // all, also without a decode (issue 32: the decode was about

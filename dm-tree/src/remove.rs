@@ -13,12 +13,14 @@ impl FgTree {
             return self.nam_remove(key).await;
         }
         loop {
-            let (a, cached) = self.leaf_for_write(key).await?;
-            let Some((a, mut n, held)) = self.lock_covering(a, key, 0, cached.is_some()).await?
+            let (start, cached) = self.leaf_for_write(key).await?;
+            let Some((a, mut n, held)) =
+                self.lock_covering(start, key, 0, cached.is_some()).await?
             else {
                 self.drop_stale(key, cached);
                 continue;
             };
+            self.moved_right(key, start, a, cached);
             match n.find(key) {
                 Ok(i) => {
                     n.entries.remove(i);

@@ -246,6 +246,25 @@ impl FgTree {
         }
     }
 
+    /// A writer that started at the cached leaf `start` and locked `a`:
+    /// if it moved right (keys left `start` in a split since the leaf
+    /// parent was cached), the entry is dropped so that the next operation
+    /// on these keys READs the parent afresh instead of locking, READing
+    /// and releasing the old leaf again, as a reader drops it
+    /// ([`FgTree::cached_walk`]). Keeping it cost our Sherman's insert load
+    /// about 7% (docs/experiments/README.md, smart-fig14).
+    pub(crate) fn moved_right(
+        &self,
+        key: &[u8],
+        start: GlobalAddr,
+        a: GlobalAddr,
+        id: Option<CacheId>,
+    ) {
+        if a != start {
+            self.drop_stale(key, id);
+        }
+    }
+
     /// The value stored under `key`, if any.
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
         self.check_key(key)?;

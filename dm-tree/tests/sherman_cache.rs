@@ -132,13 +132,13 @@ fn authors_cache_is_sound_under_splits_and_torn_reads() {
     }
 }
 
-/// The READs of an insert whose cached leaf split once under this CS: ours
+/// The READs of writes whose cached leaf split once under this CS: ours
 /// locks the stale leaf, finds the key beyond its high fence and moves
 /// right to the sibling; the authors' unlocks, drops the entry and
 /// traverses from the root (root pointer, every level) before locking the
 /// sibling, so it READs more. (After many splits ours moves right once per
 /// split and READs more than a traversal: 9 against 6 after 36 inserts
-/// here.)
+/// here.) Both drop the entry, so the writes after it READ one leaf.
 #[test]
 fn a_stale_entry_costs_a_traversal_from_the_root() {
     let reads = |use_: ShermanCache, n: u64| {
@@ -175,29 +175,38 @@ fn a_stale_entry_costs_a_traversal_from_the_root() {
         .unwrap();
         rt.block_on(a, async move {
             let t = open(tcfg, 0, 0, &l3).with_cache(cache);
-            let s0 = dm_runtime::task_stats();
-            t.insert(&k(2000 + n), 7).await.unwrap();
-            let s = dm_runtime::task_stats().since(&s0);
-            assert_eq!(t.get(&k(2000 + n)).await.unwrap(), Some(7));
-            s.read
+            // Three writes of a key the split moved to the sibling.
+            let mut reads = Vec::new();
+            for v in 7..10 {
+                let s0 = dm_runtime::task_stats();
+                t.insert(&k(2000 + n), v).await.unwrap();
+                reads.push(dm_runtime::task_stats().since(&s0).read);
+            }
+            assert_eq!(t.get(&k(2000 + n)).await.unwrap(), Some(9));
+            reads
         })
         .unwrap()
     };
     // The first count of inserts by CS 1 that splits the cached leaf.
     let n = (1..40)
-        .find(|&n| reads(ShermanCache::Ours, n) > 1)
+        .find(|&n| reads(ShermanCache::Ours, n)[0] > 1)
         .expect("40 inserts split the leaf");
     let (ours, authors) = (
         reads(ShermanCache::Ours, n),
         reads(ShermanCache::Authors, n),
     );
-    assert_eq!(ours, 2, "the stale leaf and its sibling");
-    // The stale leaf, then root pointer, root, ..., the leaf parent and
-    // the leaf: at least four.
+    assert_eq!(ours[0], 2, "the stale leaf and its sibling");
+    // The stale leaf, then root, ..., the leaf parent and the leaf: at
+    // least four.
     assert!(
-        authors >= 4 && authors > ours,
-        "a stale entry: {authors} READs (authors) against {ours} (ours)"
+        authors[0] >= 4 && authors[0] > ours[0],
+        "a stale entry: {authors:?} READs (authors) against {ours:?} (ours)"
     );
+    // Ours dropped the entry after moving right (as a reader does): the
+    // next write READs the leaf parent afresh, the one after goes straight
+    // to the sibling. Kept, each would lock and READ the old leaf first.
+    assert_eq!(ours[2], 1, "{ours:?}");
+    assert_eq!(authors[1..], [1, 1], "{authors:?}");
 }
 
 #[test]

@@ -18,7 +18,11 @@
 //! follows sibling pointers (B-link move-right). Staleness is detected by the
 //! fence keys: when a lookup had to move right, or found a node that no longer
 //! fits (e.g. the tree was rebuilt by a bulk load), the entry is dropped and the
-//! next traversal from the root re-caches a fresh copy.
+//! next traversal from the root re-caches a fresh copy; a writer that moved
+//! right under its lock drops it too (`FgTree::moved_right`). Under
+//! `ShermanCache::Authors` (the published Sherman code) a stale leaf ends the
+//! operation's cached attempt at once: the entry is dropped and the operation
+//! traverses from the root, and no top level is cached.
 //!
 //! The same argument covers the top levels: a traversal started from a cached
 //! child pointer moves right where keys moved, and restarts from the root

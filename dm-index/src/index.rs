@@ -5,7 +5,7 @@
 use crate::config::{IndexConfig, Plan, Root, Site};
 use crate::error::Error;
 use crate::kind::{Family, KeyRule};
-use crate::stats::{delta, Counters, IndexStats, Op};
+use crate::stats::{Counters, IndexStats, Op};
 use dm_art::dolphin::DolphinCounters;
 use dm_art::{ArtCache, DolphinCache, DolphinTree, Rdwc, SmartTree};
 use dm_runtime::lock::{LeaseConfig, LockCounters, Member};
@@ -409,8 +409,8 @@ impl Index {
     /// Counts one finished operation and the verbs its task posted since
     /// `before`.
     fn count<T>(&self, op: Op, before: &dm_verbs::VerbStats, r: &Result<T, Error>) {
-        let v = delta(before, &dm_runtime::task_stats());
-        self.inst.counters.record(self.shard, op, r.is_err(), &v);
+        let after = dm_runtime::task_stats();
+        (self.inst.counters).record(self.shard, op, r.is_err(), before, &after);
     }
 
     /// The value of `key`, if present.

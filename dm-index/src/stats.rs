@@ -98,18 +98,25 @@ impl Counters {
     }
 
     /// Records one operation in shard `shard` ([`Counters::shard_of`]):
-    /// its kind, whether it failed, and the verbs it posted.
-    pub(crate) fn record(&self, shard: usize, op: Op, failed: bool, v: &VerbStats) {
+    /// its kind, whether it failed, and the verbs its task posted between
+    /// the snapshots `before` and `after` ([`dm_runtime::task_stats`]).
+    /// Every counter is added to, zeros too: a load, an add and a store
+    /// per counter and no branch, on the shard's own lines (issue 32).
+    pub(crate) fn record(
+        &self,
+        shard: usize,
+        op: Op,
+        failed: bool,
+        before: &VerbStats,
+        after: &VerbStats,
+    ) {
         let s = &self.shards[shard].0;
-        let bump = |i: usize, d: u64| {
-            if d != 0 {
-                s[i].store(s[i].load(Relaxed).wrapping_add(d), Relaxed);
-            }
-        };
+        let bump = |i: usize, d: u64| s[i].store(s[i].load(Relaxed).wrapping_add(d), Relaxed);
         bump(op as usize, 1);
         bump(5, failed as u64);
-        for (i, d) in verb_fields(v).into_iter().enumerate() {
-            bump(6 + i, d);
+        let (x, y) = (verb_fields(before), verb_fields(after));
+        for i in 0..9 {
+            bump(6 + i, y[i].wrapping_sub(x[i]));
         }
     }
 
@@ -156,22 +163,4 @@ fn verb_fields(v: &VerbStats) -> [u64; 9] {
         v.doorbells,
         v.rtts,
     ]
-}
-
-/// `b - a`, counter by counter (the verbs of one operation from two
-/// snapshots of its task's counters).
-pub(crate) fn delta(a: &VerbStats, b: &VerbStats) -> VerbStats {
-    let (x, y) = (verb_fields(a), verb_fields(b));
-    let d: [u64; 9] = std::array::from_fn(|i| y[i].wrapping_sub(x[i]));
-    VerbStats {
-        read: d[0],
-        write: d[1],
-        cas: d[2],
-        faa: d[3],
-        rpc: d[4],
-        bytes_read: d[5],
-        bytes_written: d[6],
-        doorbells: d[7],
-        rtts: d[8],
-    }
 }

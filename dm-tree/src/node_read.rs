@@ -71,8 +71,12 @@ pub enum ShermanCache {
     /// it locked and READ, `leaf_page_store` with `from_cache`); and a leaf
     /// split reached through the cache finds its parent from the root
     /// (`insert_internal`). A leaf reached from the root still moves right
-    /// to its sibling, as ours. Issue 34: the baseline SMART's Fig. 14
-    /// compared against (`dm-bench ycsb --sherman-cache authors`).
+    /// to its sibling, as ours. The root's address is kept per handle (the
+    /// code's `g_root_ptr`, which a new root's RPC broadcast updates; here
+    /// the pointer is READ again once that node has a right sibling, or is
+    /// below the level sought), so a traversal READs the root node, not the
+    /// pointer. Issue 34: the baseline SMART's Fig. 14 compared against
+    /// (`dm-bench ycsb --sherman-cache authors`).
     Authors,
 }
 

@@ -49,6 +49,15 @@ pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
     RADIX.iter().find(|r| r.0 == name).map(|r| r.1)
 }
 
+/// Whether `--index NAME` is a fine-grained B+tree (fg and the Sherman
+/// rungs): the indexes the B+tree baselines' switches (`--node-read`,
+/// `--sherman-cache`) apply to. Not DEX, the NAM designs, the radix
+/// family or Dolphin; false for an unknown name.
+pub(crate) fn fine_btree(name: &str) -> bool {
+    dm_index::IndexKind::named(name)
+        .is_ok_and(|k| k.family() == dm_index::Family::BTree && k.design() == dm_tree::Design::Fine)
+}
+
 /// What `--index NAME` selects (`dm_index::IndexKind`, the library's one
 /// list of names): the B+tree techniques and design (FG+ and the
 /// fine-grained design for the others, which do not use them) and the

@@ -95,6 +95,12 @@ fn check_art_ladder_is_linearizable_with_faults() {
         &["check", "--index", "fg", "--art-absorb"],
         "--art-absorb is for the radix family",
     );
+    for index in ["smart", "dex", "nam-hybrid", "dolphin"] {
+        rejects(
+            &["check", "--index", index, "--sherman-cache", "authors"],
+            "--sherman-cache is for fg and the sherman rungs",
+        );
+    }
 }
 
 #[test]

@@ -56,10 +56,10 @@ impl NodeRead {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ShermanCache {
     /// Ours: a cached leaf that no longer covers a key is left by B-link
-    /// moves right along sibling pointers (at most 8, the entry kept for a
-    /// writer, dropped for the next lookup of a reader), and the cache also
-    /// holds the top two levels, so a traversal for a miss or a split's
-    /// parent starts below the root.
+    /// moves right along sibling pointers (a reader at most 8; a writer
+    /// under the lock, `FgTree::moved_right`), and the entry is dropped for
+    /// the next operation; the cache also holds the top two levels, so a
+    /// traversal for a miss or a split's parent starts below the root.
     #[default]
     Ours,
     /// The published Sherman's (thustorage/Sherman, `src/Tree.cpp`; the

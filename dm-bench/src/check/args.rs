@@ -202,12 +202,7 @@ impl Args {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
         }
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
-        if a.sherman_cache != "ours"
-            && (radix(&a.index).is_some()
-                || a.index == crate::ycsb::dex::DEX
-                || a.index == "dolphin"
-                || a.design != Design::Fine)
-        {
+        if a.sherman_cache != "ours" && !crate::kv::fine_btree(&a.index) {
             bail!("--sherman-cache is for fg and the sherman rungs");
         }
         if a.art_absorb && radix(&a.index).is_none() {

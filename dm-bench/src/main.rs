@@ -87,7 +87,7 @@ enum Cmd {
     /// The main job: load, then run a YCSB/Sherman workload against an index, then verify.
     Ycsb(Box<ycsb::Args>),
     /// Concurrent random operations on sim with faults, checked for linearizability.
-    Check(check::Args),
+    Check(Box<check::Args>),
     /// Verb micro-benchmark over the fabric and runtime (sim or loopback).
     Verbs(verbs_bench::Args),
     /// Task-switch cost: dm-runtime vs tokio current-thread + LocalSet, on loopback.
@@ -137,7 +137,7 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Ycsb(a) => ycsb::run(*a),
-        Cmd::Check(a) => check::run(a),
+        Cmd::Check(a) => check::run(*a),
         Cmd::Verbs(a) => verbs_bench::run(a),
         Cmd::Runtime(a) => runtime_bench::run(a),
         Cmd::SimSpeed(a) => sim_speed::run(a),

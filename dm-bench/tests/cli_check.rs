@@ -100,6 +100,26 @@ fn check_art_ladder_is_linearizable_with_faults() {
             &["check", "--index", index, "--sherman-cache", "authors"],
             "--sherman-cache is for fg and the sherman rungs",
         );
+        rejects(
+            &["check", "--index", index, "--node-read", "optimistic"],
+            "--node-read is for fg and the sherman rungs",
+        );
+    }
+    // DEX's Sherman baseline's reads and writes (issue 34; `dm_tree::NodeRead`):
+    // torn and delayed verbs, the readers' version steps and the writers'
+    // version READ before a release that does not hand over.
+    for index in ["sherman", "fg"] {
+        let args = [
+            "check",
+            "--index",
+            index,
+            "--node-read",
+            "optimistic",
+            "--seeds",
+            "20",
+        ];
+        let (ok, text, v) = bench(&args);
+        assert!(ok && v["linearizable"] == true, "{index}: {text}");
     }
 }
 

@@ -11,9 +11,10 @@
 //! | module | what | paper |
 //! |---|---|---|
 //! | [`node`] | node byte layout, fences; `node/codec.rs`: encode, checksum-validated decode | FG §4-5, Sherman §5 |
-//! | `node_read.rs` | [`NodeRead`]: a node READ validated by its checksum, or DEX's Sherman baseline's optimistic read (3 READs); [`ShermanCache`]: a stale cache entry left by moving right, or as the published Sherman code does (from the root) | DEX §2.2, §8.1; Sherman §4.1 |
+//! | `node_read.rs` | [`NodeRead`]: a node READ validated by its checksum, or DEX's Sherman baseline's optimistic read (3 READs; its writers READ the locked node once and the version before a release that does not hand over); [`ShermanCache`]: a stale cache entry left by moving right, or as the published Sherman code does (from the root) | DEX §2.2, §8.1; Sherman §4.1 |
 //! | [`two_level`] | unsorted leaves with two-level versions, sound under torn READs | Sherman §4.4 |
 //! | [`tree`] | [`FgTree`] (one core's handle), [`TreeConfig`], [`TreeError`], root pointer, node READ, lock and release | FG §4 |
+//! | `covering.rs` | locking the node covering a key: lock, one READ under the lock, B-link moves right (or, from a stale cache entry under [`ShermanCache::Authors`], a restart) | FG §4.2, Sherman §4.1 |
 //! | `techniques.rs` | [`Techniques`]: Sherman's ladder as switches (lock techniques plus two-level versions) | Sherman §4, Fig. 5 |
 //! | `search.rs` | traversal to the node covering a key at a level; `get` | FG §5.1 |
 //! | `insert.rs` | upsert, update, node splits, parent insertion, root growth | FG §5.2 |
@@ -117,6 +118,7 @@
 
 mod bulk;
 pub mod cache;
+mod covering;
 pub mod dex;
 pub mod head;
 mod insert;

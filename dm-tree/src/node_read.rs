@@ -28,7 +28,12 @@ pub enum NodeRead {
     /// is accepted when the three agree and, as ever here, its checksum
     /// validates. 3 READs and 3 RTTs per node: the paper's baseline cost,
     /// for reproducing DEX Table 2 and Fig. 6 (`dm-bench ycsb --node-read
-    /// optimistic`). Soundness still comes from the checksum: our lock word
+    /// optimistic`). A writer does as that baseline's did
+    /// (baotonglu/dex `src/Tree.cpp` under `LOCK_VERSION`): one READ of
+    /// the node it holds locked (`lock_and_read_page`), and before a
+    /// release with writes that does not hand the lock over, one 8-byte
+    /// READ for the version it writes back with the unlock
+    /// (`write_page_and_unlock`; [`FgTree::release`]). Soundness still comes from the checksum: our lock word
     /// carries no version, so the watched word alone would not see a write
     /// that ends where it began.
     Optimistic,

@@ -1,7 +1,7 @@
 //! [`FgTree`]: one core's handle on a global B-link tree.
 
 use crate::nam::{Design, NamConfig};
-use crate::node::{Fence, Geometry, Node, View};
+use crate::node::{Fence, Geometry, Node};
 use crate::node_read::{NodeRead, ShermanCache};
 use crate::techniques::Techniques;
 use dm_runtime::alloc::ChunkAlloc;
@@ -270,11 +270,54 @@ impl FgTree {
     }
 
     /// Releases `held` after `writes` ([`NodeLocks::release`]).
+    ///
+    /// Under [`NodeRead::Optimistic`] a release with writes that does not
+    /// hand the lock over first READs 8 bytes at the last write's node (the
+    /// locked node's, on its MS): DEX's Sherman baseline READs the node's
+    /// version from beside its lock in device memory, to write it back
+    /// incremented with the unlock (baotonglu/dex `src/Tree.cpp`,
+    /// `write_page_and_unlock` under `LOCK_VERSION`; a hand-over writes the
+    /// page alone). Our lock words carry no version, so the value goes
+    /// unused: the READ stands for that round trip under the lock.
     pub(crate) async fn release(
         &self,
         held: Held<'_>,
         writes: impl IntoIterator<Item = (GlobalAddr, Vec<u8>)>,
     ) -> Result<(), TreeError> {
+        if self.cfg.node_read == NodeRead::Optimistic {
+            // Boxed, and made out of line: the default path's future and
+            // code stay as they were (issue 32).
+            return self.release_boxed(held, writes.into_iter().collect()).await;
+        }
+        Ok(self.locks.release(held, writes).await?)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn release_boxed<'a>(
+        &'a self,
+        held: Held<'a>,
+        writes: smallvec::SmallVec<[(GlobalAddr, Vec<u8>); 2]>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), TreeError>> + 'a>> {
+        Box::pin(self.release_versioned(held, writes))
+    }
+
+    /// [`FgTree::release`] under [`NodeRead::Optimistic`]: the version's
+    /// READ first, unless the release hands the lock over or writes nothing.
+    async fn release_versioned(
+        &self,
+        held: Held<'_>,
+        writes: smallvec::SmallVec<[(GlobalAddr, Vec<u8>); 2]>,
+    ) -> Result<(), TreeError> {
+        if let Some(&(at, _)) = writes.last() {
+            if !held.hands_over() {
+                let word = GlobalAddr::new(at.ms(), at.offset() & !7);
+                if let Err(e) = read(word, 8).await {
+                    let _ = self.locks.release(held, []).await;
+                    return Err(e.into());
+                }
+            }
+        }
         Ok(self.locks.release(held, writes).await?)
     }
 
@@ -425,6 +468,16 @@ impl FgTree {
         Ok(n)
     }
 
+    /// [`FgTree::read_node`] of a node this handle holds locked: one READ
+    /// per try under every [`NodeRead`] (no writer can change the node, and
+    /// DEX's Sherman baseline READs a locked page once: `lock_and_read_page`).
+    pub(crate) async fn read_node_locked(&self, a: GlobalAddr) -> Result<Node, TreeError> {
+        let (_, n) = self
+            .read_until_as(a, true, |b| Node::decode(&self.g, b))
+            .await?;
+        Ok(n)
+    }
+
     /// The image of the node at `a`, READ until [`View::new`] accepts it (as
     /// [`FgTree::read_node`] retries until it decodes), not decoded.
     pub(crate) async fn read_valid(&self, a: GlobalAddr) -> Result<dm_runtime::ReadBuf, TreeError> {
@@ -437,18 +490,33 @@ impl FgTree {
     /// READs the node at `a` until `accept` takes the image (a torn or
     /// half-written one is retried after a yield, counted as rejected),
     /// at most [`MAX_VALIDATION_RETRIES`] times: [`TreeError::Corrupt`].
-    pub(crate) async fn read_until<T>(
+    ///
+    /// Not an `async fn`: the caller awaits [`FgTree::read_until_as`]'s
+    /// future itself, one future fewer to resume per READ (issue 32).
+    pub(crate) fn read_until<'a, T: 'a>(
+        &'a self,
+        a: GlobalAddr,
+        accept: impl Fn(&[u8]) -> Option<T> + 'a,
+    ) -> impl std::future::Future<Output = Result<(dm_runtime::ReadBuf, T), TreeError>> + 'a {
+        self.read_until_as(a, false, accept)
+    }
+
+    /// [`FgTree::read_until`]; `locked`: this handle holds the node's lock,
+    /// so the optimistic read's version steps are left out.
+    pub(crate) async fn read_until_as<T>(
         &self,
         a: GlobalAddr,
+        locked: bool,
         accept: impl Fn(&[u8]) -> Option<T>,
     ) -> Result<(dm_runtime::ReadBuf, T), TreeError> {
+        let steps = self.cfg.node_read == NodeRead::Optimistic && !locked;
         for _ in 0..MAX_VALIDATION_RETRIES {
             // The optimistic read's version steps (`node_read`); under the
             // checksum read (the default) there are none to await, so a
             // warm READ's completion resumes no futures of theirs (issue 32).
-            let v0 = match self.cfg.node_read {
-                NodeRead::Checksum => None,
-                NodeRead::Optimistic => Some(self.version_word(a).await?),
+            let v0 = match steps {
+                false => None,
+                true => Some(self.version_word(a).await?),
             };
             let b = read(a, self.cfg.node_bytes as u32).await?;
             if let Some(t) = accept(&b) {
@@ -495,102 +563,5 @@ impl FgTree {
         let b = crate::two_level::slot_image(&self.g, version, slot, entry);
         let at = a.add(crate::two_level::slot_offset(&self.g, slot) as u64);
         self.release(held, [(at, b)]).await
-    }
-
-    /// Locks the node at `a` and READs it under the lock. On a READ error
-    /// the lock is released, so the node is not left locked for everyone
-    /// else (best effort: with a broken QP the unlock fails too).
-    pub(crate) async fn lock_read(&self, a: GlobalAddr) -> Result<(Held<'_>, Node), TreeError> {
-        let held = self.lock(a).await?;
-        match self.read_node(a).await {
-            Ok(n) => Ok((held, n)),
-            Err(e) => {
-                let _ = self.release(held, Vec::new()).await;
-                Err(e)
-            }
-        }
-    }
-
-    /// Locks the node covering `key` at `level` starting from `a` (moving right
-    /// along sibling pointers under B-link rules) and returns it with a fresh image.
-    /// `None`: the node at `a` no longer covers `key` from the left; restart from the root.
-    /// `from_cache`: `a` came from the index cache (for [`ShermanCache::Authors`],
-    /// under which a cached leaf left behind by a split also ends in `None`).
-    pub(crate) async fn lock_covering(
-        &self,
-        a: GlobalAddr,
-        key: &[u8],
-        level: u8,
-        from_cache: bool,
-    ) -> Result<Option<(GlobalAddr, Node, Held<'_>)>, TreeError> {
-        Ok(self
-            .lock_covering_image(a, key, level, false, from_cache)
-            .await?
-            .map(|(a, img, held)| {
-                let n = Node::decode(&self.g, &img).expect("View::new accepted the image");
-                (a, n, held)
-            }))
-    }
-
-    /// [`FgTree::lock_covering`] with the node's validated image, not
-    /// decoded (a warm update of a present key needs no `Node`: issue 32).
-    ///
-    /// `for_key`: validate the image as [`View::for_key`] does for `key`
-    /// (in an unsorted leaf, Sherman §4.4, the lowest slot holding `key`
-    /// under a matching check word, or every slot when `key` is absent)
-    /// instead of every slot ([`View::new`]). Under the lock no other
-    /// writer changes the leaf, so a slot that does not validate can only
-    /// be another key's entry from a WRITE cut short (lib.rs, "A compute
-    /// server that dies"), which an update of `key`'s own slot leaves as
-    /// it is; an absent key still needs every slot whole. Take the image
-    /// through [`View::validated_for`] then, never [`View::validated`].
-    /// Hashing every slot of a 1 KB leaf was a quarter of a loopback
-    /// Sherman update's CPU (docs/experiments/allocs.md).
-    ///
-    /// `from_cache`: `a` is the index cache's; under [`ShermanCache::Authors`]
-    /// a key beyond its high fence then releases the lock and ends in `None`
-    /// (the caller drops the entry and goes from the root), as the published
-    /// Sherman's `leaf_page_store` does with `from_cache`; otherwise the
-    /// lock moves right to the sibling.
-    pub(crate) async fn lock_covering_image(
-        &self,
-        mut a: GlobalAddr,
-        key: &[u8],
-        level: u8,
-        for_key: bool,
-        from_cache: bool,
-    ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf, Held<'_>)>, TreeError> {
-        let stale_ends = from_cache && self.cfg.sherman_cache == ShermanCache::Authors;
-        loop {
-            let held = self.lock(a).await?;
-            // `read_until` directly, not through a wrapper future (issue 32).
-            let img = self
-                .read_until(a, |b| match for_key {
-                    true => View::for_key(&self.g, b, key).map(drop),
-                    false => View::new(&self.g, b).map(drop),
-                })
-                .await;
-            let img = match img {
-                Ok((b, ())) => b,
-                Err(e) => {
-                    let _ = self.release(held, []).await;
-                    return Err(e);
-                }
-            };
-            let v = View::validated_for(&self.g, &img, key);
-            if v.level() != level || v.below_low(key) {
-                self.release(held, []).await?;
-                return Ok(None);
-            }
-            if v.beyond_high(key) {
-                self.release(held, []).await?;
-                if v.sibling().is_null() || stale_ends {
-                    return Ok(None);
-                }
-                a = v.sibling();
-                continue;
-            }
-            return Ok(Some((a, img, held)));
-        }
     }
 }

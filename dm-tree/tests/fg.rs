@@ -394,13 +394,26 @@ fn optimistic_node_read_is_three_reads_and_stays_correct() {
             assert_eq!(t.get(&k(4242)).await.unwrap(), Some(4242));
             let s1 = dm_runtime::task_stats();
             assert_eq!(t.get(&k(4243)).await.unwrap(), Some(4243));
-            dm_runtime::task_stats().since(&s1)
+            let get = dm_runtime::task_stats().since(&s1);
+            let s2 = dm_runtime::task_stats();
+            assert!(t.update(&k(4243), 7).await.unwrap());
+            let update = dm_runtime::task_stats().since(&s2);
+            assert_eq!(t.get(&k(4243)).await.unwrap(), Some(7));
+            (get, update)
         })
         .unwrap();
+    let (warm, update) = warm;
     assert_eq!(
         (warm.read, warm.rtts, warm.bytes_read),
         (3, 3, 1024 + 16),
         "warm get = version word, leaf, version word"
+    );
+    // A writer READs the leaf it holds locked once, and the version before
+    // its release (no hand-over here), as DEX's Sherman baseline does.
+    assert_eq!(
+        (update.read, update.bytes_read),
+        (2, 1024 + 8),
+        "warm update = leaf under the lock, version word before the release"
     );
     // Two CSs insert into the same leaves and read their keys back.
     for (ci, &c) in cores.iter().enumerate() {

@@ -120,6 +120,12 @@ pub struct Args {
     /// (`dm_tree::ShermanCache`).
     #[arg(long, default_value = "ours", value_parser = ["ours", "authors"])]
     pub sherman_cache: String,
+    /// B+trees: how an unlocked node is READ, as `ycsb --node-read`:
+    /// `checksum` (default) or DEX's Sherman baseline's `optimistic` read
+    /// (`dm_tree::NodeRead`; its writers READ the locked node once and the
+    /// version before a release that does not hand over).
+    #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
+    pub node_read: String,
     /// Set from `--index`.
     #[arg(skip = dm_tree::Techniques::FG_PLUS)]
     pub techniques: Techniques,
@@ -204,6 +210,9 @@ impl Args {
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
         if a.sherman_cache != "ours" && !crate::kv::fine_btree(&a.index) {
             bail!("--sherman-cache is for fg and the sherman rungs");
+        }
+        if a.node_read != "checksum" && !crate::kv::fine_btree(&a.index) {
+            bail!("--node-read is for fg and the sherman rungs");
         }
         if a.art_absorb && radix(&a.index).is_none() {
             bail!("--art-absorb is for the radix family (--index smart, art, ...)");

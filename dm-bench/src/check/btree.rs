@@ -23,6 +23,7 @@ pub(super) fn configure(mut cfg: IndexConfig, a: &Args) -> IndexConfig {
     cfg.tree_techniques = Some(a.techniques);
     cfg.sherman_cache =
         dm_tree::ShermanCache::named(&a.sherman_cache).expect("clap checked the name");
+    cfg.node_read = dm_tree::NodeRead::named(&a.node_read).expect("clap checked the name");
     cfg.with_cache_bytes(a.cache_nodes.saturating_mul(a.node_bytes() as u64))
 }
 

@@ -58,7 +58,7 @@ const DEX_SHERMAN: &str = "sherman-dex";
 /// denominator series it switches.
 const fn sherman_read(num: Option<&'static str>, den: Option<&'static str>) -> Cause {
     Cause {
-        what: "DEX's Sherman reads a node with 3 READs (optimistic read), ours with 1 (checksum)",
+        what: "DEX's Sherman reads an unlocked node with 3 READs (optimistic read), ours with 1 (checksum); its writers READ the locked node once, and its version before an unlock",
         switch: "--node-read optimistic",
         num,
         den,

@@ -28,6 +28,14 @@ pub struct Held<'t> {
 }
 
 impl Held<'_> {
+    /// Whether [`NodeLocks::release`] now would hand the lock over (HOCL: a
+    /// local waiter is queued and the hand-over bound allows it) instead of
+    /// releasing the remote lock word. A waiter that gives up before the
+    /// release makes the release take the word back after all.
+    pub fn hands_over(&self) -> bool {
+        self.local.as_ref().is_some_and(|g| g.can_hand_over())
+    }
+
     /// Whether this lock was taken from a holder that never released it: a
     /// dead member's name taken over after its lease, or a name of this
     /// core or CS that no task here held (a task dropped while holding it,

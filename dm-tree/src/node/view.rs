@@ -8,6 +8,10 @@
 use super::*;
 use dm_runtime::checksum::checksum;
 
+/// Bytes of an unsorted leaf's slot with 8-byte keys: key, value, check
+/// word ([`crate::two_level`]).
+const SLOT8: usize = 24;
+
 /// A validated node image, borrowed.
 pub(crate) struct View<'a> {
     pub(super) g: &'a Geometry,
@@ -215,9 +219,15 @@ impl<'a> View<'a> {
             // (about 12 instructions per slot through `cmp_keys`, 318 of a
             // warm Sherman get's 2,249 under callgrind).
             let k = u64::from_ne_bytes(k);
-            return self.slots().enumerate().find_map(|(s, slot)| {
-                let w = slot.first_chunk::<8>().map(|w| u64::from_ne_bytes(*w));
-                if w != Some(k) {
+            // 8-byte keys make 24-byte slots: as fixed-size chunks the
+            // scan has no per-slot length checks (issue 32).
+            let (off, sb) = (g.entries_off(), g.slot_bytes());
+            let area = &self.b[off..off + g.unsorted_capacity() * sb];
+            let (slots, _) = area.as_chunks::<SLOT8>();
+            debug_assert_eq!(sb, SLOT8);
+            return slots.iter().enumerate().find_map(|(s, slot)| {
+                let w = u64::from_ne_bytes(*slot.first_chunk::<8>().expect("24 bytes"));
+                if w != k {
                     return None;
                 }
                 checked(s, slot)

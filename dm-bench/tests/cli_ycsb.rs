@@ -433,6 +433,15 @@ fn ycsb_smart_with_the_modelled_central_fifo() {
         let admissions = v["cache"]["fifo_admissions"].as_u64().unwrap();
         assert_eq!(admissions > 0, hold != "0", "{text}");
         assert_eq!(text.contains("central FIFO modelled"), hold != "0");
+        // The run phase's share of the cores' time, the calibration's
+        // measure (DEX §8.2: 49% of SMART's cycles): a fraction, and
+        // admissions of the run phase only.
+        if hold != "0" {
+            let share = v["cache"]["run_fifo_share"].as_f64().unwrap();
+            assert!(share > 0.0 && share < 1.0, "{text}");
+            let run = v["cache"]["run_fifo_admissions"].as_u64().unwrap();
+            assert!(run > 0 && run < admissions, "{text}");
+        }
         mops.push(v["throughput_mops"].as_f64().unwrap());
     }
     assert!(mops[1] < mops[0], "{mops:?}");

@@ -3,7 +3,7 @@
 //! (DEX §5), Dolphin's cache of ART nodes and special nodes, and SMART's
 //! ART cache (SMART §4.3).
 
-use super::Bench;
+use super::{Bench, Ran};
 use dm_art::{ArtCache, DolphinCache};
 use dm_tree::IndexCache;
 use serde_json::json;
@@ -16,9 +16,26 @@ pub(super) struct CacheReport {
     pub bytes: u64,
 }
 
+impl Bench {
+    /// Admissions through the modelled central FIFO of SMART's ART caches
+    /// and the virtual ns they waited for or held it, over this process's
+    /// CSs ((0, 0) for the other families).
+    pub(super) fn fifo_totals(&self) -> (u64, u64) {
+        if !self.c.smart {
+            return (0, 0);
+        }
+        let inst = &self.cl.inst;
+        inst.local_cs()
+            .filter_map(|cs| inst.art_cache(cs))
+            .map(|k| k.stats())
+            .fold((0, 0), |(a, n), s| (a + s.fifo_admissions, n + s.fifo_ns))
+    }
+}
+
 impl CacheReport {
-    /// The cache report of the run's index.
-    pub(super) fn of(b: &Bench) -> Self {
+    /// The cache report of the run's index (`ran`: the run phase's share
+    /// of a modelled central FIFO, `--smart-fifo-ns`).
+    pub(super) fn of(b: &Bench, ran: &Ran) -> Self {
         let (a, inst) = (&b.a, &b.cl.inst);
         let each =
             |f: &dyn Fn(u16) -> bool| inst.local_cs().filter(|&cs| f(cs)).collect::<Vec<u16>>();
@@ -35,7 +52,22 @@ impl CacheReport {
                 .iter()
                 .filter_map(|&cs| inst.art_cache(cs).cloned())
                 .collect();
-            CacheReport::art(&c, a.cs)
+            let mut r = CacheReport::art(&c, a.cs);
+            let (adm, ns) = ran.run_fifo;
+            if adm > 0 {
+                // The cores' time in the run phase: the calibration's
+                // denominator (DEX §8.2's 49% of SMART's cycles).
+                let cores = a.cs as f64 * a.threads as f64;
+                let share = ns as f64 / (cores * ran.run_ns.max(1) as f64);
+                r.line += &format!(
+                    "; in the run phase {adm} admissions, {:.1}% of the cores' time in the FIFO",
+                    100.0 * share
+                );
+                r.json["run_fifo_admissions"] = json!(adm);
+                r.json["run_fifo_ns"] = json!(ns);
+                r.json["run_fifo_share"] = json!(share);
+            }
+            r
         } else {
             let c: Vec<_> = each(&|_| true)
                 .iter()

@@ -89,6 +89,10 @@ struct Ran {
     fabric_detail: serde_json::Value,
     /// Bytes of the MSs' chunks (sim, loopback).
     ms_used: u64,
+    /// Run phase (sim): admissions through the modelled central FIFO of
+    /// SMART's ART cache (`--smart-fifo-ns`) and the virtual ns they
+    /// waited for or held it, summed over the cores; (0, 0) without it.
+    run_fifo: (u64, u64),
 }
 
 /// [`measure`]; on sim, `after` then runs on the cluster as the run and
@@ -137,7 +141,7 @@ pub(crate) fn measure_with(mut a: Args, after: Option<WarmHook<'_>>) -> Result<s
         #[cfg(not(feature = "rdma"))]
         FabricArg::Rdma => unreachable!("rejected above"),
     };
-    let cache = cache::CacheReport::of(&b);
+    let cache = cache::CacheReport::of(&b, &ran);
     let wall_s = wall.elapsed().as_secs_f64();
     let (baselines, harness) = b.baselines();
     report::report(

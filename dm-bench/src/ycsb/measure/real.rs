@@ -180,6 +180,7 @@ impl Bench {
             run_cpu: Some(rcpu),
             fabric_detail: json!({ "clients_gone": gone }),
             ms_used: 0,
+            run_fifo: (0, 0),
         })
     }
 

@@ -68,7 +68,9 @@ impl Bench {
             rt.block_on(sc[0], async move { h.pass(&t).await });
         }
         let wo = (plan.warm > 0).then(|| phase(&mut rt, Phase::Warmup, &bars.warm).0);
+        let f0 = self.fifo_totals();
         let (mut ro, rns) = phase(&mut rt, Phase::Run, run_pb);
+        let f1 = self.fifo_totals();
         if let Some(wo) = wo {
             ro.merge_checks(wo);
         }
@@ -94,6 +96,7 @@ impl Bench {
             run_cpu: None,
             fabric_detail: detail,
             ms_used: used,
+            run_fifo: (f1.0 - f0.0, f1.1 - f0.1),
         })
     }
 

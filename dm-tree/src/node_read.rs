@@ -33,9 +33,9 @@ pub enum NodeRead {
     /// the node it holds locked (`lock_and_read_page`), and before a
     /// release with writes that does not hand the lock over, one 8-byte
     /// READ for the version it writes back with the unlock
-    /// (`write_page_and_unlock`; [`FgTree::release`]). Soundness still comes from the checksum: our lock word
-    /// carries no version, so the watched word alone would not see a write
-    /// that ends where it began.
+    /// (`write_page_and_unlock`; `FgTree::release`). Soundness still
+    /// comes from the checksum: our lock word carries no version, so the
+    /// watched word alone would not see a write that ends where it began.
     Optimistic,
 }
 

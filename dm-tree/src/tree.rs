@@ -292,6 +292,8 @@ impl FgTree {
         Ok(self.locks.release(held, writes).await?)
     }
 
+    /// [`FgTree::release_versioned`]'s future, boxed, out of the default
+    /// path's code.
     #[cold]
     #[inline(never)]
     fn release_boxed<'a>(

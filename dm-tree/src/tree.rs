@@ -311,16 +311,20 @@ impl FgTree {
         held: Held<'_>,
         writes: smallvec::SmallVec<[(GlobalAddr, Vec<u8>); 2]>,
     ) -> Result<(), TreeError> {
-        if let Some(&(at, _)) = writes.last() {
-            if !held.hands_over() {
-                let word = GlobalAddr::new(at.ms(), at.offset() & !7);
-                if let Err(e) = read(word, 8).await {
-                    let _ = self.locks.release(held, []).await;
-                    return Err(e.into());
-                }
-            }
+        let Some(&(at, _)) = writes.last() else {
+            return Ok(self.locks.release(held, writes).await?);
+        };
+        if held.hands_over() {
+            return Ok(self.locks.release(held, writes).await?);
         }
-        Ok(self.locks.release(held, writes).await?)
+        // Decided: no hand-over, even if a waiter queues during the READ
+        // (the baseline checks `can_hand_over` before it READs).
+        let word = GlobalAddr::new(at.ms(), at.offset() & !7);
+        if let Err(e) = read(word, 8).await {
+            let _ = self.locks.release_remote(held, []).await;
+            return Err(e.into());
+        }
+        Ok(self.locks.release_remote(held, writes).await?)
     }
 
     /// Uses `locks` (one per CS, shared by its cores) as the local lock table of

@@ -202,6 +202,58 @@ fn hand_over_saves_the_lock_round_trip() {
     assert!(v.iter().all(|s| s.rtts >= 3 && s.cas >= 2), "{v:?}");
 }
 
+/// `NodeRead::Optimistic` (DEX's Sherman baseline, issue 34) under HOCL: a
+/// writer READs the leaf it holds once, and the version before its release
+/// only when it does not hand the lock over (`write_page_and_unlock`): the
+/// giver READs once, the receiver, which releases, twice.
+#[test]
+fn optimistic_writers_read_the_version_unless_they_hand_over() {
+    let (mut rt, mut tcfg) = setup(Techniques::SHERMAN_HIER, true);
+    tcfg.node_read = dm_tree::NodeRead::Optimistic;
+    let c0 = rt.add_core(0, 0);
+    let c1 = rt.add_core(0, 1);
+    rt.block_on(c0, async move {
+        let entries: Vec<_> = (0..5000u64).map(|i| (k(i * 2), i)).collect();
+        FgTree::bulk_load(tcfg, 0, 0, &entries, 0.5).await.unwrap();
+    })
+    .unwrap();
+    let cache = Arc::new(IndexCache::new(1 << 20, tcfg.node_bytes));
+    let llt = FgTree::new_local_lock_table(&tcfg);
+    let hs: Vec<_> = [c0, c1]
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let t = FgTree::open(tcfg, 0, i as u16)
+                .unwrap()
+                .with_cache(cache.clone())
+                .with_local_locks(llt.clone());
+            rt.spawn_on(c, async move {
+                t.get(&k(1000)).await.unwrap();
+                let s0 = dm_runtime::task_stats();
+                assert!(t.update(&k(1000 + 2 * i as u64), 9).await.unwrap());
+                let s = dm_runtime::task_stats().since(&s0);
+                assert_eq!(t.get(&k(1000 + 2 * i as u64)).await.unwrap(), Some(9));
+                s
+            })
+        })
+        .collect();
+    rt.run();
+    let mut v: Vec<VerbStats> = hs
+        .into_iter()
+        .map(|h| h.try_take().unwrap().unwrap())
+        .collect();
+    // The giver: lock CAS, leaf READ, write-back, hand-over (no version
+    // READ, no unlock). The receiver: no lock CAS, leaf READ, version READ,
+    // write-back with the unlock (a masked CAS of its lane).
+    v.sort_by_key(|s| s.read);
+    assert_eq!((v[0].cas, v[0].read, v[0].rtts), (1, 1, 3), "giver {v:?}");
+    assert_eq!(
+        (v[1].cas, v[1].read, v[1].rtts),
+        (1, 2, 3),
+        "receiver {v:?}"
+    );
+}
+
 #[test]
 fn ladder_names_and_bad_combinations() {
     for n in Techniques::NAMES {

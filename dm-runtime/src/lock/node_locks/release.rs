@@ -80,6 +80,26 @@ impl NodeLocks {
         Ok(())
     }
 
+    /// [`NodeLocks::release`] without a hand-over: the remote lock word is
+    /// released even if a local waiter is queued (HOCL), which then takes
+    /// it by CAS. For a protocol that decided before its last round trip
+    /// that it would not hand over (DEX's Sherman baseline checks
+    /// `can_hand_over` before it READs the version it writes back with the
+    /// unlock; `dm_tree::NodeRead::Optimistic`).
+    pub async fn release_remote(
+        &self,
+        mut held: Held<'_>,
+        writes: impl IntoIterator<Item = (GlobalAddr, Vec<u8>)>,
+    ) -> Result<(), LockError> {
+        // Without its local guard the release takes the remote path; the
+        // guard, dropped after, passes the local lock on without the
+        // remote one.
+        let local = held.local.take();
+        let r = self.release(held, writes).await;
+        drop(local);
+        r
+    }
+
     /// WRITEs in order: all in one doorbell if `together`, else each completed
     /// before the next is posted.
     async fn post_writes(&self, writes: Writes, together: bool) -> Result<(), LockError> {

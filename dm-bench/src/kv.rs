@@ -49,6 +49,24 @@ pub(crate) fn radix(name: &str) -> Option<dm_art::Techniques> {
     RADIX.iter().find(|r| r.0 == name).map(|r| r.1)
 }
 
+/// `--node-read NODE_READ` and `--sherman-cache SHERMAN_CACHE` (`ycsb`
+/// and `check`) for `--index index`: both are switches of the fine-grained
+/// B+trees ([`fine_btree`]); another index with either off its default is
+/// refused, not run with the switch ignored.
+pub(crate) fn btree_switches(
+    index: &str,
+    node_read: &str,
+    sherman_cache: &str,
+) -> anyhow::Result<()> {
+    if node_read != "checksum" && !fine_btree(index) {
+        anyhow::bail!("--node-read is for the fine-grained B+trees (fg and the sherman rungs)");
+    }
+    if sherman_cache != "ours" && !fine_btree(index) {
+        anyhow::bail!("--sherman-cache is for the fine-grained B+trees (fg and the sherman rungs)");
+    }
+    Ok(())
+}
+
 /// Whether `--index NAME` is a fine-grained B+tree (fg and the Sherman
 /// rungs): the indexes the B+tree baselines' switches (`--node-read`,
 /// `--sherman-cache`) apply to. Not DEX, the NAM designs, the radix

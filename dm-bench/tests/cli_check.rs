@@ -98,11 +98,11 @@ fn check_art_ladder_is_linearizable_with_faults() {
     for index in ["smart", "dex", "nam-hybrid", "dolphin"] {
         rejects(
             &["check", "--index", index, "--sherman-cache", "authors"],
-            "--sherman-cache is for fg and the sherman rungs",
+            "--sherman-cache is for the fine-grained B+trees (fg and the sherman rungs)",
         );
         rejects(
             &["check", "--index", index, "--node-read", "optimistic"],
-            "--node-read is for fg and the sherman rungs",
+            "--node-read is for the fine-grained B+trees (fg and the sherman rungs)",
         );
     }
     // DEX's Sherman baseline's reads and writes (issue 34; `dm_tree::NodeRead`):

@@ -208,12 +208,7 @@ impl Args {
             bail!("--head-nodes is for fg, sherman* and nam-hybrid on --fabric sim");
         }
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
-        if a.sherman_cache != "ours" && !crate::kv::fine_btree(&a.index) {
-            bail!("--sherman-cache is for fg and the sherman rungs");
-        }
-        if a.node_read != "checksum" && !crate::kv::fine_btree(&a.index) {
-            bail!("--node-read is for fg and the sherman rungs");
-        }
+        crate::kv::btree_switches(&a.index, &a.node_read, &a.sherman_cache)?;
         if a.art_absorb && radix(&a.index).is_none() {
             bail!("--art-absorb is for the radix family (--index smart, art, ...)");
         }

@@ -5,7 +5,7 @@
 //! family rejects.
 
 use crate::fabric_arg::{check_ms, parse_client, MsArg};
-use crate::kv::{fine_btree, parse_index, SMART};
+use crate::kv::{parse_index, SMART};
 use crate::limits::{self, at_most, fits_memory};
 use crate::verbs_bench::FabricArg;
 use crate::ycsb::dex::DEX;
@@ -181,12 +181,7 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
             bail!("--smart-off takes lfi, ipl, rear, rd, wc and cache, got {t:?}");
         }
     }
-    if a.node_read != "checksum" && !fine_btree(&a.index) {
-        bail!("--node-read is for the fine-grained B+trees (fg and the sherman rungs)");
-    }
-    if a.sherman_cache != "ours" && !fine_btree(&a.index) {
-        bail!("--sherman-cache is for the fine-grained B+trees (fg and the sherman rungs)");
-    }
+    crate::kv::btree_switches(&a.index, &a.node_read, &a.sherman_cache)?;
     if a.art_absorb && !smart {
         bail!("--art-absorb is for the radix family (--index smart, art, ...)");
     }

@@ -221,10 +221,8 @@ impl<'a> View<'a> {
             let k = u64::from_ne_bytes(k);
             // 8-byte keys make 24-byte slots: as fixed-size chunks the
             // scan has no per-slot length checks (issue 32).
-            let (off, sb) = (g.entries_off(), g.slot_bytes());
-            let area = &self.b[off..off + g.unsorted_capacity() * sb];
-            let (slots, _) = area.as_chunks::<SLOT8>();
-            debug_assert_eq!(sb, SLOT8);
+            debug_assert_eq!(g.slot_bytes(), SLOT8);
+            let (slots, _) = self.slot_area().as_chunks::<SLOT8>();
             return slots.iter().enumerate().find_map(|(s, slot)| {
                 let w = u64::from_ne_bytes(*slot.first_chunk::<8>().expect("24 bytes"));
                 if w != k {
@@ -259,9 +257,14 @@ impl<'a> View<'a> {
 
     /// An unsorted leaf's slots in slot order, `Kp + 16` bytes each.
     pub(super) fn slots(&self) -> std::slice::ChunksExact<'a, u8> {
+        self.slot_area().chunks_exact(self.g.slot_bytes())
+    }
+
+    /// The bytes of an unsorted leaf's slot array (all its slots).
+    fn slot_area(&self) -> &'a [u8] {
         let g = self.g;
-        let (off, sb) = (g.entries_off(), g.slot_bytes());
-        self.b[off..off + g.unsorted_capacity() * sb].chunks_exact(sb)
+        let off = g.entries_off();
+        &self.b[off..off + g.unsorted_capacity() * g.slot_bytes()]
     }
 
     /// Where `key`'s entry is in this node (a leaf's), if present: a

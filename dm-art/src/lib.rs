@@ -14,7 +14,7 @@
 //! | [`layout`] | slot, internal node and leaf bytes (SMART §4.1.1, Fig. 7) |
 //! | `error`, `config`, `cursor` | [`ArtError`]; [`SmartConfig`], [`Techniques`], [`baseline::HOCL`]; a walk's `Cursor` |
 //! | [`cache`] | [`ArtCache`], the per-CS cache of internal nodes and its sound reverse check (§4.3) |
-//! | [`rdwc`] | [`Rdwc`], read delegation and write combining, sound versions (§4.2) |
+//! | [`rdwc`] | [`Rdwc`], read delegation and write combining, sound versions (§4.2); without combining, the E-HOCL write queue with hand-over of the rear lock (§5.3.1) |
 //! | `slots` | the slot words of a node image, in per-thread recycled buffers (issue 32: no allocation per warm operation) |
 //! | [`tree`] | [`SmartTree`]: open/create, attachments, allocation, validated READs |
 //! | `search` | `get` (§4.5, Algorithm 1) and the walk helpers around the cache |

@@ -220,3 +220,101 @@ fn contended_updates_of_one_cs_take_nothing_over() {
     assert_eq!((s.takeovers, s.recovered), (0, 0), "{s:?}");
     assert!(s.cas_failures + s.waits > 0, "the cores contended: {s:?}");
 }
+
+/// CS 0's and CS 1's memberships.
+type Members = (Arc<Member>, Arc<Member>);
+
+/// E-HOCL (SMART §5.3.1; `dm_art::rdwc`'s write queue without combining):
+/// 16 tasks on two cores of CS 0 update one key while 4 tasks of CS 1
+/// update it too, under torn READs and delayed completions. CS 0's queued
+/// writers receive the rear lock by hand-over (no READ, no CAS) from the
+/// writer before them, at most `HOCL.max_handover` times in a row; CS 1's
+/// writers CAS for it between the runs. Every locked write moves the
+/// leaf's `seq` by one, so after `n` updates the word is free at `n`;
+/// nothing is taken over, and the last value written is the one read.
+#[test]
+fn e_hocl_hands_the_rear_lock_to_queued_writers_of_its_cs() {
+    let mut rt = common::sim(9);
+    let c0 = rt.add_core(0, 0);
+    let c1 = rt.add_core(0, 1);
+    let c2 = rt.add_core(1, 0);
+    const PER_TASK: u64 = 40;
+    let slot: Arc<std::sync::Mutex<Option<Members>>> = Arc::default();
+    let counters = Arc::new(LockCounters::new());
+    let rdwc = Arc::new(dm_art::Rdwc::new(64, false, false).queue_writers(true));
+    let done = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let key = 7u64.to_be_bytes();
+    let side = |core: u16, cs: u16, tasks: u64, base: u64| {
+        let (slot, k, r, d) = (slot.clone(), counters.clone(), rdwc.clone(), done.clone());
+        async move {
+            let m = loop {
+                if let Some((m0, m1)) = slot.lock().unwrap().clone() {
+                    break if cs == 0 { m0 } else { m1 };
+                }
+                dm_runtime::yield_now().await;
+            };
+            let mut t = SmartTree::open(cfg(), cs, core)
+                .unwrap()
+                .with_member(m)
+                .unwrap()
+                .with_lock_counters(k);
+            if cs == 0 {
+                t = t.with_rdwc(r);
+            }
+            let t = std::rc::Rc::new(t);
+            let hs: Vec<_> = (0..tasks)
+                .map(|j| {
+                    let t = t.clone();
+                    spawn(async move {
+                        for i in 0..PER_TASK {
+                            assert!(t.update(&key, base + j * 1000 + i).await.unwrap());
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            d.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    };
+    rt.spawn_on(c1, side(1, 0, 8, 1_000_000));
+    rt.spawn_on(c2, side(0, 1, 4, 2_000_000));
+    let main = side(0, 0, 8, 3_000_000);
+    let (s, last, lock) = rt
+        .block_on(c0, async move {
+            let m0 = Member::join(0, LEASE, common::CHUNK).await.unwrap();
+            let m1 = Member::join(1, LEASE, common::CHUNK).await.unwrap();
+            let hbs = [spawn(m0.clone().heartbeat()), spawn(m1.clone().heartbeat())];
+            let t = SmartTree::create(cfg(), 0, 0).await.unwrap();
+            t.insert(&key, MAGIC).await.unwrap();
+            let leaf = find_leaf().await;
+            *slot.lock().unwrap() = Some((m0.clone(), m1.clone()));
+            main.await;
+            while done.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+                dm_runtime::yield_now().await;
+            }
+            let last = t.get(&key).await.unwrap().unwrap();
+            let lock = word(leaf.add(LeafGeometry::new(8).lock_off() as u64)).await;
+            m0.stop();
+            m1.stop();
+            for h in hbs {
+                let _ = h.await;
+            }
+            (counters.snapshot(), last, lock)
+        })
+        .unwrap();
+    let n = 20 * PER_TASK;
+    assert_eq!(
+        lock,
+        lock_free(n),
+        "free at seq {n}: every write moved it once"
+    );
+    assert!(
+        last >= 1_000_000 && last % 1000 == PER_TASK - 1,
+        "a task's last value: {last}"
+    );
+    assert!(s.handovers > 0, "{s:?}");
+    assert_eq!(s.acquisitions + s.handovers, n, "{s:?}");
+    assert_eq!((s.takeovers, s.recovered), (0, 0), "{s:?}");
+}

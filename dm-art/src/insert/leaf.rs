@@ -6,7 +6,7 @@
 
 use crate::error::ArtError;
 use crate::layout::{lock_free, lock_holder, lock_taken, Leaf, LEAF_OFF_META, SEQ_MASK};
-use crate::rdwc::{Lead, WriteResult};
+use crate::rdwc::{Handed, Lead, WriteResult};
 use crate::tree::{SmartTree, MAX_RETRIES};
 use dm_runtime::lock::member::short_inc;
 use dm_runtime::lock::{while_releasing, CsCas, CsHeld, LeaseWatch, LockEvent};
@@ -151,15 +151,18 @@ impl SmartTree {
     /// In-place leaf write under the rear lock (§4.1.2): lock CAS from the
     /// free word of the image's sequence number, then one WRITE of
     /// `[8, leaf end)` carrying the new item, `seq + 1` and the free lock
-    /// word. A failed CAS (someone wrote since the READ, or holds the lock)
-    /// yields and READs the leaf again. A write-combining leader `wc` WRITEs
-    /// the WCB's latest value, taken once the lock is held (§4.2.3).
+    /// word (or, under E-HOCL with a same-key writer queued, the word
+    /// still taken: [`Self::locked_write`]). A failed CAS (someone wrote
+    /// since the READ, or holds the lock) yields and READs the leaf again.
+    /// A write-combining leader `wc` WRITEs the WCB's latest value, taken
+    /// once the lock is held (§4.2.3).
     ///
     /// With a membership (issue 33) a word that is not free is CASed from
     /// its stale value instead when [`Self::stale_rear`] says nobody holds
-    /// it: a dead member's lock taken at the image's `seq` (the holder
-    /// never WROTE: its WRITE would have freed the lock at `seq + 1`, so
-    /// the image is current), a word naming this CS that no task of it
+    /// it: a dead member's lock taken at the image's `seq` (a holder's
+    /// WRITE either freed the lock at `seq + 1` or, handing it over, left
+    /// it taken at the `seq` it wrote, so the image is current), a word
+    /// naming this CS that no task of it
     /// holds ([`dm_runtime::lock::CsWords`]), or a word no writer leaves.
     /// Every lock CAS of a member is in its CS ledger from post to the
     /// WRITE's completion. Counted ([`dm_runtime::lock::LockStats`]): the
@@ -199,15 +202,7 @@ impl SmartTree {
                         None => reg.map(|r| r.took()),
                     };
                     self.count_lock(LockEvent::Acquired);
-                    let img = self.leaf.encode(&next_leaf(l, decided, wc));
-                    let mut tail = dm_verbs::buf::take(img.len() - LEAF_OFF_META);
-                    tail.extend_from_slice(&img[LEAF_OFF_META..]);
-                    dm_verbs::buf::give(img);
-                    // Cancelled mid-WRITE, the hold stays: a claimer on
-                    // another core must not take the word before the
-                    // WRITE that frees it lands (`while_releasing`).
-                    while_releasing(held, write(a.add(LEAF_OFF_META as u64), tail)).await?;
-                    return Ok(true);
+                    return self.locked_write(a, l, decided, 0, held, wc).await;
                 }
                 watch = StaleWatch::default();
                 self.count_lock(LockEvent::CasFailed);
@@ -216,6 +211,86 @@ impl SmartTree {
             (l, lock) = self.read_leaf(a).await?;
         }
         Err(ArtError::LockStuck(a))
+    }
+
+    /// The WRITE of leaf `a` under its rear lock, held (image `l`, on which
+    /// `decided` was taken): `[8, leaf end)` with the next item, `seq + 1`
+    /// and the lock word free, which releases it (§4.1.1). With a same-key
+    /// writer of this CS queued and fewer than the limit's hand-overs
+    /// (`count`) before it, the word stays taken at the new `seq` and the
+    /// lock passes to that writer once the WRITE completed (E-HOCL, §5.3.1:
+    /// [`crate::rdwc::Handed`]). Cancelled mid-WRITE, the CS ledger's hold
+    /// stays: a claimer on another core must not take the word before the
+    /// WRITE that frees it lands (`while_releasing`).
+    async fn locked_write(
+        &self,
+        a: GlobalAddr,
+        l: Leaf,
+        decided: (bool, u64),
+        count: u32,
+        held: Option<CsHeld<'_>>,
+        wc: Option<&Lead<'_>>,
+    ) -> WriteResult {
+        let next = next_leaf(l, decided, wc);
+        let img = self.leaf.encode(&next);
+        let mut tail = dm_verbs::buf::take(img.len() - LEAF_OFF_META);
+        tail.extend_from_slice(&img[LEAF_OFF_META..]);
+        dm_verbs::buf::give(img);
+        let to = a.add(LEAF_OFF_META as u64);
+        let Some(lead) = wc.filter(|w| w.can_hand_over(count)) else {
+            while_releasing(held, write(to, tail)).await?;
+            return Ok(true);
+        };
+        let lo = self.leaf.lock_off() - LEAF_OFF_META;
+        let taken = lock_taken(next.seq, self.rear_name());
+        tail[lo..lo + 8].copy_from_slice(&taken.to_le_bytes());
+        // The hold outlives the WRITE: the receiver adopts it.
+        let releasing = held.map(CsHeld::releasing);
+        if let Err(e) = write(to, tail).await {
+            if let Some(r) = releasing {
+                r.done();
+            }
+            return Err(e.into());
+        }
+        let hold = releasing.and_then(|r| {
+            std::mem::forget(r);
+            let word = a.add(self.leaf.lock_off() as u64).to_u64();
+            self.member.clone().map(|m| (m, word))
+        });
+        lead.hand_over(Handed {
+            leaf: a,
+            image: next,
+            count: count + 1,
+            hold,
+        });
+        Ok(true)
+    }
+
+    /// An upsert or update whose leaf's rear lock the same-key writer
+    /// before it handed over (E-HOCL, §5.3.1; `crate::rdwc::Handed`): no
+    /// READ and no lock CAS; it decides on the image that writer stored
+    /// and WRITEs (or hands over again). One that changes nothing (an
+    /// update of a removed key) frees the word at the image's `seq` with
+    /// an 8-byte WRITE.
+    pub(crate) async fn handed_write(
+        &self,
+        mut h: Handed,
+        mode: Mode,
+        lead: &Lead<'_>,
+    ) -> WriteResult {
+        self.count_lock(LockEvent::HandedOver);
+        let hold = h.hold.take();
+        let held = hold.as_ref().map(|(m, w)| m.cs_words().adopt(*w));
+        let (a, l) = (h.leaf, h.image.clone());
+        let Some(decided) = mode.decide(&l) else {
+            let mut free = dm_verbs::buf::take(8);
+            free.extend_from_slice(&lock_free(l.seq).to_le_bytes());
+            let lock_a = a.add(self.leaf.lock_off() as u64);
+            while_releasing(held, write(lock_a, free)).await?;
+            return Ok(false);
+        };
+        self.locked_write(a, l, decided, h.count, held, Some(lead))
+            .await
     }
 
     /// This handle's name in the rear lock words it takes (0 without a

@@ -86,7 +86,15 @@ impl SmartTree {
             Join::Lead(l) => l,
             Join::Follow(w) => match w.wait().await {
                 Ok(r) => return r,
-                Err(l) => l,
+                Err(l) => match l.take_handed() {
+                    // E-HOCL: the writer before it left it the rear lock.
+                    Some(h) => {
+                        let r = self.handed_write(h, mode, &l).await;
+                        l.finish_write(&r);
+                        return r;
+                    }
+                    None => l,
+                },
             },
         };
         let r = self.write_op(key, &path, mode, Some(&lead)).await;

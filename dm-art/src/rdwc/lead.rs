@@ -45,6 +45,42 @@ impl Lead<'_> {
         Some(g.latest.1)
     }
 
+    /// E-HOCL (the write queue, without combining or absorbing; module
+    /// docs): whether this leader, holding its leaf's rear lock after
+    /// `count` hand-overs, passes it to the next queued same-key writer
+    /// instead of freeing it: one is queued, and `count` is below HOCL's
+    /// limit (`HOCL.max_handover`, Sherman §4.3).
+    pub(crate) fn can_hand_over(&self, count: u32) -> bool {
+        let t = self.t;
+        if !t.write_queue || t.write_combining || t.absorb {
+            return false;
+        }
+        if count >= crate::config::HOCL.max_handover {
+            return false;
+        }
+        let e = t.entries[self.idx].m.lock().unwrap();
+        e.write.as_ref().is_some_and(|g| !g.members.is_empty())
+    }
+
+    /// Leaves the rear lock `h` for the writer [`Lead::finish_write`]
+    /// promotes next (dropped, and so given up, if the group has ended).
+    pub(crate) fn hand_over(&self, h: Handed) {
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
+        if let Some(g) = e.write.as_mut() {
+            g.handed = Some(h);
+        }
+    }
+
+    /// The rear lock the writer before this promoted leader handed over,
+    /// if it did.
+    pub(crate) fn take_handed(&self) -> Option<Handed> {
+        if !self.t.write_queue || self.t.write_combining {
+            return None;
+        }
+        let mut e = self.t.entries[self.idx].m.lock().unwrap();
+        e.write.as_mut().and_then(|g| g.handed.take())
+    }
+
     /// For a write leader whose publication of the consumed value failed
     /// (the RCU baseline's slot CAS lost, `baseline`): nothing is covered
     /// until the next `consume`. Returns what was covered, for

@@ -62,6 +62,16 @@
 //! replaces it; without the queue, every client of a hot key retries the
 //! rear lock CAS remotely.
 //!
+//! As in HOCL (Sherman §4.3) the lock is **handed over**: a writer holding
+//! the rear lock with a same-key writer queued WRITEs its item with the
+//! lock word still taken and leaves the lock, with the image it stored, to
+//! that writer ([`Handed`], [`Lead::can_hand_over`]), which then WRITEs
+//! without a READ or a CAS; at most `HOCL.max_handover` times in a row,
+//! after which a WRITE frees the word. The artifact's E-HOCL does the same
+//! (dmemsys/SMART `LocalLockTable::release_local_lock` with
+//! `write_without_unlock`, under `TREE_TEST_HOCL_HANDOVER`, which only
+//! write combining turns off).
+//!
 //! ## Absorbing queued writers (the authors' ART baseline; issue 34)
 //! The artifact's DM-ported ART hands HOCL's local lock over between
 //! same-key writers of a CS, and a writer that receives it does not write
@@ -85,7 +95,10 @@
 //! taken effect, like the leader's).
 
 use crate::error::ArtError;
+use crate::layout::Leaf;
+use dm_runtime::lock::Member;
 use dm_runtime::sync::SharedCell;
+use dm_verbs::GlobalAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -136,6 +149,33 @@ struct WriteGroup {
     consumed: Option<u64>,
     /// Followers with their sequence numbers, in arrival order.
     members: Vec<(u64, Cell<WriteResult>)>,
+    /// A rear lock a finished leader left for the one it promoted (E-HOCL).
+    handed: Option<Handed>,
+}
+
+/// A leaf's rear lock that a writer holds and passes to the next same-key
+/// writer of its CS (E-HOCL's hand-over, SMART §5.3.1 and Fig. 19; module
+/// docs): the leaf, its image as the giver WROTE it (lock word taken at
+/// `image.seq`), the hand-overs so far in this run of them, and the CS
+/// ledger's registration of the word (`dm_runtime::lock::CsWords`), which
+/// the giver kept for the receiver to adopt (`None` without a membership).
+/// Dropped untaken (the group ended: its receivers were cancelled), it
+/// ends that registration, and the word, still taken, is one this CS's next
+/// writer claims at once and another CS's waiter asks this CS to free
+/// (`SmartTree::stale_rear`).
+pub(crate) struct Handed {
+    pub(crate) leaf: GlobalAddr,
+    pub(crate) image: Leaf,
+    pub(crate) count: u32,
+    pub(crate) hold: Option<(Arc<Member>, u64)>,
+}
+
+impl Drop for Handed {
+    fn drop(&mut self) {
+        if let Some((m, w)) = self.hold.take() {
+            drop(m.cs_words().adopt(w));
+        }
+    }
 }
 
 #[derive(Default)]
@@ -357,6 +397,7 @@ impl Rdwc {
                     next_seq: 1,
                     consumed: None,
                     members: Vec::new(),
+                    handed: None,
                 });
                 Join::Lead(Lead {
                     t: self,

@@ -4,15 +4,30 @@
 //! integer keys and values, zipf 0.99; the paper loads 60 M keys with a
 //! 600 MB cache per CS, the full size here 1 M keys with the default 64 MiB
 //! (SMART's cache holds every internal node either way).
-//! Series: `smart` (all techniques), `sherman`, `art` (the DM-ported ART:
+//! Series: `smart` (all techniques), `sherman` (32 entries per leaf, as
+//! SMART ran it: `SHERMAN_SPAN_32`), `art` (the DM-ported ART:
 //! ROWEX node locks, RCU leaves, HOCL).
 
 use super::{Cause, Claim, Figure, Metric, Row, Shape};
 
-/// A row on SMART's testbed NIC (§5.1.1: ConnectX-6; `--nic cx6`).
+/// A row on SMART's testbed NIC (§5.1.1: ConnectX-6; `--nic cx6`), with
+/// Sherman's nodes as SMART ran them ([`SHERMAN_SPAN_32`]).
 fn row(series: &str, x: impl ToString, s: Shape, extra: &str, paper: Option<f64>) -> Row {
-    super::row(series, x, s, &format!("{extra} --nic cx6"), paper)
+    let extra = if extra.starts_with("--index sherman ") {
+        format!("{extra} {SHERMAN_SPAN_32} --nic cx6")
+    } else {
+        format!("{extra} --nic cx6")
+    };
+    super::row(series, x, s, &extra, paper)
 }
+
+/// SMART ran Sherman "with the default configuration (e.g., a span size
+/// of 32 ...)" (§5.1.3; §3.2.1 "Sherman, whose span size is 32"; the
+/// artifact's fork sets `spanSize = 32` for every figure): 32 entries per
+/// leaf. Our unsorted leaf holds them in 816 bytes with 8-byte keys (48
+/// bytes of header and fence keys, then 24-byte slots: key, value, check
+/// word), where the artifact's 18-byte entries make a 623-byte leaf.
+const SHERMAN_SPAN_32: &str = "--node-bytes 816";
 
 fn shape(quick: bool, threads: u32) -> Shape {
     let s = Shape {

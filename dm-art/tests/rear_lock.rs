@@ -318,3 +318,53 @@ fn e_hocl_hands_the_rear_lock_to_queued_writers_of_its_cs() {
     assert_eq!(s.acquisitions + s.handovers, n, "{s:?}");
     assert_eq!((s.takeovers, s.recovered), (0, 0), "{s:?}");
 }
+
+/// A queued E-HOCL writer cancelled after the rear lock was handed to it
+/// (its future dropped), on a handle without a membership: nothing but
+/// this CS frees the word, so the table keeps it as an orphan and the
+/// CS's next write frees it before its own (`dm_art::rdwc::Handed`).
+#[test]
+fn a_hand_over_whose_receiver_was_cancelled_is_freed_by_the_next_write() {
+    let mut rt = common::sim(3);
+    let c = rt.add_core(0, 0);
+    rt.block_on(c, async move {
+        let counters = Arc::new(LockCounters::new());
+        let t = SmartTree::create(cfg(), 0, 0)
+            .await
+            .unwrap()
+            .with_rdwc(Arc::new(
+                dm_art::Rdwc::new(16, false, false).queue_writers(true),
+            ))
+            .with_lock_counters(counters.clone());
+        let key = 7u64.to_be_bytes();
+        t.insert(&key, MAGIC).await.unwrap();
+        let lock_a = find_leaf()
+            .await
+            .add(LeafGeometry::new(8).lock_off() as u64);
+        let (a, b) = (Box::pin(t.update(&key, 1)), Box::pin(t.update(&key, 2)));
+        // `a` leads and, `b` queued behind it, WRITEs with the word taken
+        // and hands it over; `b` is dropped unpolled after that.
+        match futures::future::select(a, b).await {
+            futures::future::Either::Left((r, b)) => {
+                assert!(r.unwrap());
+                drop(b);
+            }
+            futures::future::Either::Right(_) => panic!("the follower finished first"),
+        }
+        assert_eq!(
+            word(lock_a).await,
+            lock_taken(1, 0),
+            "held for the cancelled writer"
+        );
+        assert!(t.update(&key, 3).await.unwrap());
+        assert_eq!(t.get(&key).await.unwrap(), Some(3));
+        assert_eq!(
+            word(lock_a).await,
+            lock_free(2),
+            "freed, then taken and freed"
+        );
+        let s = counters.snapshot();
+        assert_eq!((s.acquisitions, s.handovers), (2, 0), "{s:?}");
+    })
+    .unwrap();
+}

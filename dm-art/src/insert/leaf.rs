@@ -293,6 +293,20 @@ impl SmartTree {
             .await
     }
 
+    /// Frees the rear locks this CS's table holds as orphans (hand-overs
+    /// whose receivers were cancelled, without a membership:
+    /// `crate::rdwc::Handed`): an 8-byte WRITE of each word, free at the
+    /// `seq` it is taken at (the leaf holds what its last writer stored).
+    /// One relaxed load when there are none, the usual case.
+    pub(crate) async fn free_orphans(&self, t: &crate::rdwc::Rdwc) -> Result<(), ArtError> {
+        for (leaf, seq) in t.take_orphans() {
+            let mut free = dm_verbs::buf::take(8);
+            free.extend_from_slice(&lock_free(seq).to_le_bytes());
+            write(leaf.add(self.leaf.lock_off() as u64), free).await?;
+        }
+        Ok(())
+    }
+
     /// This handle's name in the rear lock words it takes (0 without a
     /// membership: as before issue 33).
     fn rear_name(&self) -> u64 {

@@ -81,6 +81,7 @@ impl SmartTree {
         let (Some(t), Mode::Upsert(v) | Mode::Update(v)) = (&self.rdwc, mode) else {
             return self.write_op(key, &path, mode, None).await;
         };
+        self.free_orphans(t).await?;
         let lead = match t.join_write(key, v) {
             Join::Alone => return self.write_op(key, &path, mode, None).await,
             Join::Lead(l) => l,

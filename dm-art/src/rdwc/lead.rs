@@ -63,11 +63,13 @@ impl Lead<'_> {
     }
 
     /// Leaves the rear lock `h` for the writer [`Lead::finish_write`]
-    /// promotes next (dropped, and so given up, if the group has ended).
+    /// promotes next (an orphan if the group has ended, which a leader's
+    /// group does not before it finishes).
     pub(crate) fn hand_over(&self, h: Handed) {
         let mut e = self.t.entries[self.idx].m.lock().unwrap();
-        if let Some(g) = e.write.as_mut() {
-            g.handed = Some(h);
+        match e.write.as_mut() {
+            Some(g) => g.handed = Some(h),
+            None => self.t.orphan(h),
         }
     }
 

@@ -90,7 +90,10 @@
 //! ## Cancellation
 //! A dropped leader (or a dropped follower that was promoted) passes the
 //! lead to the next queued client, so nobody waits for a leader that is
-//! gone; a dropped follower just leaves the queue. A leader's error is
+//! gone; a dropped follower just leaves the queue. A rear lock handed over
+//! passes on with the lead; if the group ends with nobody to take it, the
+//! lock is freed by the CS's recovery with a membership, and otherwise by
+//! the next write through the table ([`Handed`]). A leader's error is
 //! handed to the clients it covered (their operations may or may not have
 //! taken effect, like the leader's).
 
@@ -162,7 +165,10 @@ struct WriteGroup {
 /// Dropped untaken (the group ended: its receivers were cancelled), it
 /// ends that registration, and the word, still taken, is one this CS's next
 /// writer claims at once and another CS's waiter asks this CS to free
-/// (`SmartTree::stale_rear`).
+/// (`SmartTree::stale_rear`). Without a membership nothing would ever free
+/// it, so a group that ends with its hand-over untaken leaves it to the
+/// table as an orphan ([`Rdwc::take_orphans`]), which the CS's next write
+/// through the table frees before its own.
 pub(crate) struct Handed {
     pub(crate) leaf: GlobalAddr,
     pub(crate) image: Leaf,
@@ -253,6 +259,11 @@ pub struct Rdwc {
     queued: AtomicU64,
     combined: AtomicU64,
     conflicts: AtomicU64,
+    /// Rear locks handed over to writers that were cancelled, held by
+    /// nobody, without a membership (their leaf, and the `seq` the lock
+    /// word is taken at); `orphaned` says the list is not empty.
+    orphans: Mutex<Vec<(GlobalAddr, u64)>>,
+    orphaned: AtomicBool,
 }
 
 /// How a client joins.
@@ -290,7 +301,33 @@ impl Rdwc {
             queued: AtomicU64::new(0),
             combined: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
+            orphans: Mutex::default(),
+            orphaned: AtomicBool::new(false),
         }
+    }
+
+    /// Rear locks a cancelled E-HOCL receiver left held (module docs):
+    /// their leaves and the `seq` each word is taken at, for the caller to
+    /// free (`SmartTree`'s writes do, before their own). Empty, and no
+    /// lock taken, in the usual case.
+    pub(crate) fn take_orphans(&self) -> Vec<(GlobalAddr, u64)> {
+        if !self.orphaned.load(Relaxed) {
+            return Vec::new();
+        }
+        let mut o = self.orphans.lock().unwrap();
+        self.orphaned.store(false, Relaxed);
+        std::mem::take(&mut *o)
+    }
+
+    /// A hand-over nobody took: with a membership its registration ends
+    /// (the recovery of `SmartTree::stale_rear` frees the word), without
+    /// one it becomes an orphan.
+    fn orphan(&self, h: Handed) {
+        if h.hold.is_none() {
+            self.orphans.lock().unwrap().push((h.leaf, h.image.seq));
+            self.orphaned.store(true, Relaxed);
+        }
+        // Dropped: a registration, if any, ends (`Handed`'s drop).
     }
 
     /// With write combining off, whether same-key writers of this CS still
@@ -470,7 +507,10 @@ impl Rdwc {
         let Some(w) = &mut e.write else { return };
         w.consumed = None;
         if w.members.is_empty() {
-            if let Some(w) = e.write.take() {
+            if let Some(mut w) = e.write.take() {
+                if let Some(h) = w.handed.take() {
+                    self.orphan(h);
+                }
                 if w.members.capacity() > 0 {
                     keep_queue(&mut self.spare.lock().unwrap().write_queues, w.members);
                 }

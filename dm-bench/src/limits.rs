@@ -37,7 +37,7 @@ pub const MAX_CACHE_MB: u64 = 1 << 20;
 /// is 1 MiB in `check` and 8 MiB in `ycsb`).
 pub const NODE_BYTES: std::ops::RangeInclusive<u64> = 64..=1 << 20;
 
-/// `--node-bytes` within [`NODE_BYTES`].
+/// `--node-bytes` within [`NODE_BYTES`], a multiple of 8.
 pub fn check_node_bytes(n: u64) -> Result<()> {
     if !NODE_BYTES.contains(&n) {
         bail!(
@@ -45,6 +45,14 @@ pub fn check_node_bytes(n: u64) -> Result<()> {
              and is carved from a chunk)",
             NODE_BYTES.start(),
             NODE_BYTES.end()
+        );
+    }
+    if !n.is_multiple_of(8) {
+        bail!(
+            "--node-bytes {n}: take a multiple of 8 (a node is READ and written in 8-byte \
+             words: {} or {})",
+            n / 8 * 8,
+            n.div_ceil(8) * 8
         );
     }
     Ok(())

@@ -127,6 +127,20 @@ fn zero_sizes_are_refused() {
     }
 }
 
+/// `--node-bytes` off a multiple of 8 was refused as holding "fewer than
+/// 4 entries"; the error now says what is wrong and what to take.
+#[test]
+fn node_bytes_off_a_word_name_the_words_on_each_side() {
+    rejects(
+        &["ycsb", "--index", "sherman", "--node-bytes", "817"],
+        "take a multiple of 8 (a node is READ and written in 8-byte words: 816 or 824)",
+    );
+    rejects(
+        &["check", "--index", "fg", "--node-bytes", "130"],
+        "--node-bytes 130: take a multiple of 8",
+    );
+}
+
 /// A failed head-node pass (a group size the tree cannot take) was
 /// reported as "1 failed" with exit 0.
 #[test]

@@ -213,7 +213,13 @@ impl FgTree {
         } else {
             g.capacity()
         };
-        if !cfg.node_bytes.is_multiple_of(8) || cfg.node_bytes < 64 || leaf_cap < 4 {
+        if !cfg.node_bytes.is_multiple_of(8) {
+            return Err(TreeError::BadConfig(format!(
+                "node_bytes {} is not a multiple of 8 (nodes are 8-byte words)",
+                cfg.node_bytes
+            )));
+        }
+        if cfg.node_bytes < 64 || leaf_cap < 4 {
             return Err(TreeError::BadConfig(format!(
                 "node_bytes {} holds fewer than 4 entries",
                 cfg.node_bytes

@@ -141,6 +141,15 @@ fn node_bytes_off_a_word_name_the_words_on_each_side() {
     );
 }
 
+/// `--rdwc-entries 0` ran with one entry, silently.
+#[test]
+fn rdwc_entries_0_is_refused() {
+    rejects(
+        &["ycsb", "--index", "smart", "--rdwc-entries", "0"],
+        "--rdwc-entries 0: at least 1",
+    );
+}
+
 /// A failed head-node pass (a group size the tree cannot take) was
 /// reported as "1 failed" with exit 0.
 #[test]

@@ -105,6 +105,9 @@ pub(crate) fn check_sizes(a: &Args) -> Result<()> {
         "warm-up operations of one run",
     )?;
     limits::check_node_bytes(a.node_bytes as u64)?;
+    if a.rdwc_entries == 0 {
+        bail!("--rdwc-entries 0: at least 1 (lock entries per CS; the paper finds 128 enough)");
+    }
     at_most(
         "--rdwc-entries",
         a.rdwc_entries as u64,

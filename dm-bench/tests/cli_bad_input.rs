@@ -141,6 +141,26 @@ fn node_bytes_off_a_word_name_the_words_on_each_side() {
     );
 }
 
+/// `--lock-slots` on an index without a global lock table (FG+'s in-node
+/// locks, DEX, the NAM designs, Dolphin, SMART's rear lock) changed
+/// nothing, silently.
+#[test]
+fn lock_slots_without_a_lock_table_are_refused() {
+    for i in [
+        "fg",
+        "dex",
+        "nam-hybrid",
+        "dolphin",
+        "smart",
+        "lockfree-art",
+    ] {
+        rejects(
+            &["ycsb", "--index", i, "--lock-slots", "64"],
+            "--lock-slots is for the indexes whose locks are in a global lock table",
+        );
+    }
+}
+
 /// `--rdwc-entries 0` ran with one entry, silently.
 #[test]
 fn rdwc_entries_0_is_refused() {

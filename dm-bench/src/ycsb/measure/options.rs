@@ -255,6 +255,21 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
         bail!("--index dolphin takes 8-byte integer keys (Dolphin \u{a7}III-A)");
     }
     check_key_bytes(a, smart)?;
+    // A flag that changes nothing would read as a result about lock
+    // collisions that was never measured.
+    let lock_table = if smart {
+        art_techniques.needs_locks()
+    } else {
+        !dolphin && techniques.locks.onchip_lock
+    };
+    if a.lock_slots.is_some() && !lock_table {
+        bail!(
+            "--lock-slots is for the indexes whose locks are in a global lock table \
+             (sherman-onchip, sherman-hier, sherman; the radix rungs art and smart-inplace, \
+             and smart with --smart-off rear): --index {} takes its locks elsewhere",
+            a.index
+        );
+    }
     if dex && cn > 1 && (a.dex.dex_forward || a.dex.dex_repartition_at != 0.0) {
         bail!(
             "--dex-forward and --dex-repartition-at keep every CS in one process: use --client 0/1"

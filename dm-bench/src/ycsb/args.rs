@@ -220,7 +220,8 @@ pub struct Args {
     /// all the NIC's device memory holds (sim and loopback: 131,072 16-bit
     /// locks in 256 KiB). Fewer slots put more nodes on each lock, as a
     /// larger tree does on the same on-chip memory (SMART Fig. 19: HOCL's
-    /// lock-fail retries). At least 1, at most the default.
+    /// lock-fail retries). At least 1, at most the default; refused for an
+    /// index without a global lock table.
     #[arg(long)]
     pub lock_slots: Option<u64>,
     /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor

@@ -161,6 +161,20 @@ fn lock_slots_without_a_lock_table_are_refused() {
     }
 }
 
+/// `--art-absorb` where no writer queues without write combining changed
+/// nothing, silently.
+#[test]
+fn art_absorb_without_a_write_queue_is_refused() {
+    rejects(
+        &["ycsb", "--index", "smart", "--art-absorb"],
+        "with --index smart, write combining is on",
+    );
+    rejects(
+        &["ycsb", "--index", "smart-inplace", "--art-absorb"],
+        "with --index smart-inplace, its leaves' writers queue in HOCL's lock table",
+    );
+}
+
 /// `--rdwc-entries 0` ran with one entry, silently.
 #[test]
 fn rdwc_entries_0_is_refused() {

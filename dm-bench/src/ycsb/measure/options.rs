@@ -225,6 +225,25 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
             _ => {}
         }
     }
+    // Absorbing needs the table's write queue: write combining off, and
+    // leaves not under lock-table locks (those queue in HOCL's own table).
+    if a.art_absorb {
+        let why = if !a.smart_off.iter().any(|t| t == "wc") {
+            Some("write combining is on")
+        } else if art_techniques.in_place_leaf && !art_techniques.rear_lock {
+            Some("its leaves' writers queue in HOCL's lock table")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            bail!(
+                "--art-absorb needs same-key writers queued without write combining \
+                 (--index art or lockfree-art, or smart with --smart-off wc): \
+                 with --index {}, {why}",
+                a.index
+            );
+        }
+    }
     if smart && a.smart_off.iter().any(|t| t == "cache") {
         a.cache_mb = 0;
     }

@@ -175,6 +175,28 @@ fn art_absorb_without_a_write_queue_is_refused() {
     );
 }
 
+/// Lock and DEX flags on an index they do not reach changed nothing,
+/// silently.
+#[test]
+fn flags_for_another_family_are_refused() {
+    rejects(
+        &["ycsb", "--index", "smart", "--lock-backoff", "0"],
+        "--lock-backoff and --unlock-faa are for the B+tree family's node locks, not --index smart",
+    );
+    rejects(
+        &["ycsb", "--index", "dolphin", "--unlock-faa"],
+        "not --index dolphin",
+    );
+    rejects(
+        &["ycsb", "--index", "sherman", "--unlock-faa"],
+        "--unlock-faa is for locks in the node (fg, sherman-combine)",
+    );
+    rejects(
+        &["ycsb", "--index", "sherman", "--dex-leaf-admission", "0.5"],
+        "--dex-leaf-admission is for --index dex",
+    );
+}
+
 /// `--rdwc-entries 0` ran with one entry, silently.
 #[test]
 fn rdwc_entries_0_is_refused() {

@@ -25,7 +25,7 @@ pub struct DexArgs {
     #[arg(long)]
     pub dex_no_offload: bool,
     /// dex: probability that a missed leaf is admitted to the cache (§5.3).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = LEAF_ADMISSION)]
     pub dex_leaf_admission: f64,
     /// dex: spread requests round-robin over all CSs (each runs at the
     /// owner's cache, forwarded in-process) instead of routing each to a
@@ -34,7 +34,7 @@ pub struct DexArgs {
     pub dex_forward: bool,
     /// dex: simulated MS CPU ns per node an offloaded operation visits (at
     /// most 1 s = 1000000000).
-    #[arg(long, default_value_t = 300,
+    #[arg(long, default_value_t = NODE_NS,
         value_parser = clap::value_parser!(u32).range(..=crate::fabric_arg::MAX_SIM_NS as i64))]
     pub dex_node_ns: u32,
     /// dex: logical repartitioning in the middle of the run (DEX \u{a7}4,
@@ -44,6 +44,31 @@ pub struct DexArgs {
     /// The report gives the duration. 0 (default): no repartitioning.
     #[arg(long, default_value_t = 0.0)]
     pub dex_repartition_at: f64,
+}
+
+/// `--dex-leaf-admission`'s default (§5.3).
+const LEAF_ADMISSION: f64 = 0.1;
+/// `--dex-node-ns`'s default.
+const NODE_NS: u32 = 300;
+
+impl DexArgs {
+    /// The first `--dex-*` flag given away from its default, if any (they
+    /// are for `--index dex` only).
+    pub fn first_set(&self) -> Option<&'static str> {
+        [
+            (self.dex_offload_level.is_some(), "--dex-offload-level"),
+            (self.dex_no_offload, "--dex-no-offload"),
+            (
+                self.dex_leaf_admission != LEAF_ADMISSION,
+                "--dex-leaf-admission",
+            ),
+            (self.dex_forward, "--dex-forward"),
+            (self.dex_node_ns != NODE_NS, "--dex-node-ns"),
+            (self.dex_repartition_at != 0.0, "--dex-repartition-at"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+    }
 }
 
 /// The default offload level (see `--dex-offload-level`).

@@ -274,6 +274,26 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
         bail!("--index dolphin takes 8-byte integer keys (Dolphin \u{a7}III-A)");
     }
     check_key_bytes(a, smart)?;
+    if !dex {
+        if let Some(f) = a.dex.first_set() {
+            bail!("{f} is for --index dex");
+        }
+    }
+    let node_locks = !smart && !dolphin;
+    if !node_locks && (a.lock_backoff.is_some() || a.unlock_faa) {
+        bail!(
+            "--lock-backoff and --unlock-faa are for the B+tree family's node locks, \
+             not --index {}",
+            a.index
+        );
+    }
+    if a.unlock_faa && techniques.locks.onchip_lock {
+        bail!(
+            "--unlock-faa is for locks in the node (fg, sherman-combine): --index {} \
+             releases its lock-table locks by masked CAS",
+            a.index
+        );
+    }
     // A flag that changes nothing would read as a result about lock
     // collisions that was never measured.
     let lock_table = if smart {

@@ -189,6 +189,25 @@ pub struct SimNetArgs {
 pub const MAX_SIM_NS: u64 = 1_000_000_000;
 
 impl SimNetArgs {
+    /// The first of these flags given away from its default, if any: they
+    /// set the sim fabric's model and change nothing on a wall-clock one.
+    pub fn first_set(&self) -> Option<&'static str> {
+        [
+            (self.nic != NicArg::Cx5, "--nic"),
+            (self.rtt_ns.is_some(), "--rtt-ns"),
+            (self.host_atomic_ns.is_some(), "--host-atomic-ns"),
+            (self.host_cas_fail_ns.is_some(), "--host-cas-fail-ns"),
+            (self.device_atomic_ns.is_some(), "--device-atomic-ns"),
+            (self.atomic_bucket_shift.is_some(), "--atomic-bucket-shift"),
+            (self.op_cpu_ns.is_some(), "--op-cpu-ns"),
+            (self.posts_in_tick_order, "--posts-in-tick-order"),
+            (self.half_duplex_ms_links, "--half-duplex-ms-links"),
+            (self.word_writes_wait_atomics, "--word-writes-wait-atomics"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+    }
+
     /// The network model these flags select.
     pub fn net(&self) -> dm_verbs::sim::NetModel {
         let mut m = dm_verbs::sim::NetModel::preset(match self.nic {

@@ -197,6 +197,27 @@ fn flags_for_another_family_are_refused() {
     );
 }
 
+/// The sim's model flags on a wall-clock fabric changed nothing, silently.
+#[test]
+fn sim_model_flags_on_a_wall_clock_fabric_are_refused() {
+    for (f, v) in [
+        ("--rtt-ns", "100"),
+        ("--op-cpu-ns", "100"),
+        ("--nic", "cx6"),
+    ] {
+        rejects(
+            &["ycsb", "--index", "fg", "--fabric", "loopback", f, v],
+            &format!("{f} sets the sim fabric's network model"),
+        );
+    }
+    rejects(
+        &[
+            "ycsb", "--index", "fg", "--fabric", "loopback", "--tear", "line",
+        ],
+        "--tear sets the sim fabric's torn READs",
+    );
+}
+
 /// `--rdwc-entries 0` ran with one entry, silently.
 #[test]
 fn rdwc_entries_0_is_refused() {

@@ -42,6 +42,14 @@ pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
     let (ci, cn) = parse_client(&a.client)?;
     a.perftest.check(a.fabric == FabricArg::Sim)?;
+    if a.fabric != FabricArg::Sim {
+        if let Some(f) = a.net.first_set() {
+            bail!("{f} sets the sim fabric's network model: on --fabric loopback and rdma the real threads and verbs take what they take");
+        }
+        if a.tear != crate::verbs_bench::TearArg::Word {
+            bail!("--tear sets the sim fabric's torn READs: on --fabric loopback and rdma READs tear as the hardware tears them");
+        }
+    }
     if cn > 1 && a.fabric != FabricArg::Rdma {
         bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
     }
@@ -187,6 +195,9 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
     crate::kv::btree_switches(&a.index, &a.node_read, &a.sherman_cache)?;
     if a.art_absorb && !smart {
         bail!("--art-absorb is for the radix family (--index smart, art, ...)");
+    }
+    if a.smart_drop_stale_hints && !smart {
+        bail!("--smart-drop-stale-hints is for the radix family (--index smart, art, ...)");
     }
     if a.smart_fifo_ns > 0 {
         if !smart {

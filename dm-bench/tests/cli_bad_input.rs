@@ -195,6 +195,10 @@ fn flags_for_another_family_are_refused() {
         &["ycsb", "--index", "sherman", "--dex-leaf-admission", "0.5"],
         "--dex-leaf-admission is for --index dex",
     );
+    rejects(
+        &["ycsb", "--index", "sherman", "--smart-drop-stale-hints"],
+        "--smart-drop-stale-hints is for the radix family",
+    );
 }
 
 /// The sim's model flags on a wall-clock fabric changed nothing, silently.

@@ -199,6 +199,10 @@ fn flags_for_another_family_are_refused() {
         &["ycsb", "--index", "sherman", "--smart-drop-stale-hints"],
         "--smart-drop-stale-hints is for the radix family",
     );
+    rejects(
+        &["ycsb", "--index", "nam-hybrid", "--cache-mb", "32"],
+        "--cache-mb 32: the NAM designs run without a CS cache",
+    );
 }
 
 /// The sim's model flags on a wall-clock fabric changed nothing, silently.

@@ -269,6 +269,14 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
             );
         }
         // Ziegler et al. run the NAM designs without a CS cache (App. A.4).
+        if a.cache_mb != 0 && a.cache_mb != crate::ycsb::args::CACHE_MB {
+            bail!(
+                "--cache-mb {}: the NAM designs run without a CS cache (Ziegler et al. App. A.4); \
+                 --index {} takes 0 only",
+                a.cache_mb,
+                a.index
+            );
+        }
         a.cache_mb = 0;
     } else if !a.nam_skew.is_empty() {
         bail!("--nam-skew is for --index nam-coarse and nam-hybrid");

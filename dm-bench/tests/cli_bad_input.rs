@@ -203,6 +203,14 @@ fn flags_for_another_family_are_refused() {
         &["ycsb", "--index", "nam-hybrid", "--cache-mb", "32"],
         "--cache-mb 32: the NAM designs run without a CS cache",
     );
+    rejects(
+        &["ycsb", "--index", "sherman", "--rdwc-entries", "128"],
+        "--rdwc-entries is for the radix family",
+    );
+    rejects(
+        &["ycsb", "--index", "fg", "--nam-node-ns", "500"],
+        "--nam-node-ns is for --index nam-coarse and nam-hybrid",
+    );
 }
 
 /// The sim's model flags on a wall-clock fabric changed nothing, silently.

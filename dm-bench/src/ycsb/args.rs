@@ -11,6 +11,10 @@ use std::path::PathBuf;
 
 /// `--cache-mb`'s default, MiB per CS.
 pub const CACHE_MB: u64 = 64;
+/// `--rdwc-entries`' default.
+pub const RDWC_ENTRIES: usize = 1024;
+/// `--nam-node-ns`' default, virtual ns.
+pub const NAM_NODE_NS: u32 = 300;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
@@ -238,7 +242,7 @@ pub struct Args {
     pub smart_off: Vec<String>,
     /// Lock entries of SMART's per-CS read delegation / write combining
     /// table (\u{a7}4.2.1; the paper finds 128 enough for 16 clients per CS).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = RDWC_ENTRIES)]
     pub rdwc_entries: usize,
     /// CPU cores per memory server that run RPC handlers (sim, loopback):
     /// what the NAM designs' MS-side work saturates (Ziegler et al. ran about
@@ -247,7 +251,7 @@ pub struct Args {
     pub ms_cores: u16,
     /// nam-coarse / nam-hybrid: simulated MS CPU ns per node a handler reads
     /// or writes (`dm_tree::NamConfig::ms_node_ns`); at most 1 s = 1000000000.
-    #[arg(long, default_value_t = 300,
+    #[arg(long, default_value_t = NAM_NODE_NS,
         value_parser = clap::value_parser!(u32).range(..=crate::fabric_arg::MAX_SIM_NS as i64))]
     pub nam_node_ns: u32,
     /// nam-coarse / nam-hybrid: partition shares of the key-prefix space,

@@ -280,6 +280,11 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
         a.cache_mb = 0;
     } else if !a.nam_skew.is_empty() {
         bail!("--nam-skew is for --index nam-coarse and nam-hybrid");
+    } else if a.nam_node_ns != crate::ycsb::args::NAM_NODE_NS {
+        bail!("--nam-node-ns is for --index nam-coarse and nam-hybrid");
+    }
+    if !smart && a.rdwc_entries != crate::ycsb::args::RDWC_ENTRIES {
+        bail!("--rdwc-entries is for the radix family's read delegation and write combining table (--index smart, art, ...)");
     }
     if a.ms_cores == 0 {
         bail!("--ms-cores must be at least 1");

@@ -283,10 +283,7 @@ impl SmartTree {
         let held = hold.as_ref().map(|(m, w)| m.cs_words().adopt(*w));
         let (a, l) = (h.leaf, h.image.clone());
         let Some(decided) = mode.decide(&l) else {
-            let mut free = dm_verbs::buf::take(8);
-            free.extend_from_slice(&lock_free(l.seq).to_le_bytes());
-            let lock_a = a.add(self.leaf.lock_off() as u64);
-            while_releasing(held, write(lock_a, free)).await?;
+            while_releasing(held, self.free_rear_word(a, l.seq)).await?;
             return Ok(false);
         };
         self.locked_write(a, l, decided, h.count, held, Some(lead))
@@ -300,11 +297,17 @@ impl SmartTree {
     /// One relaxed load when there are none, the usual case.
     pub(crate) async fn free_orphans(&self, t: &crate::rdwc::Rdwc) -> Result<(), ArtError> {
         for (leaf, seq) in t.take_orphans() {
-            let mut free = dm_verbs::buf::take(8);
-            free.extend_from_slice(&lock_free(seq).to_le_bytes());
-            write(leaf.add(self.leaf.lock_off() as u64), free).await?;
+            self.free_rear_word(leaf, seq).await?;
         }
         Ok(())
+    }
+
+    /// The 8-byte WRITE that frees leaf `a`'s rear lock word at `seq`
+    /// (the leaf holds the image of that `seq`; nothing else changes).
+    fn free_rear_word(&self, a: GlobalAddr, seq: u64) -> dm_runtime::Verbed<()> {
+        let mut free = dm_verbs::buf::take(8);
+        free.extend_from_slice(&lock_free(seq).to_le_bytes());
+        write(a.add(self.leaf.lock_off() as u64), free)
     }
 
     /// This handle's name in the rear lock words it takes (0 without a

@@ -52,10 +52,7 @@ impl Lead<'_> {
     /// limit (`HOCL.max_handover`, Sherman §4.3).
     pub(crate) fn can_hand_over(&self, count: u32) -> bool {
         let t = self.t;
-        if !t.write_queue || t.write_combining || t.absorb {
-            return false;
-        }
-        if count >= crate::config::HOCL.max_handover {
+        if !t.hands_over() || count >= crate::config::HOCL.max_handover {
             return false;
         }
         let e = t.entries[self.idx].m.lock().unwrap();
@@ -76,7 +73,7 @@ impl Lead<'_> {
     /// The rear lock the writer before this promoted leader handed over,
     /// if it did.
     pub(crate) fn take_handed(&self) -> Option<Handed> {
-        if !self.t.write_queue || self.t.write_combining {
+        if !self.t.hands_over() {
             return None;
         }
         let mut e = self.t.entries[self.idx].m.lock().unwrap();

@@ -347,6 +347,13 @@ impl Rdwc {
         self
     }
 
+    /// Whether a write leader may hand its rear lock to the next queued
+    /// writer: the E-HOCL write queue, without combining or absorbing
+    /// (module docs).
+    fn hands_over(&self) -> bool {
+        self.write_queue && !self.write_combining && !self.absorb
+    }
+
     /// Whether same-key writers queue (write combining or the write queue).
     pub fn queues_writers(&self) -> bool {
         self.write_combining || self.write_queue

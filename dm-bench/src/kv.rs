@@ -67,6 +67,16 @@ pub(crate) fn btree_switches(
     Ok(())
 }
 
+/// A switch `flag` of the radix family, `given` away from its default on
+/// an index outside it (`radix` false), is refused, not run ignored
+/// (`ycsb` and `check`).
+pub(crate) fn radix_only(flag: &str, given: bool, radix: bool) -> anyhow::Result<()> {
+    if given && !radix {
+        anyhow::bail!("{flag} is for the radix family (--index smart, art, ...)");
+    }
+    Ok(())
+}
+
 /// Whether `--index NAME` is a fine-grained B+tree (fg and the Sherman
 /// rungs): the indexes the B+tree baselines' switches (`--node-read`,
 /// `--sherman-cache`) apply to. Not DEX, the NAM designs, the radix

@@ -209,9 +209,7 @@ impl Args {
         }
         crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.leases())?;
         crate::kv::btree_switches(&a.index, &a.node_read, &a.sherman_cache)?;
-        if a.art_absorb && radix(&a.index).is_none() {
-            bail!("--art-absorb is for the radix family (--index smart, art, ...)");
-        }
+        crate::kv::radix_only("--art-absorb", a.art_absorb, radix(&a.index).is_some())?;
         if a.crash() && a.cores < 2 {
             bail!("--faults crash kills one of the two CSs: take --cores 2 or more");
         }

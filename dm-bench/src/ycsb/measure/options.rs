@@ -5,7 +5,7 @@
 //! family rejects.
 
 use crate::fabric_arg::{check_ms, parse_client, MsArg};
-use crate::kv::{parse_index, SMART};
+use crate::kv::{parse_index, radix_only, SMART};
 use crate::limits::{self, at_most, fits_memory};
 use crate::verbs_bench::FabricArg;
 use crate::ycsb::dex::DEX;
@@ -193,16 +193,10 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
         }
     }
     crate::kv::btree_switches(&a.index, &a.node_read, &a.sherman_cache)?;
-    if a.art_absorb && !smart {
-        bail!("--art-absorb is for the radix family (--index smart, art, ...)");
-    }
-    if a.smart_drop_stale_hints && !smart {
-        bail!("--smart-drop-stale-hints is for the radix family (--index smart, art, ...)");
-    }
+    radix_only("--art-absorb", a.art_absorb, smart)?;
+    radix_only("--smart-drop-stale-hints", a.smart_drop_stale_hints, smart)?;
+    radix_only("--smart-fifo-ns", a.smart_fifo_ns > 0, smart)?;
     if a.smart_fifo_ns > 0 {
-        if !smart {
-            bail!("--smart-fifo-ns is for the radix family (--index smart, art, ...)");
-        }
         if a.fabric != FabricArg::Sim {
             bail!("--smart-fifo-ns models a CPU cost on the sim fabric only: on loopback and rdma the cache's real lock costs what it costs");
         }
@@ -214,9 +208,7 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
         }
     }
     crate::kv::dolphin_update(&a.dolphin_update, &a.index, a.lease_ms.is_some())?;
-    if !smart && !a.smart_off.is_empty() {
-        bail!("--smart-off is for the radix family (--index smart, art, ...)");
-    }
+    radix_only("--smart-off", !a.smart_off.is_empty(), smart)?;
     if a.index != SMART {
         for t in ["rd", "wc"] {
             if !a.smart_off.iter().any(|x| x == t) {

@@ -155,6 +155,11 @@ pub struct SimNetArgs {
     /// most 63: the shift of a 64-bit offset).
     #[arg(long, value_parser = clap::value_parser!(u32).range(..=63))]
     pub atomic_bucket_shift: Option<u32>,
+    /// MS NIC processing units, each QP's requests on one of them in
+    /// order, a host atomic waiting for its bucket holding its PU
+    /// (`dm_verbs::sim::NetModel::nic_pus`; at most 4096). Default: none.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nic_pus: Option<u32>,
     /// Override the CS CPU charged per index operation, virtual ns (at most
     /// 1 s = 1000000000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=MAX_SIM_NS))]
@@ -199,6 +204,7 @@ impl SimNetArgs {
             (self.host_cas_fail_ns.is_some(), "--host-cas-fail-ns"),
             (self.device_atomic_ns.is_some(), "--device-atomic-ns"),
             (self.atomic_bucket_shift.is_some(), "--atomic-bucket-shift"),
+            (self.nic_pus.is_some(), "--nic-pus"),
             (self.op_cpu_ns.is_some(), "--op-cpu-ns"),
             (self.posts_in_tick_order, "--posts-in-tick-order"),
             (self.half_duplex_ms_links, "--half-duplex-ms-links"),
@@ -214,6 +220,9 @@ impl SimNetArgs {
             NicArg::Cx5 => dm_verbs::sim::Nic::Cx5,
             NicArg::Cx6 => dm_verbs::sim::Nic::Cx6,
         });
+        if let Some(v) = self.nic_pus {
+            m.nic_pus = v;
+        }
         if let Some(v) = self.rtt_ns {
             m.rtt_ns = v;
         }

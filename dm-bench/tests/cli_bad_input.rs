@@ -220,6 +220,7 @@ fn sim_model_flags_on_a_wall_clock_fabric_are_refused() {
         ("--rtt-ns", "100"),
         ("--op-cpu-ns", "100"),
         ("--nic", "cx6"),
+        ("--nic-pus", "64"),
     ] {
         rejects(
             &["ycsb", "--index", "fg", "--fabric", "loopback", f, v],

@@ -26,6 +26,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Which fabric the cluster runs on.
+// A configuration, built once per cluster: its size does not matter, and
+// `FabricSpec::Sim(cfg)` stays as users write it (no `Box`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum FabricSpec {
     /// The simulator: every core of this process runs on one OS thread in

@@ -121,6 +121,7 @@ impl TearGranularity {
 /// | `atomic_bucket_shift` | 3 | the 12 bits are taken above the 3 that an 8-byte atomic's address always has 0: with byte bits 0..12, every 1 KB node's lock word would share 4 buckets per MS, and Table 1's read-intensive skewed column collapses (docs/simulator.md) |
 /// | `device_atomic_ns` | 9 | ~110 Mops of CAS on on-chip memory (Sherman §4.3) |
 /// | `word_writes_wait_atomics` | false | a switch, not a figure: a WRITE of at most 8 bytes waits for the atomics queued on its word's bucket (docs/simulator.md; issue 34) |
+/// | `nic_pus` | 0 | a switch, not a figure: the MS NIC's processing units, each QP's requests on one in order, an atomic waiting for its bucket holding its unit (head-of-line blocking); 64 lands Table 1's FG collapse (docs/simulator.md; issue 34) |
 /// | `ms_rpc_ns` | 1000 | MS CPU time to receive, dispatch and answer one RPC (order of one RTT's software path) |
 /// | `cpu` | poll 60, post 30, cq_poll 40, op 1800 | CS CPU per task poll / WR posted / CQ poll (a few cache misses each), and per index operation (fitted to Table 1's read-intensive p50) |
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -178,6 +179,12 @@ pub struct NetModel {
     /// Default false; docs/simulator.md ("Word WRITEs behind queued
     /// atomics") measures what it moves (issue 34).
     pub word_writes_wait_atomics: bool,
+    /// MS NIC processing units (PUs) that execute requests, each QP's on
+    /// one of them in order, a PU holding each request until it starts
+    /// executing: a host atomic that waits for its bucket holds its PU,
+    /// and every QP of that PU waits behind it (head-of-line blocking).
+    /// 0: no PUs (the NIC's message rate and per-QP order only).
+    pub nic_pus: u32,
 }
 
 /// A NIC preset of [`NetModel`] (`dm-bench --nic`).
@@ -213,6 +220,7 @@ impl NetModel {
             posts_in_time_order: true,
             full_duplex_ms_links: true,
             word_writes_wait_atomics: false,
+            nic_pus: 0,
         }
     }
 

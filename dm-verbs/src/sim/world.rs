@@ -34,6 +34,8 @@ pub(super) struct SimMs {
     pub(super) link_in_free: u64,
     /// Atomic unit buckets: each free again at this time.
     pub(super) buckets: Vec<u64>,
+    /// Processing units (`NetModel::nic_pus`): each free again at this time.
+    pub(super) pus: Vec<u64>,
     /// RPC cores: busy flag per core; RPCs waiting for a core.
     pub(super) cores_busy: Vec<bool>,
     pub(super) rpc_queue: VecDeque<(usize, u64, u16, Vec<u8>)>,
@@ -146,6 +148,7 @@ impl World {
                 link_free: 0,
                 link_in_free: 0,
                 buckets: vec![0; cfg.net.atomic_buckets.max(1) as usize],
+                pus: vec![0; cfg.net.nic_pus as usize],
                 cores_busy: vec![false; cfg.ms.cores.max(1) as usize],
                 rpc_queue: VecDeque::new(),
             })

@@ -172,8 +172,8 @@ fn figure_keys_and_ops_override_every_row() {
     let recs: Vec<csv::StringRecord> = csv.records().map(|r| r.unwrap()).collect();
     assert_eq!(
         recs.len(),
-        8,
-        "four mixes, as run and with the cause's atomics"
+        12,
+        "four mixes, as run, with Table 1's atomic times and on a NIC with processing units"
     );
     for r in &recs {
         let args = &r[col("args")];

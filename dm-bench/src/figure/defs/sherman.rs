@@ -55,14 +55,14 @@ pub const TABLE1: Figure = Figure {
             ("fg", "write-int. zipf"),
             0.34,
         )
-        .because(TABLE1_ATOMICS),
+        .because(NIC_PUS_T1),
         Claim::value(
             "FG write-intensive skewed p99 (us)",
             Metric::P99Us,
             ("fg", "write-int. zipf"),
             19890.0,
         )
-        .because(TABLE1_ATOMICS),
+        .because(NIC_PUS_T1),
         Claim::value(
             "FG read-intensive uniform (Mops)",
             Metric::Mops,
@@ -95,7 +95,7 @@ fn table1(quick: bool) -> Vec<Row> {
         ("write-int. zipf", "write-intensive", 0.99, 0.34),
     ];
     let mut v = Vec::new();
-    for (series, atomics) in [("fg", ""), (FG_2US, ATOMICS_2US)] {
+    for (series, atomics) in [("fg", ""), (FG_2US, ATOMICS_2US), (FG_PUS, PUS)] {
         for &(x, w, theta, paper) in &cells {
             // FG retries a taken lock at once (Sherman §3.2.2) and releases
             // it by FAA (§3.1): no back-off, no WRITE unlock (FG+'s change).
@@ -109,11 +109,22 @@ fn table1(quick: bool) -> Vec<Row> {
     v
 }
 
-/// The cause of Table 1's collapse claims (issue 34).
-const TABLE1_ATOMICS: Cause = Cause {
-    what: "the paper's NIC holds an atomic's bucket longer than the sim's default (1,000 ns per host-memory atomic that writes, 500 per failed CAS); at twice that, calibrated to the collapse's throughput, its p99 follows and the other three columns stay within 0.75-1.25",
-    switch: ATOMICS_2US,
-    num: Some(FG_2US),
+/// Table 1's series on a NIC with processing units ([`PUS`]).
+const FG_PUS: &str = "fg-nic-pus";
+
+/// The NIC processing units of the cause of Table 1's and Fig. 5's
+/// collapse claims (`dm_verbs::sim::NetModel::nic_pus`): 64, the count
+/// of {32, 48, 64, 80, 96, 128} whose larger deviation from Table 1's two
+/// collapse figures is the least (docs/simulator.md).
+const PUS: &str = "--nic-pus 64";
+
+/// The cause of Table 1's collapse claims (issue 34). Table 1's atomic
+/// times ([`ATOMICS_2US`]) land them too; the processing units also land
+/// Fig. 5's ([`FIG5_PUS`]).
+const NIC_PUS_T1: Cause = Cause {
+    what: "the paper's NIC runs requests on a bounded set of processing units, each QP's in order, so a lock CAS waiting on its hot bucket holds back the other QPs of its unit (modelled, the count calibrated to this collapse); the sim's NIC lets only the bucket's own atomics wait, and the other three columns stay within 0.75-1.25",
+    switch: PUS,
+    num: Some(FG_PUS),
     den: None,
 };
 
@@ -149,7 +160,7 @@ pub const FIG5: Figure = Figure {
     x_label: "rung",
     x_numeric: false,
     metric: Metric::Mops,
-    rows: |q| ladder(q, 0.99),
+    rows: fig5,
     claims: &[
         step(
             "write-intensive: Sherman / FG+ throughput",
@@ -158,7 +169,8 @@ pub const FIG5: Figure = Figure {
             "sherman",
             "fg",
             23.6,
-        ),
+        )
+        .because(fig5_pus(FIG5_PUS[1].1)),
         step(
             "write-intensive: FG+ p99 / Sherman p99",
             "write-intensive",
@@ -166,7 +178,8 @@ pub const FIG5: Figure = Figure {
             "fg",
             "sherman",
             30.2,
-        ),
+        )
+        .because(fig5_pus(FIG5_PUS[1].1)),
         step(
             "write-intensive: +combine throughput",
             "write-intensive",
@@ -206,7 +219,8 @@ pub const FIG5: Figure = Figure {
             "sherman",
             "fg",
             24.7,
-        ),
+        )
+        .because(fig5_pus(FIG5_PUS[0].1)),
         step(
             "write-only: FG+ p99 / Sherman p99",
             "write-only",
@@ -214,9 +228,50 @@ pub const FIG5: Figure = Figure {
             "fg",
             "sherman",
             35.8,
-        ),
+        )
+        .because(fig5_pus(FIG5_PUS[0].1)),
     ],
 };
+
+/// Fig. 5's write mixes at §5's 176 client threads on a NIC with
+/// processing units ([`PUS`]): FG+ and Sherman, series `<mix>-176-pus`
+/// (issue 34).
+const FIG5_PUS: [(&str, &str); 2] = [
+    ("write-only", "write-only-176-pus"),
+    ("write-intensive", "write-intensive-176-pus"),
+];
+
+fn fig5(quick: bool) -> Vec<Row> {
+    ladder_and_176(quick, 0.99, FIG5_PUS, PUS)
+}
+
+/// The ladder at skew `theta` ([`ladder`]), then FG+ and Sherman at §5's
+/// 176 client threads (one coroutine each) on each `(mix, series)` of
+/// `at`, with the sim flags `extra`.
+fn ladder_and_176(quick: bool, theta: f64, at: [(&str, &str); 2], extra: &str) -> Vec<Row> {
+    let mut v = ladder(quick, theta);
+    let s = shape(quick, 1);
+    for (w, series) in at {
+        for r in ["fg", "sherman"] {
+            let args = format!("--index {r} --workload {w} --theta {theta} {COMMON} {extra}");
+            v.push(row(series, r, s, args.trim(), None));
+        }
+    }
+    v
+}
+
+/// The cause of Fig. 5's end-to-end claims (issue 34), on mix series
+/// `series`: the client count of Fig. 6's p99 cause and the processing
+/// units of Table 1's ([`NIC_PUS_T1`]). The middle rungs' split it does
+/// not give (docs/experiments/README.md).
+const fn fig5_pus(series: &'static str) -> Cause {
+    Cause {
+        what: "the paper runs 176 client threads (§5), on NICs whose processing units let a hot lock's queued CASes hold back other QPs' verbs (modelled, the count calibrated to Table 1's FG collapse); at our 528 without units FG+ collapses deeper, at 176 without them it does not collapse",
+        switch: "--coros 1 --nic-pus 64",
+        num: Some(series),
+        den: Some(series),
+    }
+}
 
 /// Fig. 6's write mixes at the 176 client threads §5 states ("22 client
 /// threads per CS, 176 in total"; the ladder's rows run 3 coroutines per
@@ -227,15 +282,7 @@ const AT_176: [(&str, &str); 2] = [
 ];
 
 fn fig6(quick: bool) -> Vec<Row> {
-    let mut v = ladder(quick, 0.0);
-    let s = shape(quick, 1);
-    for (w, series) in AT_176 {
-        for r in ["fg", "sherman"] {
-            let extra = format!("--index {r} --workload {w} --theta 0 {COMMON}");
-            v.push(row(series, r, s, &extra, None));
-        }
-    }
-    v
+    ladder_and_176(quick, 0.0, AT_176, "")
 }
 
 /// The cause of Fig. 6's p99 claims (issue 34), on mix series `series`.

@@ -499,6 +499,10 @@ fn ycsb_upsert_mix_with_a_sparser_key_space() {
         &["ycsb", "--workload", "a", "--load-fraction", "0.5"],
         "--load-fraction is for Sherman's upsert mixes",
     );
+    rejects(
+        &["ycsb", "--workload", "a", "--upsert-uniform"],
+        "--upsert-uniform is for Sherman's upsert mixes",
+    );
     for bad in ["0", "1.5", "NaN"] {
         rejects(
             &["ycsb", "--workload", "write-only", "--load-fraction", bad],

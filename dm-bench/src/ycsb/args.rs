@@ -110,6 +110,12 @@ pub struct Args {
     /// (its artifact's `zipfian_test`, Fig. 22a) loads 0.2.
     #[arg(long, value_parser = crate::ycsb::workload::parse_load_fraction)]
     pub load_fraction: Option<f64>,
+    /// Sherman's upsert mixes: draw the upserts' keys uniformly from the
+    /// key space while reads and ranges keep `--theta` (Sherman's Table 3
+    /// states only that "the targeted range follows the skewed access
+    /// pattern"; docs/experiments/README.md, sherman-table3).
+    #[arg(long)]
+    pub upsert_uniform: bool,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Torn-READ model on sim.

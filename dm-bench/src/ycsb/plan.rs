@@ -336,6 +336,16 @@ fn spec(a: &Args) -> Result<Spec> {
         }
         spec.upsert_load_fraction = Some(f);
     }
+    if a.upsert_uniform {
+        if spec.upsert_load_fraction.is_none() {
+            bail!(
+                "--upsert-uniform is for Sherman's upsert mixes (write-only, write-intensive, \
+                 read-intensive, range-only, range-write); workload {} inserts new keys",
+                a.workload
+            );
+        }
+        spec.upsert_uniform = true;
+    }
     Ok(spec)
 }
 

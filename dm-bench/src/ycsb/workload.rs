@@ -124,6 +124,9 @@ pub struct Spec {
     pub fixed_scan: bool,
     /// Sherman-style: key space = records / load_fraction and inserts are upserts in it.
     pub upsert_load_fraction: Option<f64>,
+    /// Sherman-style upserts draw their keys uniformly from the key space
+    /// (reads and scans keep `dist`).
+    pub upsert_uniform: bool,
 }
 
 impl Spec {
@@ -150,6 +153,7 @@ impl Spec {
             max_scan: 100,
             fixed_scan: false,
             upsert_load_fraction: None,
+            upsert_uniform: false,
         };
         let sherman = |mix| Spec {
             name: name.to_string(),
@@ -158,6 +162,7 @@ impl Spec {
             max_scan: scan_len.max(1),
             fixed_scan: true,
             upsert_load_fraction: Some(0.8),
+            upsert_uniform: false,
         };
         Ok(match name.to_ascii_lowercase().as_str() {
             "a" => ycsb(m(0.5, 0.5, 0.0, 0.0, 0.0), z),
@@ -354,7 +359,10 @@ impl Stream {
         } else if p < m.read + m.update {
             Op::Update(self.chosen_key())
         } else if p < m.read + m.update + m.insert {
-            if self.spec.upsert_load_fraction.is_some() {
+            if self.spec.upsert_uniform {
+                let n = self.rng.gen_range(0..self.key_space.max(1));
+                Op::Insert(self.key(n))
+            } else if self.spec.upsert_load_fraction.is_some() {
                 Op::Insert(self.chosen_key())
             } else {
                 let n = self.next_insert;
@@ -550,5 +558,32 @@ mod tests {
             .count();
         // Uniform over a key space 1.25x the loaded records: 80% hit an existing key.
         assert!((7_700..8_300).contains(&hits), "{hits}");
+    }
+
+    /// `upsert_uniform`: a range-write mix's upserts no longer follow the
+    /// zipfian its ranges keep (the hottest key's share of upserts drops
+    /// from percents to a few in 10,000).
+    #[test]
+    fn uniform_upserts_leave_the_ranges_skewed() {
+        let top_share = |uniform: bool, pick: fn(&Op) -> bool| {
+            let mut spec = Spec::named("range-write", 0.99, 100).unwrap();
+            spec.upsert_uniform = uniform;
+            let mut s = Stream::new(spec, 100_000, 40_000, 5).unwrap();
+            let mut n: HashMap<Vec<u8>, u32> = HashMap::new();
+            let mut all = 0;
+            for _ in 0..40_000 {
+                let o = s.next_op();
+                if pick(&o) {
+                    *n.entry(o.key().to_vec()).or_default() += 1;
+                    all += 1;
+                }
+            }
+            *n.values().max().unwrap() as f64 / all as f64
+        };
+        let upsert = |o: &Op| matches!(o, Op::Insert(_));
+        let scan = |o: &Op| matches!(o, Op::Scan(..));
+        assert!(top_share(false, upsert) > 0.02);
+        assert!(top_share(true, upsert) < 0.002);
+        assert!(top_share(true, scan) > 0.02);
     }
 }

@@ -326,24 +326,24 @@ fn spec(a: &Args) -> Result<Spec> {
     if let Some(m) = &a.mix {
         spec.mix = Mix::parse_percent(m)?;
     }
-    if let Some(f) = a.load_fraction {
-        if spec.upsert_load_fraction.is_none() {
+    // Flags of Sherman's upsert mixes only.
+    let upsert_mix = spec.upsert_load_fraction.is_some();
+    let upserts = |flag: &str| -> Result<()> {
+        if !upsert_mix {
             bail!(
-                "--load-fraction is for Sherman's upsert mixes (write-only, write-intensive, \
+                "{flag} is for Sherman's upsert mixes (write-only, write-intensive, \
                  read-intensive, range-only, range-write); workload {} inserts new keys",
                 a.workload
             );
         }
+        Ok(())
+    };
+    if let Some(f) = a.load_fraction {
+        upserts("--load-fraction")?;
         spec.upsert_load_fraction = Some(f);
     }
     if a.upsert_uniform {
-        if spec.upsert_load_fraction.is_none() {
-            bail!(
-                "--upsert-uniform is for Sherman's upsert mixes (write-only, write-intensive, \
-                 read-intensive, range-only, range-write); workload {} inserts new keys",
-                a.workload
-            );
-        }
+        upserts("--upsert-uniform")?;
         spec.upsert_uniform = true;
     }
     Ok(spec)

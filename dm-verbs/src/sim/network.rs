@@ -142,14 +142,13 @@ impl World {
             }
             let q = &mut self.cores[core].qp_last_exec[ms as usize];
             exec = exec.max(*q);
-            *q = exec;
             if !m.pus.is_empty() {
                 // The QP's PU holds the request until it starts.
                 let p = core % m.pus.len();
                 exec = exec.max(m.pus[p]);
                 m.pus[p] = exec + net.nic_msg_ns;
-                self.cores[core].qp_last_exec[ms as usize] = exec;
             }
+            *q = exec;
             if let (Some(r), Some(db)) = (self.rec.as_deref_mut(), db) {
                 let t = (t0, arrive - net.rtt_ns / 2, arrive, exec);
                 r.post(db, core, cs as u16, ms, wr.wr_id, &wr.verb, t);

@@ -112,11 +112,19 @@ fn table1(quick: bool) -> Vec<Row> {
 /// Table 1's series on a NIC with processing units ([`PUS`]).
 const FG_PUS: &str = "fg-nic-pus";
 
+/// [`PUS`]'s flag, as a literal for `concat!` into the switches that add
+/// to it (one place for the calibrated count).
+macro_rules! pus {
+    () => {
+        "--nic-pus 64"
+    };
+}
+
 /// The NIC processing units of the cause of Table 1's and Fig. 5's
 /// collapse claims (`dm_verbs::sim::NetModel::nic_pus`): 64, the count
 /// of {32, 48, 64, 80, 96, 128} whose larger deviation from Table 1's two
 /// collapse figures is the least (docs/simulator.md).
-const PUS: &str = "--nic-pus 64";
+const PUS: &str = pus!();
 
 /// The cause of Table 1's collapse claims (issue 34). Table 1's atomic
 /// times ([`ATOMICS_2US`]) land them too; the processing units also land
@@ -267,7 +275,7 @@ fn ladder_and_176(quick: bool, theta: f64, at: [(&str, &str); 2], extra: &str) -
 const fn fig5_pus(series: &'static str) -> Cause {
     Cause {
         what: "the paper runs 176 client threads (§5), on NICs whose processing units let a hot lock's queued CASes hold back other QPs' verbs (modelled, the count calibrated to Table 1's FG collapse); at our 528 without units FG+ collapses deeper, at 176 without them it does not collapse",
-        switch: "--coros 1 --nic-pus 64",
+        switch: concat!("--coros 1 ", pus!()),
         num: Some(series),
         den: Some(series),
     }

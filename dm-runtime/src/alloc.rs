@@ -28,6 +28,15 @@ pub fn bytes_carved() -> u64 {
     CARVED.load(Relaxed)
 }
 
+/// Adds `bytes` that an MS-side handler carved in this process to
+/// [`bytes_carved`]: the NAM designs' RPC handlers allocate their nodes on
+/// the MS (`dm_tree::nam`), in this process on sim and loopback. A
+/// `dm-memserver` process (rdma) counts its own, which this process does
+/// not see.
+pub fn count_carved(bytes: u64) {
+    CARVED.fetch_add(bytes, Relaxed);
+}
+
 /// Per-core chunk carver. Not shared across cores.
 pub struct ChunkAlloc {
     cur: Cell<GlobalAddr>,

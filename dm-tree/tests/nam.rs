@@ -204,6 +204,12 @@ fn partitions_route_by_fence() {
     let s = NamConfig::from_sample(&refs, 3);
     assert_eq!(s.parts, 3);
     assert_eq!(s.splits[0].to_be_bytes()[..6], *b"cherry");
+    // Shares of the keys, not of the prefix space: keys in its lower half
+    // only (as YCSB's hashed integers) still split 50/25/25.
+    let low: Vec<[u8; 8]> = (0..100u64).map(|i| (i << 40).to_be_bytes()).collect();
+    let refs: Vec<&[u8]> = low.iter().map(|k| k.as_slice()).collect();
+    let d = NamConfig::from_sample_weighted(&refs, &[2, 1, 1]);
+    assert_eq!((d.parts, d.splits[0], d.splits[1]), (3, 50 << 40, 75 << 40));
     assert_eq!(Design::named("nam-hybrid"), Some(Design::Hybrid));
     assert_eq!(Design::named("fg"), None);
 }

@@ -26,9 +26,13 @@
 //! length; routing compares keys with the fences byte-wise, so it agrees with
 //! the trees' own fences exactly. [`NamConfig::uniform`] splits the prefix
 //! space evenly (YCSB's hashed integer keys spread evenly);
-//! [`NamConfig::weighted`] gives partitions shares of it (Ziegler §6's data
-//! skew, 80/12/5/3 over 4 MSs); [`NamConfig::from_sample`] takes quantiles
-//! of sample keys (string keys, whose prefixes crowd).
+//! [`NamConfig::weighted`] gives partitions shares of it;
+//! [`NamConfig::from_sample`] takes quantiles of sample keys (string keys,
+//! whose prefixes crowd), and [`NamConfig::from_sample_weighted`] gives
+//! partitions shares of the sample keys (Ziegler §6's data skew, 80/12/5/3
+//! of the data over 4 MSs; YCSB's hashed keys fill only the lower half of
+//! the prefix space, so shares of the space would put them all in the
+//! first 80%).
 //!
 //! In the hybrid, the leaf level is one B-link chain across partitions: the
 //! create step makes one leaf per partition, with the partition's fences,
@@ -156,15 +160,32 @@ impl NamConfig {
     /// (quantiles of their prefixes; `sorted` ascending).
     pub fn from_sample(sorted: &[&[u8]], parts: u16) -> Self {
         let parts = parts.clamp(1, MAX_PARTITIONS as u16);
+        Self::from_sample_weighted(sorted, &vec![1; parts as usize])
+    }
+
+    /// One partition per weight (at most [`MAX_PARTITIONS`]; more are cut
+    /// off), each holding that share of the `sorted` keys (ascending): the
+    /// data skew of Ziegler §6 ("80,12,5,3": 80% of the data on one
+    /// server). Keys whose prefixes crowd part of the prefix space, as
+    /// YCSB's hashed integers do (their top bit is 0), get the shares that
+    /// [`NamConfig::weighted`] would give the prefix space instead. A zero
+    /// weight, or shares that split between two keys of one prefix, make
+    /// two partitions start at one fence, which [`crate::FgTree::open`]
+    /// refuses. Without keys: [`NamConfig::weighted`].
+    pub fn from_sample_weighted(sorted: &[&[u8]], weights: &[u32]) -> Self {
+        if sorted.is_empty() {
+            return Self::weighted(weights);
+        }
         let mut c = NamConfig {
-            parts,
+            parts: weights.len().clamp(1, MAX_PARTITIONS) as u16,
             ..Default::default()
         };
-        if sorted.is_empty() {
-            return Self::uniform(parts);
-        }
-        for p in 1..parts as usize {
-            c.splits[p - 1] = prefix(sorted[p * sorted.len() / parts as usize]);
+        let total: u128 = weights.iter().map(|&w| w as u128).sum::<u128>().max(1);
+        let mut acc = 0u128;
+        for (i, w) in weights.iter().take(c.parts as usize - 1).enumerate() {
+            acc += *w as u128;
+            let at = (acc * sorted.len() as u128 / total) as usize;
+            c.splits[i] = sorted.get(at).map_or(u64::MAX, |k| prefix(k));
         }
         c
     }
@@ -253,7 +274,7 @@ impl NamConfig {
     /// zeros, so `key >= fence` exactly when `key[..n] >= splits[p][..n]`:
     /// the same answer as comparing with [`NamConfig::fence`], without
     /// building the fence (this runs once per operation).
-    pub(crate) fn partition_of(&self, key: &[u8]) -> u16 {
+    pub fn partition_of(&self, key: &[u8]) -> u16 {
         let n = key.len().min(8);
         let mut p = 0;
         while p + 1 < self.parts && key[..n] >= self.splits[p as usize].to_be_bytes()[..n] {

@@ -409,6 +409,7 @@ impl Local<'_> {
     fn alloc(&mut self) -> GlobalAddr {
         let a = GlobalAddr::from_u64(self.h.cursor);
         self.h.cursor += self.h.node_bytes as u64;
+        dm_runtime::alloc::count_carved(self.h.node_bytes as u64);
         a
     }
 

@@ -208,15 +208,15 @@ fn region_bytes(a: &Args, c: &Choice, plan: &Plan, chunk: u64) -> u64 {
     region
 }
 
-/// The NAM designs' partitions: `--nam-skew` shares of the key-prefix
-/// space, else one partition per MS with equal shares of the loaded keys.
+/// The NAM designs' partitions: `--nam-skew` shares of the loaded keys,
+/// else one partition per MS with equal shares of them.
 fn nam_config(a: &Args, plan: &Plan) -> NamConfig {
+    let mut keys: Vec<&[u8]> = plan.load.iter().collect();
+    keys.sort_unstable();
     let mut c = if a.nam_skew.is_empty() {
-        let mut keys: Vec<&[u8]> = plan.load.iter().collect();
-        keys.sort_unstable();
         NamConfig::from_sample(&keys, a.ms)
     } else {
-        NamConfig::weighted(&a.nam_skew)
+        NamConfig::from_sample_weighted(&keys, &a.nam_skew)
     };
     c.ms_node_ns = a.nam_node_ns;
     c

@@ -95,11 +95,23 @@ fn nam_json(b: &Bench) -> Option<serde_json::Value> {
         let shares: Vec<f64> = (0..tcfg.nam.parts as usize)
             .map(|p| {
                 let lo = if p == 0 { 0 } else { tcfg.nam.splits[p - 1] };
-                let hi = if p + 1 == tcfg.nam.parts as usize { u64::MAX } else { tcfg.nam.splits[p] };
+                let hi = if p + 1 == tcfg.nam.parts as usize {
+                    u64::MAX
+                } else {
+                    tcfg.nam.splits[p]
+                };
                 (hi - lo) as f64 / u64::MAX as f64
             })
             .collect();
-        json!({"design": format!("{design:?}").to_lowercase(), "partitions": tcfg.nam.parts, "prefix_shares": shares, "ms_node_ns": tcfg.nam.ms_node_ns})
+        // What the placement gives each partition of the loaded keys.
+        let mut keys = vec![0u64; tcfg.nam.parts as usize];
+        for k in b.plan.load.iter() {
+            keys[tcfg.nam.partition_of(k) as usize] += 1;
+        }
+        let n = b.plan.load.len().max(1) as f64;
+        let key_shares: Vec<f64> = keys.iter().map(|&c| c as f64 / n).collect();
+        json!({"design": format!("{design:?}").to_lowercase(), "partitions": tcfg.nam.parts,
+            "prefix_shares": shares, "key_shares": key_shares, "ms_node_ns": tcfg.nam.ms_node_ns})
     })
 }
 

@@ -125,6 +125,12 @@ impl ClusterBuilder {
                     .into(),
             ));
         }
+        if let Some(w) = self
+            .lease
+            .and_then(|l| l.oversubscribed(self.cs as usize * self.cores_per_cs as usize))
+        {
+            tracing::warn!("{w}");
+        }
         let total = self.total_cs.unwrap_or(end as u16);
         if (total as u32) < end {
             return Err(Error::BadConfig(format!(

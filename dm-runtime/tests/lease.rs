@@ -179,6 +179,19 @@ fn lease_config_needs_three_heartbeats_per_lease() {
     assert_eq!(LeaseConfig::new(10, 30).unwrap().lease_ns, 30);
 }
 
+/// More polling threads than CPUs: a live CS can miss its lease, and the
+/// warning says so; one thread has a CPU.
+#[test]
+fn a_lease_over_more_threads_than_cpus_is_warned_about() {
+    let l = LeaseConfig::REAL;
+    assert_eq!(l.oversubscribed(1), None);
+    let w = l.oversubscribed(1 << 20).expect("more threads than CPUs");
+    assert!(
+        w.contains("1048576 polling threads") && w.contains("lease of 10 ms"),
+        "{w}"
+    );
+}
+
 /// The same takeover on loopback, in wall time: a member that never beats
 /// after joining holds a lock; another member's lock call takes it over
 /// after two leases of 2 ms, for each lock placement.

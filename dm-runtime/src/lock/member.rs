@@ -99,6 +99,29 @@ impl LeaseConfig {
             lease_ns,
         })
     }
+
+    /// A warning, or `None`, for a process that runs `busy_threads` threads
+    /// which poll without sleeping (its core threads, and a loopback
+    /// fabric's memory servers) under this lease. When they outnumber the
+    /// CPUs the process may use (`std::thread::available_parallelism`), the
+    /// OS leaves a runnable thread, the heartbeat's included, waiting for
+    /// several of its time slices (milliseconds each): a live CS can then
+    /// miss a lease, and waiters take over locks whose holder is still
+    /// writing (module docs: the lease bounds a live CS's stalls). Seen on
+    /// a 2-CPU VM with 8 core threads on loopback: with a 1 ms lease a live
+    /// CS's locks were taken over and updates lost; with 10 ms, one
+    /// takeover of a live holder in six runs (docs/architecture.md).
+    pub fn oversubscribed(&self, busy_threads: usize) -> Option<String> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (busy_threads > cpus).then(|| {
+            format!(
+                "{busy_threads} polling threads on {cpus} CPUs with a lease of {} ms: a live \
+                 compute server can stand still longer than its lease and have its locks taken \
+                 over; give each thread a CPU, or a lease well above the OS's time slices",
+                self.lease_ns as f64 / 1e6
+            )
+        })
+    }
 }
 
 /// One CS's membership: its id, the incarnation it registered, where the

@@ -25,7 +25,10 @@
 
 #[path = "support/stalls.rs"]
 mod stalls;
+#[path = "support/upfront.rs"]
+mod upfront;
 
+use anyhow::Context as _;
 use clap::Parser;
 use dm_index::{Client, Cluster, FabricSpec, IndexConfig, IndexKind, ServiceConfig};
 use hdrhistogram::Histogram;
@@ -66,8 +69,9 @@ struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: String,
-    /// Send N requests to itself and verify every answer, then exit.
-    #[arg(long)]
+    /// Send N requests (at least 1) to itself and verify every answer, then
+    /// exit.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     selftest: Option<u64>,
     /// Client connections of the self-test.
     #[arg(long, default_value_t = 16)]
@@ -131,7 +135,7 @@ fn main() -> anyhow::Result<()> {
         },
         f => anyhow::bail!("--fabric {f:?}: sim or loopback (rdma needs --features rdma)"),
     };
-    let (i, n) = share(&a.share)?;
+    let (i, n) = upfront::share(&a.share)?;
     if n > 1 && kind == IndexKind::Dex {
         // DEX routes a key to a core of its owner CS (§4, §7); between
         // processes that is the application's job, which this example
@@ -142,6 +146,8 @@ fn main() -> anyhow::Result<()> {
     if a.selftest.is_some() && (a.connections == 0 || a.keys < classes) {
         anyhow::bail!("--selftest needs --connections >= 1 and --keys >= N x --connections");
     }
+    let listener = upfront::listen(&a.listen)?;
+    let json_file = a.json.as_deref().map(upfront::json_file).transpose()?;
     let stalls = (a.probe_ms > 0 && a.selftest.is_some()).then(|| {
         // The dm cores' CPUs and tokio's (see the pinning below).
         let cpus = core_affinity::get_core_ids().unwrap_or_default();
@@ -187,7 +193,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let res = rt.block_on(serve(a.clone(), index, lat.clone()));
+    let res = rt.block_on(serve(a.clone(), listener, index, lat.clone()));
     let (parks0, wakes0) = idle_parks;
     let stats = cluster.shutdown();
     let parks = stats.parks.iter().sum::<u64>() - parks0;
@@ -225,8 +231,10 @@ fn main() -> anyhow::Result<()> {
         "cpu_stalls": stalls.map(|v| v.iter().map(|s| s.json()).collect::<Vec<_>>()),
     });
     println!("{j}");
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&j)? + "\n")?;
+    if let (Some(mut f), Some(p)) = (json_file, &a.json) {
+        let text = serde_json::to_string_pretty(&j)? + "\n";
+        std::io::Write::write_all(&mut f, text.as_bytes())
+            .with_context(|| format!("cannot write {}", p.display()))?;
     }
     if report.mismatches > 0 || report.verified < report.requests {
         anyhow::bail!(
@@ -237,17 +245,6 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// `--share I/N`.
-fn share(s: &str) -> anyhow::Result<(u64, u64)> {
-    let bad = || anyhow::anyhow!("--share {s:?}: I/N with 0 <= I < N <= 1024");
-    let (i, n) = s.split_once('/').ok_or_else(bad)?;
-    let (i, n): (u64, u64) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
-    if i >= n || n > 1024 {
-        return Err(bad());
-    }
-    Ok((i, n))
 }
 
 /// Sleeps `ms` and returns the process CPU time (ms) per second of it: what
@@ -262,9 +259,14 @@ fn idle_cpu(ms: u64) -> f64 {
     (cpu() - c0) * 1000.0 / ms as f64
 }
 
-/// Serves until the self-test ends (or for ever without one).
-async fn serve(a: Args, index: Client, lat: Arc<Mutex<Lat>>) -> anyhow::Result<Option<Report>> {
-    let listener = TcpListener::bind(&a.listen).await?;
+/// Serves on `listener` until the self-test ends (or for ever without one).
+async fn serve(
+    a: Args,
+    listener: std::net::TcpListener,
+    index: Client,
+    lat: Arc<Mutex<Lat>>,
+) -> anyhow::Result<Option<Report>> {
+    let listener = TcpListener::from_std(listener)?;
     let addr = listener.local_addr()?;
     eprintln!("kv_service: index {} listening on {addr}", a.index);
     let accept = tokio::spawn(async move {
@@ -444,7 +446,7 @@ struct Report {
 async fn selftest(a: &Args, addr: std::net::SocketAddr, n: u64) -> anyhow::Result<Report> {
     let t0 = Instant::now();
     let mut tasks = Vec::new();
-    let (p, procs) = share(&a.share)?;
+    let (p, procs) = upfront::share(&a.share)?;
     for c in 0..a.connections {
         let share = n / a.connections + u64::from(c < n % a.connections);
         // This connection's key class of all processes' connections.
@@ -579,4 +581,15 @@ fn scan_matches(
         .collect();
     let want: Vec<(u64, u64)> = model.range(from..=end).map(|(k, v)| (*k, *v)).collect();
     own == want
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--selftest 0` would report a vacuous self-test.
+    #[test]
+    fn selftest_sends_at_least_one_request() {
+        use clap::Parser;
+        assert!(super::Args::try_parse_from(["kv_service", "--selftest", "0"]).is_err());
+        assert!(super::Args::try_parse_from(["kv_service", "--selftest", "1"]).is_ok());
+    }
 }

@@ -55,9 +55,10 @@ pub struct RdmaArgs {
     /// RDMA device (e.g. rxe0, mlx5_0); default: the first one.
     #[arg(long)]
     pub rdma_device: Option<String>,
-    /// GID index (1 on soft-RoCE over lo; the RoCE v2 IPv4 entry on ConnectX).
-    #[arg(long, default_value_t = 1)]
-    pub rdma_gid_index: u8,
+    /// GID index (default 1: soft-RoCE over lo; the RoCE v2 IPv4 entry on
+    /// ConnectX).
+    #[arg(long)]
+    pub rdma_gid_index: Option<u8>,
     /// RC local ACK timeout exponent: each try waits 4.096 us * 2^N before a
     /// retransmission (7 retries, then the QP fails). Default: the backend's
     /// (`RdmaConfig::default()`, 18 = 1.07 s).
@@ -70,6 +71,23 @@ pub struct RdmaArgs {
     /// `OutOfBounds`. Default: the backend's (`RdmaConfig::default()`, 32 MiB).
     #[arg(long, value_parser = clap::value_parser!(u64).range(64..))]
     pub rdma_staging_kib: Option<u64>,
+}
+
+impl RdmaArgs {
+    /// Refuses these flags unless the fabric is rdma (`rdma`): on sim and
+    /// loopback they would be ignored.
+    pub fn check(&self, rdma: bool) -> Result<()> {
+        let set = [
+            ("--rdma-device", self.rdma_device.is_some()),
+            ("--rdma-gid-index", self.rdma_gid_index.is_some()),
+            ("--rdma-timeout", self.rdma_timeout.is_some()),
+            ("--rdma-staging-kib", self.rdma_staging_kib.is_some()),
+        ];
+        match set.iter().find(|(_, on)| *on) {
+            Some((f, _)) if !rdma => bail!("{f} is for --fabric rdma"),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Checks that `--ms` fits the fabric: a count for sim/loopback, addresses for rdma.
@@ -96,7 +114,7 @@ pub fn connect(ms: &MsArg, r: &RdmaArgs) -> Result<dm_verbs::rdma::RdmaFabric> {
     let addrs = parse_ms_list(&list.join(","))?;
     let mut cfg = RdmaConfig {
         device: r.rdma_device.clone(),
-        gid_index: r.rdma_gid_index,
+        gid_index: r.rdma_gid_index.unwrap_or(1),
         ..Default::default()
     };
     if let Some(t) = r.rdma_timeout {
@@ -248,8 +266,10 @@ impl SimNetArgs {
     }
 }
 
-/// Parses `--mix`: `N` comma-separated whole percentages summing to 100;
-/// `names` (e.g. `"read,write,cas,faa"`) says what they are in the error.
+/// Parses `--mix`: `N` comma-separated whole percentages, each at most 100,
+/// summing to 100 (summed without wrapping: `4294967295,0,0,0,101` is
+/// refused, not read as 100); `names` (e.g. `"read,write,cas,faa"`) says
+/// what they are in the error.
 pub fn parse_percentages<const N: usize>(s: &str, names: &str) -> Result<[u32; N]> {
     let bad = || anyhow!("--mix needs {N} percentages ({names}) summing to 100, got {s:?}");
     let v: Vec<u32> = s
@@ -258,7 +278,7 @@ pub fn parse_percentages<const N: usize>(s: &str, names: &str) -> Result<[u32; N
         .collect::<Result<_, _>>()
         .map_err(|_| bad())?;
     let v: [u32; N] = v.try_into().map_err(|_| bad())?;
-    if v.iter().sum::<u32>() != 100 {
+    if v.iter().map(|&p| u64::from(p)).sum::<u64>() != 100 {
         return Err(bad());
     }
     Ok(v)
@@ -299,6 +319,24 @@ mod tests {
         assert!(check_ms(&MsArg::Count(2), false).is_ok());
         assert!(check_ms(&MsArg::Count(2), true).is_err());
         assert!(check_ms(&MsArg::Addrs(vec!["a:1".into()]), false).is_err());
+    }
+
+    /// A sum that wrapped in `u32` to 100 ran another mix with exit 0.
+    #[test]
+    fn mix_percentages_do_not_wrap() {
+        assert_eq!(
+            parse_percentages::<4>("70,10,10,10", "r,w,c,f").unwrap(),
+            [70, 10, 10, 10]
+        );
+        for bad in [
+            "4294967295,0,0,101",
+            "4294967295,1,0,100",
+            "101,0,0,0",
+            "50,50,0",
+            "x,0,0,100",
+        ] {
+            assert!(parse_percentages::<4>(bad, "r,w,c,f").is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -45,14 +45,15 @@ pub struct Args {
     /// Awaits (verb or yield) per task (at least 1).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
-    /// Repetitions; the best (lowest) time of each variant is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Repetitions (at least 1); the best (lowest) time of each variant is
+    /// reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Run only dm-runtime's verb variant (for profiling); prints its ns per
-    /// switch. Same as `--only dm-verb`.
-    #[arg(long)]
+    /// switch. Same as `--only dm-verb`, hence not with `--only`.
+    #[arg(long, conflicts_with = "only")]
     pub dm_only: bool,
     /// Run only one variant (for profiling, e.g. under callgrind); prints its
     /// ns per switch (per READ for `fabric`).
@@ -258,7 +259,7 @@ fn measure(v: Variant, tasks: u64, iters: u64) -> f64 {
 }
 
 fn best(reps: u32, mut f: impl FnMut() -> f64) -> f64 {
-    (0..reps.max(1)).map(|_| f()).fold(f64::INFINITY, f64::min)
+    (0..reps).map(|_| f()).fold(f64::INFINITY, f64::min)
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -302,7 +303,7 @@ pub fn run(a: Args) -> Result<()> {
     // seconds, and interleaving exposes both runtimes to the same drift.
     // Best per variant, in `ALL` order.
     let mut b = [f64::INFINITY; 6];
-    for _ in 0..a.reps.max(1) {
+    for _ in 0..a.reps {
         for (i, v) in Variant::ALL.into_iter().enumerate() {
             b[i] = b[i].min(measure(v, a.tasks, a.iters));
         }

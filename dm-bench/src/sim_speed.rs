@@ -20,17 +20,17 @@ use std::time::Instant;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// Simulated CS cores.
-    #[arg(long, default_value_t = 16)]
+    /// Simulated CS cores (at least 1).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub cores: u16,
-    /// Tasks per core.
-    #[arg(long, default_value_t = 8)]
+    /// Tasks per core (at least 1).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub coros: u32,
-    /// Verbs per task.
-    #[arg(long, default_value_t = 10_000)]
+    /// Verbs per task (at least 1).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub verbs: u64,
-    /// Repetitions; the best (highest) rate is reported.
-    #[arg(long, default_value_t = 1)]
+    /// Repetitions (at least 1); the best (highest) rate is reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -91,7 +91,7 @@ pub fn run(a: Args) -> Result<()> {
         MAX_REPS,
         "repetitions; the best one is reported",
     )?;
-    let runs: Vec<_> = (0..a.reps.max(1)).map(|_| run_once(&a)).collect();
+    let runs: Vec<_> = (0..a.reps).map(|_| run_once(&a)).collect();
     let (verbs, _, virt, hash) = runs[0];
     ensure!(
         runs.iter().all(|r| (r.0, r.2, r.3) == (verbs, virt, hash)),

@@ -5,7 +5,7 @@
 use crate::report::write_json;
 use crate::ycsb::workload::{Spec, Stream};
 use crate::ycsb::{trace, Op};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -30,8 +30,9 @@ pub struct Args {
         value_parser = crate::ycsb::workload::parse_theta
     )]
     pub theta: f64,
-    /// Range length of Sherman's range mixes.
-    #[arg(long, default_value_t = 100)]
+    /// Range length of Sherman's range mixes, at least 1 (records per
+    /// range).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub scan_len: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -66,6 +67,9 @@ pub fn run(a: Args) -> Result<()> {
             let p = trace::find(dir, "txn", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let ops = trace::read_ops(&p, a.key_type == "randint", a.ops as usize)
                 .map_err(|e| anyhow!(e))?;
+            if ops.is_empty() {
+                bail!("{} holds no operations", p.display());
+            }
             (p.display().to_string(), ops)
         }
         None => {

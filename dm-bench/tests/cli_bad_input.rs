@@ -449,3 +449,142 @@ fn lock_slots_are_bounded_by_the_device_memory() {
     assert!(text.contains("16 16-bit masked-CAS slots per MS"), "{text}");
     assert_eq!(v["verified"], 2000, "{text}");
 }
+
+/// Found by a sweep of bad inputs (2026-11-29): each ran with exit 0 and a
+/// wrong, empty or silently altered result.
+#[test]
+fn silent_runs_are_refused() {
+    // Percentages summed in u32 wrapped to 100 and ran all gets.
+    rejects(
+        &[
+            "ycsb",
+            "--keys",
+            "200",
+            "--ops",
+            "200",
+            "--mix=4294967295,0,0,0,101",
+        ],
+        "summing to 100",
+    );
+    // A run of nothing reported a throughput; a check of nothing passed.
+    rejects(&["ycsb", "--ops", "0"], "0 is not in 1..");
+    rejects(&["check", "--ops", "0"], "0 is not in 1..");
+    rejects(
+        &["ycsb", "--workload", "e", "--scan-len", "0"],
+        "0 is not in 1..",
+    );
+    refuses_within(QUICK, &["workload", "--scan-len", "0"], "0 is not in 1..");
+    // --head-every 0 ran a pass per operation; alone it did nothing.
+    rejects(
+        &["ycsb", "--head-nodes", "4", "--head-every", "0"],
+        "0 is not in 1..",
+    );
+    rejects(
+        &["ycsb", "--keys", "200", "--head-every", "10"],
+        "set --head-nodes too",
+    );
+    // Flags of the rdma fabric were ignored on sim.
+    for f in [
+        ["--rdma-device", "rxe0"],
+        ["--rdma-gid-index", "1"],
+        ["--rdma-timeout", "14"],
+    ] {
+        rejects(&["ycsb", f[0], f[1]], "is for --fabric rdma");
+        rejects(&["check", f[0], f[1]], "is for --fabric rdma");
+    }
+    // More shares than partitions were cut to 16; a zero share left a
+    // partition without keys.
+    let skew = |s: &str| {
+        rejects(
+            &[
+                "ycsb",
+                "--index",
+                "nam-coarse",
+                "--keys",
+                "200",
+                "--nam-skew",
+                s,
+            ],
+            "--nam-skew takes 1 to 16 shares",
+        )
+    };
+    skew(&["1"; 17].join(","));
+    skew("0,0");
+    skew("80,0,20");
+    // Leases shorter than the OS's time slices took over live holders.
+    for ms in ["1", "9"] {
+        rejects(
+            &["ycsb", "--fabric", "loopback", "--lease-ms", ms],
+            "not in 10..=60000",
+        );
+        rejects(
+            &["check", "--fabric", "loopback", "--lease-ms", ms],
+            "not in 10..=60000",
+        );
+    }
+}
+
+/// `--nam-skew` gives the partitions shares of the loaded keys (Ziegler
+/// §6's data skew): as shares of the prefix space, YCSB's hashed keys
+/// (all below 2^63) all fell in the first partition of 80,12,5,3.
+#[test]
+fn nam_skew_shares_the_keys() {
+    let (ok, text, v) = bench(&[
+        "ycsb",
+        "--index",
+        "nam-coarse",
+        "--workload",
+        "c",
+        "--keys",
+        "2000",
+        "--ops",
+        "200",
+        "--ms",
+        "4",
+        "--nam-skew",
+        "80,12,5,3",
+        "--theta",
+        "0",
+    ]);
+    assert!(ok, "{text}");
+    let shares: Vec<f64> = serde_json::from_value(v["nam"]["key_shares"].clone()).unwrap();
+    assert_eq!(shares, vec![0.8, 0.12, 0.05, 0.03], "{text}");
+    // The MS-side handlers' nodes count as allocated.
+    assert!(
+        v["memory"]["ms_bytes_allocated"].as_u64().unwrap() > 0,
+        "{text}"
+    );
+}
+
+/// An empty trace, or one that `--warmup` uses up, ran and reported 0
+/// operations with exit 0.
+#[test]
+fn a_trace_with_nothing_to_measure_is_refused() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path();
+    std::fs::write(dir.join("load_randint_workloada"), "INSERT 1\nINSERT 2\n").unwrap();
+    let txn = dir.join("txn_randint_workloada");
+    let d = dir.to_str().unwrap();
+    std::fs::write(&txn, "").unwrap();
+    rejects(
+        &["ycsb", "--trace-dir", d, "--workload", "a"],
+        "holds 0 operations",
+    );
+    refuses_within(
+        QUICK,
+        &["workload", "--trace-dir", d, "--workload", "a"],
+        "holds no operations",
+    );
+    std::fs::write(&txn, "READ 1\nUPDATE 2\n").unwrap();
+    rejects(
+        &["ycsb", "--trace-dir", d, "--workload", "a", "--warmup", "2"],
+        "none left to measure after --warmup 2",
+    );
+    let (ok, text, v) = bench(&["ycsb", "--trace-dir", d, "--workload", "a", "--warmup", "1"]);
+    assert!(ok, "{text}");
+    assert_eq!(v["ops"], 1, "{text}");
+    assert_eq!(
+        v["key_source"]["kind"], "integer (the trace's key numbers)",
+        "{text}"
+    );
+}

@@ -238,6 +238,6 @@ fn check_with_leases_runs_as_members_on_loopback() {
     );
     rejects(
         &["check", "--fabric", "loopback", "--lease-ms", "0"],
-        "--lease-ms 0",
+        "0 is not in 10..=60000",
     );
 }

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{bench, rejects};
+use common::{bench, refuses_within, rejects};
 
 #[test]
 fn runtime_and_sim_speed_write_their_keys() {
@@ -27,6 +27,36 @@ fn runtime_and_sim_speed_write_their_keys() {
     ]);
     assert!(ok, "{text}");
     assert!(v["sim_verbs_per_sec"].as_f64().unwrap() > 0.0);
+}
+
+/// A zero count is refused, never run as a vacuous or altered figure:
+/// sim-speed's cores, coroutines, verbs and repetitions, runtime's
+/// repetitions, and calibrate's verbs per task below 8 (its bandwidth and
+/// lock facts run a quarter of them). runtime's `--dm-only` is `--only
+/// dm-verb`, so it does not go with another `--only`.
+#[test]
+fn zero_counts_and_a_second_variant_are_refused() {
+    for flag in ["--cores", "--coros", "--verbs", "--reps"] {
+        rejects(
+            &["sim-speed", flag, "0"],
+            &format!("invalid value '0' for '{flag}"),
+        );
+    }
+    rejects(&["runtime", "--reps", "0"], "invalid value '0' for '--reps");
+    rejects(
+        &["runtime", "--dm-only", "--only", "tokio-yield"],
+        "'--dm-only' cannot be used with '--only",
+    );
+    for ops in ["0", "7"] {
+        refuses_within(
+            30,
+            &["calibrate", "--ops", ops],
+            &format!("invalid value '{ops}' for '--ops"),
+        );
+    }
+    let args = ["runtime", "--tasks", "10", "--iters", "10", "--reps", "1"];
+    let (ok, text, _) = bench(&[&args[..], &["--dm-only"]].concat());
+    assert!(ok && text.contains("DmVerb: "), "{text}");
 }
 
 #[test]

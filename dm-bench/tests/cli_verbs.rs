@@ -68,6 +68,36 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(!text.contains("panicked"), "{text}");
 }
 
+/// `--ops N` runs exactly N operations, not N rounded up to a multiple of
+/// the coroutines (8 here), and the report counts the ones run; `--ops 0`,
+/// and `--tear` on a fabric whose READs tear as the hardware tears them,
+/// are refused.
+#[test]
+fn verbs_runs_exactly_the_ops_asked_for() {
+    for n in [1u64, 2001] {
+        let ops = n.to_string();
+        let shape = ["--cs", "1", "--threads", "2", "--coros", "4"];
+        let (ok, text, v) = bench(&[&["verbs", "--ops", &ops][..], &shape].concat());
+        assert!(ok, "{text}");
+        assert_eq!(v["ops"], n, "{text}");
+        let kinds = ["read", "write", "cas_increment", "faa"];
+        let sum: u64 = kinds
+            .iter()
+            .map(|k| v["ops_by_kind"][k].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, n, "{v}");
+        assert_eq!(v["mismatches"], 0);
+        assert!(text.contains(&format!("ops          {n} (")), "{text}");
+    }
+    rejects(&["verbs", "--ops", "0"], "invalid value '0' for '--ops");
+    rejects(
+        &[
+            "verbs", "--fabric", "loopback", "--tear", "line", "--ops", "100",
+        ],
+        "--tear sets the sim fabric's torn READs",
+    );
+}
+
 /// `--perftest-read-mops R` adds rdma_efficiency = verbs per second / (R M/s)
 /// on wall-clock fabrics; sim (virtual time) refuses it.
 #[test]

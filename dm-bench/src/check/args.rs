@@ -31,8 +31,9 @@ pub struct Args {
     /// Cores: simulated on sim, OS threads on loopback and rdma.
     #[arg(long, default_value_t = 4)]
     pub cores: u16,
-    /// Operations per client.
-    #[arg(long, default_value_t = 150)]
+    /// Operations per client, at least 1 (a history of none is
+    /// linearizable and checks nothing).
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..))]
     pub ops: u32,
     /// Key space (keys 0..N as 8-byte big-endian), 1 to 2^32 (with --index
     /// dex and --client I/N: at least N, a share for each process).
@@ -68,7 +69,9 @@ pub struct Args {
     /// word left naming a live core is released when a waiter asks
     /// (`dm_runtime::lock::ask`, issue 33). For the indexes whose locks
     /// recover; refused on sim (`--faults crash` runs leases there).
-    #[arg(long, value_name = "MS")]
+    /// From 10 (the library's `LeaseConfig::REAL`) to 60,000: shorter
+    /// leases let the OS's time slices make live CSs miss them.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub lease_ms: Option<u64>,
     /// sim (deterministic, faults injected), loopback (threads, process
     /// memory) or rdma (dm-memserver processes; build with --features rdma).
@@ -184,6 +187,7 @@ impl Args {
     pub(super) fn validate(&self) -> Result<(usize, usize)> {
         let a = self;
         check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
+        a.rdma.check(a.fabric == FabricArg::Rdma)?;
         let (ci, cn) = parse_client(&a.client)?;
         if cn > 1 && a.fabric != FabricArg::Rdma {
             bail!("--client I/N with N > 1 is for --fabric rdma (separate processes)");
@@ -217,7 +221,10 @@ impl Args {
             if a.fabric == FabricArg::Sim {
                 bail!("--lease-ms is for real fabrics; on sim, --faults crash runs leases");
             }
-            crate::ycsb::measure::peers::lease(ms)?;
+            let lease = crate::ycsb::measure::peers::lease(ms)?;
+            if let Some(w) = lease.oversubscribed(self.cores as usize) {
+                tracing::warn!("{w}");
+            }
         }
         let n_ms = a.ms_spec.count();
         if n_ms == 0 || a.cores == 0 || a.clients == 0 {

@@ -243,6 +243,13 @@ pub fn run(a: Args) -> Result<()> {
         let csv_path = out.join(format!("{}.csv", fig.name));
         if a.replot {
             let recs: Vec<Record> = read_csv(&csv_path)?;
+            if recs.is_empty() {
+                bail!(
+                    "{}: no rows to replot (run `dm-bench figure {}` to write them)",
+                    csv_path.display(),
+                    fig.name
+                );
+            }
             let (svg_path, claims_path) = report(fig, &out, &recs, a.quick)?;
             println!(
                 "  redrew {} and rewrote {} from {}",

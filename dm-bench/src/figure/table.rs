@@ -27,17 +27,28 @@ fn fmt(x: f64) -> String {
     }
 }
 
-/// The markdown table of every figure with a claims file in `dir`.
+/// The markdown table of every figure with a claims file in `dir`. Errors:
+/// no figure's claims file in `dir`, or one that holds no claims (a figure
+/// with claims writes a row for each) or does not parse.
 pub fn markdown(dir: &Path) -> Result<String> {
     let mut s = String::from(
         "| figure | claim | paper | ours | ours / paper | cause (switched to the paper's side by) | with it | with it / paper | command |\n|---|---|---|---|---|---|---|---|---|\n",
     );
+    let mut files = 0;
     for f in FIGURES {
         let p = dir.join(format!("{}.claims.csv", f.name));
         if !p.exists() || f.claims.is_empty() {
             continue;
         }
-        for c in read_csv::<ClaimRecord>(&p)? {
+        files += 1;
+        let claims = read_csv::<ClaimRecord>(&p)?;
+        if claims.is_empty() {
+            bail!(
+                "{}: no claims (the figure writes a row per claim; rerun it, or --replot it from its CSV)",
+                p.display()
+            );
+        }
+        for c in claims {
             let (o, r) = match (c.ours, c.ratio) {
                 (Some(o), Some(r)) => (fmt(o), format!("{r:.2}")),
                 _ => ("-".into(), "-".into()),
@@ -64,6 +75,12 @@ pub fn markdown(dir: &Path) -> Result<String> {
                 f.name
             );
         }
+    }
+    if files == 0 {
+        bail!(
+            "{}: no figure's claims file (<name>.claims.csv, which `dm-bench figure <name>` writes)",
+            dir.display()
+        );
     }
     Ok(s)
 }

@@ -67,8 +67,9 @@ pub struct Args {
     /// Coroutines (tasks) per thread.
     #[arg(long, default_value_t = 8)]
     pub coros: u32,
-    /// Total operations over all coroutines.
-    #[arg(long, default_value_t = 200_000)]
+    /// Total operations over all coroutines (at least 1), exactly: each
+    /// coroutine runs ops / coroutines, the first ops % coroutines one more.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub ops: u64,
     /// Operation mix in percent: read,write,cas,faa.
     #[arg(long, default_value = "50,30,10,10")]
@@ -79,7 +80,8 @@ pub struct Args {
     /// Chunk size (and working set per MS), KiB.
     #[arg(long, default_value_t = 1024)]
     pub chunk_kib: u64,
-    /// Torn-READ model on sim.
+    /// Torn-READ model on sim (loopback and rdma READs tear as the
+    /// hardware tears them: only the default there).
     #[arg(long, value_enum, default_value = "word")]
     pub tear: TearArg,
     #[arg(long, default_value_t = 1)]
@@ -100,7 +102,6 @@ fn run_threads_fabric<F: Fabric + Send + Sync>(
     cores: &[(u16, u16)],
     mix: [u32; 4],
     chunk_bytes: u64,
-    ops_per: u64,
 ) -> Result<RunOut> {
     let mut setup_ex = Executor::new(setup_q, a.ms, ExecConfig::default());
     let chunks = setup_ex.block_on(setup(a.ms, chunk_bytes))?;
@@ -111,11 +112,13 @@ fn run_threads_fabric<F: Fabric + Send + Sync>(
         num_ms: a.ms,
         chunk_bytes,
         seed: a.seed,
+        ops: a.ops,
+        tasks: cores.len() as u64 * a.coros as u64,
     };
     let t0 = std::time::Instant::now();
     let coros = a.coros;
     let outs: Vec<CoroOut> = dm_runtime::run_threads(fabric, cores, true, |i| {
-        run_core(plan, i as u64 * coros as u64, coros, ops_per)
+        run_core(plan, i as u64 * coros as u64, coros)
     })
     .into_iter()
     .flatten()
@@ -135,11 +138,9 @@ pub fn run(mut a: Args) -> Result<()> {
     let cores: Vec<(u16, u16)> = (0..a.cs)
         .flat_map(|cs| (0..a.threads).map(move |t| (cs, t)))
         .collect();
-    let coros_total = cores.len() as u64 * a.coros as u64;
-    let ops_per = a.ops.div_ceil(coros_total);
     let wall = std::time::Instant::now();
     let (outs, elapsed_ns, extra, verified) = match a.fabric {
-        FabricArg::Sim => run_sim(&a, ms_cfg, &cores, mix, chunk_bytes, ops_per)?,
+        FabricArg::Sim => run_sim(&a, ms_cfg, &cores, mix, chunk_bytes)?,
         FabricArg::Loopback => {
             let fabric = LoopbackFabric::new(LoopbackConfig {
                 num_ms: a.ms,
@@ -147,7 +148,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 ..Default::default()
             });
             let q = fabric.open_queues(0, 0);
-            run_threads_fabric(&fabric, q, &a, &cores, mix, chunk_bytes, ops_per)?
+            run_threads_fabric(&fabric, q, &a, &cores, mix, chunk_bytes)?
         }
         #[cfg(feature = "rdma")]
         FabricArg::Rdma => {
@@ -158,8 +159,7 @@ pub fn run(mut a: Args) -> Result<()> {
             if chunk_bytes < DATA_OFF + a.size as u64 {
                 bail!("the memory servers' chunks ({chunk_bytes} bytes) are too small for the counters and one data slot");
             }
-            let (o, el, _, v) =
-                run_threads_fabric(&fabric, q, &a, &cores, mix, chunk_bytes, ops_per)?;
+            let (o, el, _, v) = run_threads_fabric(&fabric, q, &a, &cores, mix, chunk_bytes)?;
             (
                 o,
                 el,
@@ -183,8 +183,12 @@ const MAX_CHUNK_KIB: u64 = 1 << 20;
 fn validate(a: &mut Args) -> Result<([u32; 4], u64)> {
     a.ms = a.ms_spec.count();
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
+    a.rdma.check(a.fabric == FabricArg::Rdma)?;
     let mix = crate::fabric_arg::parse_percentages::<4>(&a.mix, "read,write,cas,faa")?;
     a.perftest.check(a.fabric == FabricArg::Sim)?;
+    if a.fabric != FabricArg::Sim && a.tear != TearArg::Word {
+        bail!("--tear sets the sim fabric's torn READs: on --fabric loopback and rdma READs tear as the hardware tears them");
+    }
     if a.size == 0 || !a.size.is_multiple_of(8) {
         bail!("--size must be a positive multiple of 8");
     }
@@ -221,7 +225,6 @@ fn run_sim(
     cores: &[(u16, u16)],
     mix: [u32; 4],
     chunk_bytes: u64,
-    ops_per: u64,
 ) -> Result<RunOut> {
     let tear = match a.tear {
         TearArg::Off => TearGranularity::Off,
@@ -251,17 +254,14 @@ fn run_sim(
         num_ms: a.ms,
         chunk_bytes,
         seed: a.seed,
+        ops: a.ops,
+        tasks: cores.len() as u64 * a.coros as u64,
     };
     let t0 = fabric.now_ns();
     let hs: Vec<_> = sim_cores
         .iter()
         .enumerate()
-        .map(|(i, &c)| {
-            rt.spawn_on(
-                c,
-                run_core(plan, i as u64 * a.coros as u64, a.coros, ops_per),
-            )
-        })
+        .map(|(i, &c)| rt.spawn_on(c, run_core(plan, i as u64 * a.coros as u64, a.coros)))
         .collect();
     let t1 = rt.run();
     let outs: Vec<CoroOut> = hs

@@ -20,7 +20,8 @@ const COUNTERS: u64 = 1024;
 pub(super) const DATA_OFF: u64 = 16 << 10;
 
 /// What every coroutine needs: the mix (read, write, cas, faa percentages),
-/// the READ/WRITE size, the chunk of each MS and the seed.
+/// the READ/WRITE size, the chunk of each MS, the seed, and the operations
+/// of the run and the coroutines that share them ([`share`]).
 #[derive(Clone, Copy)]
 pub(super) struct Plan {
     pub mix: [u32; 4],
@@ -29,6 +30,15 @@ pub(super) struct Plan {
     pub num_ms: u16,
     pub chunk_bytes: u64,
     pub seed: u64,
+    pub ops: u64,
+    pub tasks: u64,
+}
+
+/// Coroutine `id`'s share of `ops` operations over `tasks` coroutines:
+/// `ops / tasks`, one more for the first `ops % tasks`, so that the shares
+/// add up to `ops` exactly.
+fn share(ops: u64, tasks: u64, id: u64) -> u64 {
+    ops / tasks + u64::from(id < ops % tasks)
 }
 
 /// What one coroutine did.
@@ -176,13 +186,29 @@ pub(super) async fn verify(plan: Plan) -> Result<(u64, u64, u64), dm_verbs::Verb
     Ok((faa_sum, cas_sum, bad))
 }
 
-pub(super) async fn run_core(plan: Plan, first_id: u64, coros: u32, ops_per: u64) -> Vec<CoroOut> {
-    let hs: Vec<_> = (0..coros as u64)
-        .map(|i| dm_runtime::spawn(coroutine(plan, first_id + i, ops_per)))
+/// The `coros` coroutines of one core, the first numbered `first_id`.
+pub(super) async fn run_core(plan: Plan, first_id: u64, coros: u32) -> Vec<CoroOut> {
+    let hs: Vec<_> = (first_id..first_id + coros as u64)
+        .map(|id| dm_runtime::spawn(coroutine(plan, id, share(plan.ops, plan.tasks, id))))
         .collect();
     let mut out = Vec::new();
     for h in hs {
         out.push(h.await.unwrap_or_else(JoinError::resume));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+
+    /// `--ops N` runs N operations, not N rounded up to the coroutines.
+    #[test]
+    fn shares_add_up_to_the_operations() {
+        for (ops, tasks) in [(1, 64), (2000, 64), (4000, 16), (7, 3), (64, 64)] {
+            let s: Vec<u64> = (0..tasks).map(|id| share(ops, tasks, id)).collect();
+            assert_eq!(s.iter().sum::<u64>(), ops, "{ops} over {tasks}");
+            assert!(s.iter().max().unwrap() - s.iter().min().unwrap() <= 1);
+        }
+    }
 }

@@ -38,8 +38,9 @@ pub struct Args {
     /// Records loaded before the run (generator mode).
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
-    /// Run-phase operations (generator mode; a cap in trace mode).
-    #[arg(long, default_value_t = 100_000)]
+    /// Run-phase operations (generator mode; a cap in trace mode), at
+    /// least 1: a run of none would report a throughput of nothing.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub ops: u64,
     /// Operations run after the load and before the measured run phase,
     /// from the same stream (the run's first N; in trace mode the trace's
@@ -74,8 +75,10 @@ pub struct Args {
     /// lease (ms, wall clock; a heartbeat every lease / 10) takes it over.
     /// With --client I/N the barriers stop waiting for a client process
     /// whose CSs died, so the others finish and verify. Wall-clock
-    /// fabrics; the indexes `check --faults crash` runs.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    /// fabrics; the indexes `check --faults crash` runs. From 10 (the
+    /// library's `LeaseConfig::REAL`): shorter leases let the OS's time
+    /// slices make live CSs miss them (docs/architecture.md).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub lease_ms: Option<u64>,
     /// With --lease-ms and --client I/N: this process replaces client I,
     /// which died. Its CSs join with new incarnations (so the dead one's
@@ -100,13 +103,14 @@ pub struct Args {
         value_parser = crate::ycsb::workload::parse_theta
     )]
     pub theta: f64,
-    /// Range length of Sherman's range mixes.
-    #[arg(long, default_value_t = 100)]
+    /// Range length of Sherman's range mixes, at least 1 (records per
+    /// range).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub scan_len: u32,
     /// Sherman's upsert mixes (write-only, write-intensive, read-intensive,
     /// range-only, range-write): the loaded records' share of the key space
     /// that operations draw from; an upsert of a key number not loaded
-    /// inserts it. Default 0.8 (Sherman \u{a7}5.1); SMART's skew sweep
+    /// inserts it. Default 0.8 (Sherman §5.1); SMART's skew sweep
     /// (its artifact's `zipfian_test`, Fig. 22a) loads 0.2.
     #[arg(long, value_parser = crate::ycsb::workload::parse_load_fraction)]
     pub load_fraction: Option<f64>,
@@ -158,7 +162,7 @@ pub struct Args {
     pub fill: f64,
     /// Index cache per compute server, MiB, shared by its cores (B+trees:
     /// leaf parents, the top two levels kept on top of it; smart: the ART
-    /// cache of internal nodes, SMART \u{a7}4.3); 0 = no cache. The NAM
+    /// cache of internal nodes, SMART §4.3); 0 = no cache. The NAM
     /// designs run without one (Ziegler et al. App. A.4): they take 0 only.
     #[arg(long, default_value_t = CACHE_MB)]
     pub cache_mb: u64,
@@ -176,7 +180,7 @@ pub struct Args {
     /// B+tree rungs: how a node is READ without its lock. `checksum`
     /// (default): one READ, validated by the node's checksum. `optimistic`:
     /// the optimistic remote read DEX ran its Sherman baseline with (DEX
-    /// \u{a7}8.1; version word, node, version word again: 3 READs per node),
+    /// §8.1; version word, node, version word again: 3 READs per node),
     /// the cause of DEX Table 2's 3.02 READs per Sherman lookup.
     #[arg(long, default_value = "checksum", value_parser = ["checksum", "optimistic"])]
     pub node_read: String,
@@ -208,7 +212,7 @@ pub struct Args {
     /// admission of a node READ into a CS's ART cache holds one CS-wide
     /// lock for this many virtual ns, so the CS's threads admit one at a
     /// time (the artifact's usage counter and FIFO queue, which DEX
-    /// \u{a7}8.2 profiles at 49% of SMART's CPU cycles). 0 (default): off.
+    /// §8.2 profiles at 49% of SMART's CPU cycles). 0 (default): off.
     #[arg(long, default_value_t = 0)]
     pub smart_fifo_ns: u64,
     /// Radix family: the ART cache drops an entry whose node type hint
@@ -223,7 +227,7 @@ pub struct Args {
     /// WRITE the item's other value buffer and CAS its key word; a lost CAS
     /// runs the update again. `paper`: one WRITE of the item, last writer
     /// wins, relying on the NIC applying that WRITE whole (Dolphin
-    /// \u{a7}III-C; RDMA does not promise it). `authors`: as `paper`, and
+    /// §III-C; RDMA does not promise it). `authors`: as `paper`, and
     /// the update returns without waiting for that WRITE (the authors'
     /// code; not linearizable). For measuring the paper's claims (issue
     /// 34), not for use.
@@ -238,7 +242,7 @@ pub struct Args {
     /// index without a global lock table.
     #[arg(long)]
     pub lock_slots: Option<u64>,
-    /// SMART techniques to switch off (comma list; SMART \u{a7}5.3.1's factor
+    /// SMART techniques to switch off (comma list; SMART §5.3.1's factor
     /// analysis): `lfi` lock-free internal nodes (ROWEX node locks instead),
     /// `ipl` in-place leaves (RCU instead; implies `rear`), `rear` the
     /// rear-embedded lock (a lock-table lock instead), `rd` read delegation,
@@ -247,7 +251,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub smart_off: Vec<String>,
     /// Lock entries of SMART's per-CS read delegation / write combining
-    /// table (\u{a7}4.2.1; the paper finds 128 enough for 16 clients per CS).
+    /// table (§4.2.1; the paper finds 128 enough for 16 clients per CS).
     #[arg(long, default_value_t = RDWC_ENTRIES)]
     pub rdwc_entries: usize,
     /// CPU cores per memory server that run RPC handlers (sim, loopback):
@@ -260,9 +264,10 @@ pub struct Args {
     #[arg(long, default_value_t = NAM_NODE_NS,
         value_parser = clap::value_parser!(u32).range(..=crate::fabric_arg::MAX_SIM_NS as i64))]
     pub nam_node_ns: u32,
-    /// nam-coarse / nam-hybrid: partition shares of the key-prefix space,
-    /// one per partition (Ziegler et al. \u{a7}6's data skew: 80,12,5,3);
-    /// default: one partition per MS holding equal shares of the loaded keys.
+    /// nam-coarse / nam-hybrid: partition shares of the loaded keys, one
+    /// whole number per partition, 1 to 16 of them, each at least 1
+    /// (Ziegler et al. §6's data skew: 80,12,5,3); partition p lives on
+    /// MS p mod --ms. Default: one partition per MS, equal shares.
     #[arg(long, value_delimiter = ',')]
     pub nam_skew: Vec<u32>,
     #[command(flatten)]

@@ -37,7 +37,7 @@ pub struct DexArgs {
     #[arg(long, default_value_t = NODE_NS,
         value_parser = clap::value_parser!(u32).range(..=crate::fabric_arg::MAX_SIM_NS as i64))]
     pub dex_node_ns: u32,
-    /// dex: logical repartitioning in the middle of the run (DEX \u{a7}4,
+    /// dex: logical repartitioning in the middle of the run (DEX §4,
     /// Fig. 10): once this fraction of the run's operations has completed,
     /// CS 0 hands the upper half of its key range to CS 1 (both flush their
     /// dirty pages and drop their caches; their operations wait meanwhile).

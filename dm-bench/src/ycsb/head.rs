@@ -20,10 +20,11 @@ pub struct HeadArgs {
     /// (fg, sherman*, nam-hybrid).
     #[arg(long, default_value_t = 0)]
     pub head_nodes: usize,
-    /// Also run a head-node maintenance pass after every K run operations
-    /// (default: only the pass before the run).
-    #[arg(long)]
-    pub head_every: Option<usize>,
+    /// With --head-nodes: also run a head-node maintenance pass after every
+    /// K run operations, K at least 1 (default: only the pass before the
+    /// run).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..usize::MAX as u64))]
+    pub head_every: Option<u64>,
 }
 
 /// The passes of a run.
@@ -39,6 +40,9 @@ impl HeadMaint {
     /// one-sided leaf level.
     pub(crate) fn plan(a: &HeadArgs, one_sided_btree: bool) -> Result<Option<Arc<Self>>> {
         if a.head_nodes == 0 {
+            if a.head_every.is_some() {
+                bail!("--head-every paces the maintenance passes of --head-nodes: set --head-nodes too");
+            }
             return Ok(None);
         }
         if !one_sided_btree {
@@ -46,7 +50,7 @@ impl HeadMaint {
         }
         Ok(Some(Arc::new(HeadMaint {
             n: a.head_nodes,
-            every: a.head_every.map(|k| k.max(1)),
+            every: a.head_every.map(|k| k as usize),
             done: AtomicUsize::new(0),
             passes: Mutex::new(Vec::new()),
         })))

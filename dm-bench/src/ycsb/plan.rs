@@ -174,13 +174,13 @@ fn pad(k: &[u8], n: usize) -> Result<Vec<u8>> {
     Ok(v)
 }
 
-/// Tree key size: `--key-bytes`, else 8 for integer keys and 32 for strings.
 /// The warm-up's and the run's operations together (`--warmup`, `--ops`;
 /// both at most `limits::MAX_COUNT`, checked before the plan is built).
 pub(super) fn total_ops(a: &Args) -> usize {
     a.warmup.saturating_add(a.ops) as usize
 }
 
+/// Tree key size: `--key-bytes`, else 8 for integer keys and 32 for strings.
 pub(super) fn key_bytes(a: &Args) -> usize {
     let strings = a.key_file.is_some() || (a.trace_dir.is_some() && a.key_type != "randint");
     a.key_bytes.unwrap_or(if strings { 32 } else { 8 })
@@ -202,13 +202,24 @@ pub(super) fn build_plan(a: &Args) -> Result<Plan> {
         }
         Some(dir) => {
             let ints = a.key_type == "randint";
-            if !ints {
-                keys_info = json!({"kind": format!("trace key type {}", a.key_type), "key_bytes": key_bytes(a)});
-            }
+            let kind = if ints {
+                "integer (the trace's key numbers)".to_string()
+            } else {
+                format!("trace key type {}", a.key_type)
+            };
+            keys_info = json!({"kind": kind, "key_bytes": key_bytes(a)});
             let lp = trace::find(dir, "load", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let tp = trace::find(dir, "txn", &a.key_type, &a.workload).map_err(|e| anyhow!(e))?;
             let load = trace::read_load(&lp, ints).map_err(|e| anyhow!(e))?;
             let run = trace::read_ops(&tp, ints, total_ops(a)).map_err(|e| anyhow!(e))?;
+            if run.len() as u64 <= a.warmup {
+                bail!(
+                    "{} holds {} operations: none left to measure after --warmup {}",
+                    tp.display(),
+                    run.len(),
+                    a.warmup
+                );
+            }
             let n = key_bytes(a);
             let mut keys = Keys::with_capacity(n, load.len());
             for k in &load {

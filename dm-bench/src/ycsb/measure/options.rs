@@ -40,6 +40,7 @@ pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)
     }
     a.ms = a.ms_spec.count();
     check_ms(&a.ms_spec, a.fabric == FabricArg::Rdma)?;
+    a.rdma.check(a.fabric == FabricArg::Rdma)?;
     let (ci, cn) = parse_client(&a.client)?;
     a.perftest.check(a.fabric == FabricArg::Sim)?;
     if a.fabric != FabricArg::Sim {
@@ -58,6 +59,12 @@ pub(super) fn check_cluster(a: &mut Args, traced: bool) -> Result<(usize, usize)
     }
     if a.lease_ms.is_some() && a.fabric == FabricArg::Sim {
         bail!("--lease-ms is for the wall-clock fabrics; on sim, `check --faults crash` kills CSs");
+    }
+    if let Some(ms) = a.lease_ms {
+        let lease = crate::ycsb::measure::peers::lease(ms)?;
+        if let Some(w) = lease.oversubscribed(a.cs as usize * a.threads as usize) {
+            tracing::warn!("{w}");
+        }
     }
     if a.rejoin && (a.lease_ms.is_none() || cn < 2) {
         bail!("--rejoin replaces a dead client process: it needs --lease-ms and --client I/N with N >= 2");
@@ -270,6 +277,14 @@ pub(super) fn choose_index(a: &mut Args, (ci, cn): (usize, usize)) -> Result<Cho
             );
         }
         a.cache_mb = 0;
+        let n = a.nam_skew.len();
+        if n > dm_tree::nam::MAX_PARTITIONS || a.nam_skew.contains(&0) {
+            bail!(
+                "--nam-skew takes 1 to {} shares, each at least 1: got {n} ({:?})",
+                dm_tree::nam::MAX_PARTITIONS,
+                a.nam_skew
+            );
+        }
     } else if !a.nam_skew.is_empty() {
         bail!("--nam-skew is for --index nam-coarse and nam-hybrid");
     } else if a.nam_node_ns != crate::ycsb::args::NAM_NODE_NS {

@@ -169,6 +169,31 @@ pub fn free_chunk_handler() -> RpcHandler {
     })
 }
 
+/// Runs RPC handler `handler` of MS `ms` (`f`), a panic in it turned into
+/// [`VerbError::RpcFailed`] naming the panic: the caller's RPC completes
+/// with an error instead of never (loopback runs handlers inside the
+/// poster's verb post, rdma in the memory server's loop) or taking the
+/// simulator's thread down. The handler's partial effects on MS memory
+/// stay as they are.
+pub(crate) fn call_handler<R>(
+    ms: u16,
+    handler: u16,
+    f: impl FnOnce() -> Result<R, VerbError>,
+) -> Result<R, VerbError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        Err(VerbError::RpcFailed {
+            ms,
+            handler,
+            reason: format!("the handler panicked: {what}"),
+        })
+    })
+}
+
 /// Handler table of one MS, indexed by handler id.
 #[derive(Clone, Default)]
 pub struct RpcRegistry {

@@ -109,7 +109,10 @@ impl Shared {
                     .get(handler)
                     .cloned();
                 let h = h.ok_or(VerbError::UnknownRpc { ms, handler })?;
-                let r = h(&mut LbView { s: self, ms }, &payload).map(VerbOutput::Rpc);
+                let r = crate::ms::call_handler(ms, handler, || {
+                    h(&mut LbView { s: self, ms }, &payload)
+                })
+                .map(VerbOutput::Rpc);
                 crate::buf::give(payload);
                 r
             }

@@ -381,6 +381,22 @@ fn custom_rpc_reads_and_writes_ms_memory() {
         Arc::new(|m: &mut dyn MsMemory, _: &[u8]| Ok(vec![m.ms_id() as u8])),
     );
     assert_eq!(run(&mut q, rpc(1, 5, vec![])), Ok(Rpc(vec![1])));
+    // A handler that panics completes its RPC with the panic, not never.
+    f.register_rpc(
+        7,
+        Arc::new(|_: &mut dyn MsMemory, _: &[u8]| panic!("a bug")),
+    );
+    match run(&mut q, rpc(0, 7, vec![])) {
+        Err(E::RpcFailed {
+            ms: 0,
+            handler: 7,
+            reason,
+        }) => {
+            assert!(reason.contains("panicked: a bug"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(run(&mut q, rpc(1, 5, vec![])), Ok(Rpc(vec![1])));
 }
 
 #[test]

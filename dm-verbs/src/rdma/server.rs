@@ -442,7 +442,7 @@ impl MemServer {
                     region_bytes: self.cfg.ms.region_bytes,
                     alloc: &mut self.alloc,
                 };
-                h(&mut view, payload)
+                crate::ms::call_handler(ms, handler, || h(&mut view, payload))
             }
         };
         tracing::debug!(conn = id, handler, ok = result.is_ok(), "RPC");

@@ -25,7 +25,7 @@ impl World {
                     ms,
                     cpu_ns: 0,
                 };
-                let r = h(&mut view, &payload);
+                let r = crate::ms::call_handler(ms, handler, || h(&mut view, &payload));
                 let c = view.cpu_ns;
                 (r, base + c)
             }

@@ -8,8 +8,9 @@ pub struct DexConfig {
     /// Partition bounds, strictly increasing, `key_bytes` long: CS `i` owns
     /// `[bounds[i-1], bounds[i])` (one fewer than there are CSs).
     pub bounds: Vec<Vec<u8>>,
-    /// Cache budget per CS in bytes (frames of `node_bytes`; the paper's
-    /// default is 256 MB per CS, 8% of the data).
+    /// Cache budget per CS in bytes (frames of `node_bytes`, at least 4
+    /// and at most [`super::MAX_FRAMES`] of them; the paper's default is
+    /// 256 MB per CS, 8% of the data).
     pub cache_bytes: u64,
     /// Offload level M (§4 placement, §6): sub-trees rooted at level M live
     /// on one MS, and only misses at levels <= M may be offloaded (code: 3).

@@ -261,6 +261,11 @@ impl DexCs {
     }
 }
 
+/// Most frames a CS's cache holds: `DexConfig::cache_bytes` beyond this
+/// many nodes (16 GiB of 1 KiB nodes) is taken as this many, so "no limit"
+/// (`u64::MAX`) allocates the cooling map of 2^24 frames, not of 2^54.
+pub const MAX_FRAMES: u64 = 1 << 24;
+
 /// The partition map and every CS's state: one per process, shared by the
 /// handles of all cores ([`DexTree::open`]).
 pub struct DexCluster {
@@ -297,10 +302,18 @@ impl DexCluster {
                 "leaf_admission and explore are probabilities".into(),
             ));
         }
+        if tcfg.node_bytes < 64 {
+            // Checked again, with the entries it must hold, when the tree
+            // opens; the frames below divide by it first.
+            return Err(TreeError::BadConfig(format!(
+                "node_bytes {} holds fewer than 4 entries",
+                tcfg.node_bytes
+            )));
+        }
         tcfg.subtree_level = Some(dcfg.offload_level);
         tcfg.design = crate::nam::Design::Fine;
         tcfg.techniques = crate::techniques::Techniques::FG_PLUS;
-        let frames = (dcfg.cache_bytes / tcfg.node_bytes as u64).max(4) as usize;
+        let frames = (dcfg.cache_bytes / tcfg.node_bytes as u64).clamp(4, MAX_FRAMES) as usize;
         let css = (0..num_cs)
             .map(|id| DexCs {
                 id,

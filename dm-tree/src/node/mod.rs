@@ -130,18 +130,21 @@ impl Geometry {
         self.kp + 16
     }
 
-    /// Entries an unsorted leaf ([`crate::two_level`]) holds.
+    /// Entries an unsorted leaf ([`crate::two_level`]) holds (0 if the
+    /// header and fences alone overflow the node).
     pub fn unsorted_capacity(&self) -> usize {
-        (self.node_bytes - self.entries_off()) / self.slot_bytes()
+        self.node_bytes.saturating_sub(self.entries_off()) / self.slot_bytes()
     }
 
     fn entry_bytes(&self) -> usize {
         self.kp + 8
     }
 
-    /// Entries a sorted node (internal, or an FG+ leaf) holds.
+    /// Entries a sorted node (internal, or an FG+ leaf) holds (0 if the
+    /// header and fences alone overflow the node: a 64-byte node with
+    /// 32-byte keys, whose two fences need 96 bytes past the header).
     pub fn capacity(&self) -> usize {
-        (self.node_bytes - self.entries_off()) / self.entry_bytes()
+        self.node_bytes.saturating_sub(self.entries_off()) / self.entry_bytes()
     }
 }
 

@@ -16,20 +16,35 @@ pub struct LoopbackFabric {
 }
 
 impl LoopbackFabric {
-    /// Builds `cfg.num_ms` memory servers with zeroed regions.
+    /// Builds `cfg.num_ms` memory servers with zeroed regions. Panics if
+    /// the allocator refuses a region ([`LoopbackFabric::try_new`] returns
+    /// the reason instead).
     pub fn new(cfg: LoopbackConfig) -> Self {
-        let ms = (0..cfg.num_ms)
-            .map(|_| LbMs {
-                host: Words::zeroed(cfg.ms.region_bytes),
-                dev: Words::zeroed(cfg.ms.device_bytes),
-                alloc: Mutex::new(ChunkAllocator::new(&cfg.ms)),
-                rpc: RwLock::new(RpcRegistry::with_builtins()),
+        Self::try_new(cfg).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`LoopbackFabric::new`], or why not: a host or device region (bytes
+    /// of `cfg.ms`, per MS) that this process cannot allocate.
+    pub fn try_new(cfg: LoopbackConfig) -> Result<Self, String> {
+        let region = |bytes: u64, what: &str| {
+            Words::try_zeroed(bytes).ok_or_else(|| {
+                format!("loopback: cannot allocate a {what} of {bytes} bytes per MS")
             })
-            .collect();
+        };
+        let ms = (0..cfg.num_ms)
+            .map(|_| {
+                Ok(LbMs {
+                    host: region(cfg.ms.region_bytes, "host region")?,
+                    dev: region(cfg.ms.device_bytes, "device region")?,
+                    alloc: Mutex::new(ChunkAllocator::new(&cfg.ms)),
+                    rpc: RwLock::new(RpcRegistry::with_builtins()),
+                })
+            })
+            .collect::<Result<_, String>>()?;
         let t0 = Instant::now();
-        LoopbackFabric {
+        Ok(LoopbackFabric {
             s: Arc::new(Shared { cfg, ms, t0 }),
-        }
+        })
     }
 
     /// Bytes handed out by MS `ms`'s chunk allocator (superblock included);

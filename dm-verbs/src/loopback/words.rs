@@ -2,7 +2,7 @@
 //! WRITE copies over it (one atomic access per word, so racing copies tear at
 //! 8-byte granularity, as on real RDMA, and are never undefined behaviour).
 
-use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
@@ -24,20 +24,24 @@ unsafe impl Send for Words {}
 unsafe impl Sync for Words {}
 
 impl Words {
-    pub(super) fn zeroed(bytes: u64) -> Self {
-        let len = usize::try_from(bytes.div_ceil(8)).expect("region too large");
+    /// `bytes` of zeroed words, or `None` if the allocator refuses them
+    /// (or they do not fit the address space).
+    pub(super) fn try_zeroed(bytes: u64) -> Option<Self> {
+        let len = usize::try_from(bytes.div_ceil(8)).ok()?;
         if len == 0 {
-            return Words {
+            return Some(Words {
                 ptr: NonNull::dangling(),
                 len: 0,
-            };
+            });
         }
-        let layout = Layout::array::<AtomicU64>(len).expect("region too large");
+        let layout = Layout::array::<AtomicU64>(len).ok()?;
         // SAFETY: the layout has non-zero size. All-zero bytes are a valid
         // `AtomicU64` (value 0), so the memory is initialised as returned.
         let p = unsafe { alloc_zeroed(layout) } as *mut AtomicU64;
-        let ptr = NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout));
-        Words { ptr, len }
+        Some(Words {
+            ptr: NonNull::new(p)?,
+            len,
+        })
     }
 
     pub(super) fn as_slice(&self) -> &[AtomicU64] {

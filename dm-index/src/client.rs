@@ -102,6 +102,15 @@ impl Client {
     /// The core a request on `key` goes to (see the module docs).
     pub fn core_of(&self, key: &[u8]) -> Result<usize, Error> {
         let n = &self.inner;
+        // The width first: routing a malformed key by owner would send it
+        // to another process as `NotOwner`.
+        let w = n.inst.config().key_bytes;
+        if key.len() != w {
+            return Err(Error::KeyLength {
+                got: key.len(),
+                want: crate::KeyRule { min: w, max: w },
+            });
+        }
         let h = hash(key);
         match n.inst.owner(key) {
             Some(cs) if n.local_cs.contains(&cs) => {

@@ -108,8 +108,12 @@ impl ClusterBuilder {
     }
 
     /// Connects the fabric and starts the core threads. Errors:
-    /// `BadConfig` for zero compute servers or cores, CS ids past 65535,
-    /// or a fabric that cannot be reached.
+    /// `BadConfig` for zero compute servers or cores, CS ids past 65534,
+    /// more than [`MAX_CORES`] cores (OS threads; [`MAX_SIM_CORES`] on
+    /// sim), a lease whose heartbeat period is 0 or more than a third of
+    /// it, memory servers that cannot hold a chunk ([`check_ms`]), a
+    /// loopback region this process cannot allocate, or a fabric that
+    /// cannot be reached.
     pub fn build(self) -> Result<Cluster, Error> {
         let end = self.first_cs as u32 + self.cs as u32;
         if self.cs == 0 || self.cores_per_cs == 0 || end > u16::MAX as u32 {
@@ -117,6 +121,27 @@ impl ClusterBuilder {
                 "{} compute servers from {} with {} cores each",
                 self.cs, self.first_cs, self.cores_per_cs
             )));
+        }
+        let cores = self.cs as u64 * self.cores_per_cs as u64;
+        let max = match self.fabric {
+            FabricSpec::Sim(_) => MAX_SIM_CORES,
+            _ => MAX_CORES,
+        };
+        if cores > max {
+            return Err(Error::BadConfig(format!(
+                "{cores} cores ({} compute servers x {}): at most {max} in one process",
+                self.cs, self.cores_per_cs
+            )));
+        }
+        if let Some(l) = self.lease {
+            LeaseConfig::new(l.heartbeat_ns, l.lease_ns)
+                .map_err(|e| Error::BadConfig(format!("lease: {e}")))?;
+        }
+        match &self.fabric {
+            FabricSpec::Sim(c) => check_ms(c.num_ms, &c.ms)?,
+            FabricSpec::Loopback(c) => check_ms(c.num_ms, &c.ms)?,
+            #[cfg(feature = "rdma")]
+            FabricSpec::Rdma { .. } => {}
         }
         if self.lease.is_some() && matches!(self.fabric, FabricSpec::Sim(_)) {
             return Err(Error::BadConfig(
@@ -156,7 +181,7 @@ impl ClusterBuilder {
                 (rt, c.num_ms, c.ms, caps)
             }
             FabricSpec::Loopback(c) => {
-                let f = LoopbackFabric::new(c);
+                let f = LoopbackFabric::try_new(c).map_err(Error::BadConfig)?;
                 register_handlers(&f);
                 let caps = f.caps();
                 (
@@ -285,7 +310,13 @@ impl Cluster {
     /// Creates the index `name` (1..=32 bytes) with `cfg` and returns a
     /// client for it. Errors: `Catalog` if the name exists (use
     /// [`Cluster::open_index`]) or the catalog is full, `BadConfig` for a
-    /// configuration the fabric cannot take, a verb error.
+    /// configuration the fabric cannot take (checked before the name is
+    /// claimed: the name stays free), a verb error. A create that fails
+    /// after its claim (`OutOfMemory` while the root is built, a dead
+    /// memory server) leaves the name claimed and unusable until the
+    /// memory servers restart, or until a member of a cluster with a lease
+    /// takes the claim over once this process's membership lapsed
+    /// (`dm_runtime::catalog`: a slot never returns to empty).
     pub fn create_index(&self, name: &str, cfg: IndexConfig) -> Result<Client, Error> {
         match self.open_or_create(name, Some(cfg), true)? {
             (c, true) => Ok(c),
@@ -408,6 +439,36 @@ impl Cluster {
     }
 }
 
+/// Most core threads one process starts ([`ClusterBuilder::build`]).
+pub const MAX_CORES: u64 = 1024;
+/// Most simulated cores one sim cluster runs.
+pub const MAX_SIM_CORES: u64 = 16_384;
+
+/// `BadConfig` unless `num_ms` memory servers of `ms` can serve indexes:
+/// at least one, chunks of whole 8-byte words and at least 4 KiB (a node
+/// of any index fits one), and a region that holds the superblock and one
+/// chunk. Without these checks the first allocation failed as a verb on
+/// address 0.
+pub fn check_ms(num_ms: u16, ms: &dm_verbs::MsConfig) -> Result<(), Error> {
+    let sb = dm_verbs::ms::SUPERBLOCK_BYTES;
+    if num_ms == 0 {
+        return Err(Error::BadConfig("no memory servers (num_ms 0)".into()));
+    }
+    if ms.chunk_bytes < 4096 || !ms.chunk_bytes.is_multiple_of(8) {
+        return Err(Error::BadConfig(format!(
+            "chunk_bytes {}: at least 4096, a multiple of 8",
+            ms.chunk_bytes
+        )));
+    }
+    if ms.region_bytes < sb + ms.chunk_bytes {
+        return Err(Error::BadConfig(format!(
+            "region_bytes {} holds no chunk of {} bytes after the {sb}-byte superblock",
+            ms.region_bytes, ms.chunk_bytes
+        )));
+    }
+    Ok(())
+}
+
 /// On a core: looks `name` up in the catalog; if absent and `create`,
 /// claims it, creates the index's root there and publishes it. With the
 /// CS's membership `me` (a cluster with a lease), a claim of the name left
@@ -435,6 +496,19 @@ async fn open_on_core(
             return Ok((instance(cfg, &e)?, false));
         }
     };
+    // The configuration is checked before the claim: a create that fails
+    // after it leaves the name claimed (`dm_runtime::catalog`). The
+    // instance and this core's handle, on a placeholder root area, run
+    // every check that needs no verb.
+    let area = Root::Area(dm_verbs::ms::superblock::ROOT_AREAS);
+    Arc::new(Instance::new(
+        name,
+        cfg.clone(),
+        site.clone(),
+        area,
+        ncores,
+    )?)
+    .open(cs, core, 0)?;
     let tag = ((cs as u64) << 16 | core as u64) + 1;
     let made: std::cell::RefCell<Option<Arc<Instance>>> = Default::default();
     let (kind, bytes) = (cfg.descriptor(), cfg.root_bytes(&site));

@@ -30,7 +30,7 @@ pub struct IndexConfig {
     /// cache.
     pub cache_bytes: u64,
     /// SMART's read-delegation and write-combining table entries per CS
-    /// (§4.2; default 1024).
+    /// (§4.2; default 1024; 1 to [`MAX_RDWC_ENTRIES`]).
     pub rdwc_entries: usize,
     /// The NAM designs' partitions (default: one per MS, splitting the key
     /// space evenly; Ziegler et al. §3).
@@ -88,6 +88,10 @@ pub struct IndexConfig {
     /// Later entries for one CS win.
     pub cs_overrides: Vec<(u16, CsOverride)>,
 }
+
+/// Most read-delegation/write-combining entries per CS (a table of 2^20
+/// entries; SMART §4.2.1 finds 128 enough for 16 clients per CS).
+pub const MAX_RDWC_ENTRIES: usize = 1 << 20;
 
 /// What one compute server chooses differently from the index's
 /// configuration: each `Some` replaces the [`IndexConfig`] field of the
@@ -203,6 +207,15 @@ impl IndexConfig {
         self.kind
             .key_rule()
             .check_width(self.kind, self.key_bytes)?;
+        let entries = self.cs_overrides.iter().filter_map(|(_, o)| o.rdwc_entries);
+        if let Some(n) = entries
+            .chain([self.rdwc_entries])
+            .find(|n| !(1..=MAX_RDWC_ENTRIES).contains(n))
+        {
+            return Err(Error::BadConfig(format!(
+                "rdwc_entries {n}: 1 to {MAX_RDWC_ENTRIES}"
+            )));
+        }
         if self.kind == IndexKind::Dolphin && self.node_bytes < 64 {
             return Err(Error::BadConfig(format!(
                 "dolphin leaves of {} bytes: at least 64",
@@ -266,6 +279,14 @@ impl IndexConfig {
     /// The family's configuration for `site`, its root words at `root`.
     pub(crate) fn resolve(&self, site: &Site, root: Root) -> Result<Plan, Error> {
         self.validate()?;
+        if self.node_bytes as u64 > site.chunk_bytes.min(u32::MAX as u64) {
+            // A node lies in one chunk, and the catalog's descriptor keeps
+            // 32 bits of its size.
+            return Err(Error::BadConfig(format!(
+                "node_bytes {} exceeds the memory servers' chunks of {} bytes",
+                self.node_bytes, site.chunk_bytes
+            )));
+        }
         let place_t = |c: TreeConfig| match root {
             Root::Area(off) => c.in_root_area(off),
             Root::HandBuilt => c,

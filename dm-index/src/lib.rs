@@ -63,8 +63,11 @@ mod membership;
 pub mod stats;
 
 pub use client::{Client, Entries};
-pub use cluster::{register_handlers, Cluster, ClusterBuilder, ClusterStats, FabricSpec};
-pub use config::{CsOverride, IndexConfig, Root, Site};
+pub use cluster::{
+    check_ms, register_handlers, Cluster, ClusterBuilder, ClusterStats, FabricSpec, MAX_CORES,
+    MAX_SIM_CORES,
+};
+pub use config::{CsOverride, IndexConfig, Root, Site, MAX_RDWC_ENTRIES};
 pub use dm_runtime::lock::LeaseConfig;
 pub use dm_runtime::service::ServiceConfig;
 pub use dm_runtime::ScanBuf;

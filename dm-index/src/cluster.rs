@@ -351,10 +351,16 @@ impl Cluster {
         {
             if let Some(c) = &cfg {
                 if c.descriptor() != inst.config().descriptor() {
+                    let have = inst.config();
                     return Err(Error::Catalog(format!(
-                        "index {name:?} is a {} with {}-byte keys",
-                        inst.config().kind,
-                        inst.config().key_bytes
+                        "index {name:?} is a {} with {}-byte keys and {}-byte nodes, not a {} \
+                         with {}-byte keys and {}-byte nodes",
+                        have.kind,
+                        have.key_bytes,
+                        have.node_bytes,
+                        c.kind,
+                        c.key_bytes,
+                        c.node_bytes
                     )));
                 }
             }

@@ -57,6 +57,13 @@ fn nodes_too_small_for_their_fences_are_refused_and_the_name_stays_free() {
         .unwrap();
     ix.insert_blocking(&7u64.to_be_bytes(), 1).unwrap();
     assert_eq!(ix.get_blocking(&7u64.to_be_bytes()).unwrap(), Some(1));
+    // Opened with another node size: the message names the sizes.
+    let other = IndexConfig::new(IndexKind::Fg).with_node_bytes(512);
+    match c.open_or_create_index("n", other) {
+        Err(Error::Catalog(m)) => assert!(m.contains("1024-byte nodes, not a fg"), "{m}"),
+        Err(e) => panic!("{e:?}"),
+        Ok(_) => panic!("opened with another node size"),
+    }
 }
 
 /// SMART's table of usize::MAX entries overflowed its allocation; DEX's

@@ -235,6 +235,13 @@ fn bad_names_are_errors() {
                 Err(CatalogError::BadName(bad.to_string()))
             );
         }
+        // A name of a megabyte is shown by its first 64 characters.
+        let huge = "y".repeat(1 << 20);
+        let shown = format!("{}... (1048576 bytes)", "y".repeat(64));
+        assert_eq!(
+            catalog::lookup(&huge).await,
+            Err(CatalogError::BadName(shown))
+        );
         // 32 bytes is the longest name.
         let cl = catalog::claim(&"é".repeat(16), 0, 16, 1).await.unwrap();
         let e = catalog::publish(cl).await.unwrap();

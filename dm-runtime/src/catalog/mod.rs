@@ -264,7 +264,12 @@ fn word_state(w: u64) -> u64 {
 
 fn check_name(name: &str) -> Result<u32, CatalogError> {
     if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
-        return Err(CatalogError::BadName(name.to_string()));
+        // At most the first 64 characters of a long name, and its length.
+        let shown = match name.char_indices().nth(64) {
+            Some((end, _)) => format!("{}... ({} bytes)", &name[..end], name.len()),
+            None => name.to_string(),
+        };
+        return Err(CatalogError::BadName(shown));
     }
     Ok(hash(name))
 }

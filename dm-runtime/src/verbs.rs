@@ -377,6 +377,19 @@ pub struct Verbed<T> {
     _out: PhantomData<fn() -> T>,
 }
 
+impl<T> Verbed<T> {
+    /// The same verb with its result dropped (success or the error), so
+    /// verbs of several result types go in one collection and complete
+    /// together (`NodeLocks::release`'s WRITEs and unlock).
+    #[inline(always)]
+    pub fn discard(self) -> Verbed<()> {
+        Verbed {
+            inner: self.inner,
+            _out: PhantomData,
+        }
+    }
+}
+
 impl<T: VerbResult> Future for Verbed<T> {
     type Output = Result<T, VerbError>;
 

@@ -62,15 +62,13 @@ impl NodeLocks {
             g => g,
         };
         if combine {
-            // The WRITEs, then the unlock, in one doorbell. Pinned where it
-            // is made and awaited through the pin: the joined future is
-            // large, and moving it into `while_releasing` was a `memcpy`
-            // of about 75 instructions per Sherman update (callgrind,
-            // issue 32).
-            let both = std::pin::pin!(async {
-                futures::try_join!(self.post_writes(near, true), self.unlock_word(word))
-            });
-            while_releasing(cs, both).await?;
+            // The WRITEs, then the unlock, in one doorbell: one collection
+            // of verbs posted in order at its first poll, no join of two
+            // futures (issue 32: callgrind counted the join's layers on
+            // every wake of a Sherman update).
+            let mut all: Verbs = near.into_iter().map(|(a, d)| write(a, d)).collect();
+            all.push(self.unlock_verb(word));
+            while_releasing(cs, all_ok(all)).await?;
         } else {
             self.post_writes(near, false).await?;
             while_releasing(cs, self.unlock_word(word)).await?;
@@ -114,30 +112,34 @@ impl NodeLocks {
     }
 
     async fn unlock_word(&self, w: LockWord) -> Result<(), LockError> {
+        Ok(self.unlock_verb(w).await?)
+    }
+
+    /// The verb that frees lock word `w`, its result dropped.
+    fn unlock_verb(&self, w: LockWord) -> Verbed<()> {
         match w {
+            LockWord::Word(a) if self.t.unlock_faa => {
+                // The word holds our tag: adding its negation leaves 0.
+                faa(a, self.tag.wrapping_neg()).discard()
+            }
             LockWord::Word(a) => {
-                if self.t.unlock_faa {
-                    // The word holds our tag: adding its negation leaves 0.
-                    faa(a, self.tag.wrapping_neg()).await?;
-                } else {
-                    let mut zero = dm_verbs::buf::take(8);
-                    zero.extend_from_slice(&[0; 8]);
-                    write(a, zero).await?;
-                }
+                let mut zero = dm_verbs::buf::take(8);
+                zero.extend_from_slice(&[0; 8]);
+                write(a, zero)
             }
             LockWord::Lane { word, shift } => {
                 let m = 0xffffu64 << shift;
-                masked_cas(word, self.lane_id() << shift, 0, m, m).await?;
+                masked_cas(word, self.lane_id() << shift, 0, m, m).discard()
             }
         }
-        Ok(())
     }
 }
 
 /// A release's WRITEs, inline for the usual one or two (no allocation).
 type Writes = SmallVec<[(GlobalAddr, Vec<u8>); 2]>;
-/// WRITE futures polled together (posted in order at their first poll).
-type Verbs = SmallVec<[Verbed<()>; 2]>;
+/// Verbs polled together (posted in order at their first poll): a
+/// release's WRITEs and its unlock, inline for up to three.
+type Verbs = SmallVec<[Verbed<()>; 3]>;
 
 /// Completes when every verb of `fs` has (the first error at once, as
 /// `try_join_all`, which allocated a `Vec` of futures per call): all are

@@ -311,12 +311,12 @@ impl Cluster {
     /// client for it. Errors: `Catalog` if the name exists (use
     /// [`Cluster::open_index`]) or the catalog is full, `BadConfig` for a
     /// configuration the fabric cannot take (checked before the name is
-    /// claimed: the name stays free), a verb error. A create that fails
-    /// after its claim (`OutOfMemory` while the root is built, a dead
-    /// memory server) leaves the name claimed and unusable until the
-    /// memory servers restart, or until a member of a cluster with a lease
-    /// takes the claim over once this process's membership lapsed
-    /// (`dm_runtime::catalog`: a slot never returns to empty).
+    /// claimed), a verb error. A create that fails after its claim
+    /// (`OutOfMemory` while the root is built) abandons the claim, and the
+    /// next create of the name claims it again (`dm_runtime::catalog::
+    /// abandon`; the failed create's root-area bytes stay unused). A
+    /// process that dies between claim and publish leaves the name busy
+    /// until a member of a cluster with a lease takes the claim over.
     pub fn create_index(&self, name: &str, cfg: IndexConfig) -> Result<Client, Error> {
         match self.open_or_create(name, Some(cfg), true)? {
             (c, true) => Ok(c),

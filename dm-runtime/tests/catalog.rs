@@ -281,6 +281,37 @@ fn open_or_create_checks_the_kind() {
     .unwrap();
 }
 
+/// A create that fails abandons its claim: the next creator of the name
+/// claims the slot again at once (no `BUSY_RETRIES` wait), in its own root
+/// area, and publishes; a lookup meanwhile finds nothing.
+#[test]
+fn a_failed_create_abandons_its_claim_to_the_next_creator() {
+    let mut r = rt(small_cfg());
+    let c = r.add_core(0, 0);
+    let (first, second, reads) = r
+        .block_on(c, async move {
+            let fail = |e: Entry| async move { Err::<(), _>(CatalogError::Busy(e.name)) };
+            let err = catalog::open_or_create("users", 1, 16, 1, fail).await;
+            let first = catalog::claim("other", 1, 16, 1).await.unwrap().entry;
+            assert_eq!(catalog::lookup("users").await, Ok(None));
+            let before = dm_runtime::task_stats().read;
+            let ok = |_e: Entry| async { Ok::<(), CatalogError>(()) };
+            let (e, made) = catalog::open_or_create("users", 1, 16, 2, ok)
+                .await
+                .unwrap();
+            assert!(made && err.is_err());
+            let reads = dm_runtime::task_stats().read - before;
+            assert_eq!(catalog::lookup("users").await, Ok(Some(e.clone())));
+            (first, e, reads)
+        })
+        .unwrap();
+    // The abandoned slot is "users"'s again, with a fresh root area.
+    assert_ne!(second.slot, first.slot);
+    assert_eq!(second.tag, 2);
+    assert!(second.root_off > first.root_off, "{second:?} {first:?}");
+    assert!(reads < 10, "{reads} READs: no busy wait");
+}
+
 /// A claim never published (its creator died): another creator of the name
 /// gives up after `BUSY_RETRIES` READs; other names are unaffected.
 #[test]

@@ -20,7 +20,7 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 8 | state word: bits 0..8 state (0 empty, 1 claimed, 2 ready), bits 32..64 FNV-1a hash of the name |
+//! | 0 | 8 | state word: bits 0..8 state (0 empty, 1 claimed, 2 ready, 3 abandoned), bits 32..64 FNV-1a hash of the name |
 //! | 8 | 32 | name: 1..=32 bytes of UTF-8 without NUL, zero padded |
 //! | 40 | 8 | kind descriptor (the caller's: index family, key width, ...; checked on open) |
 //! | 48 | 4 | root-area superblock offset (u32) |
@@ -30,8 +30,10 @@
 //! ## Protocol
 //!
 //! A state word only moves forward, empty -> claimed -> ready (a claim
-//! may pass to another claimer: `takeover`); nothing clears it (removing
-//! a name is future work). Creating `name` with hash `h`:
+//! may pass to another claimer: `takeover`; a creator whose create failed
+//! marks its claim abandoned, and the next creator of the same name claims
+//! it again: [`abandon`]); nothing clears it (removing a name is future
+//! work). Creating `name` with hash `h`:
 //!
 //! 1. **Root area**: one FAA of the wanted bytes (rounded up to 8) on the
 //!    bump word. If that overruns the range the bytes are given back (FAA
@@ -41,7 +43,9 @@
 //!    one name walk the same sequence. At each slot, CAS `0 -> h << 32 |
 //!    CLAIMED`. On failure the old word says who holds it: another hash ->
 //!    next slot (a member's claim word also names it in bits 8..24:
-//!    `takeover`); the same hash -> re-READ the word (yielding between tries,
+//!    `takeover`); the same hash, abandoned -> READ the entry: the same
+//!    name -> CAS the abandoned word to this claim (as if the slot were
+//!    empty), else next slot; the same hash -> re-READ the word (yielding between tries,
 //!    at most [`BUSY_RETRIES`] times, else [`CatalogError::Busy`]) until it
 //!    is READY, then READ the entry and compare names: the same ->
 //!    [`CatalogError::AlreadyExists`], else next slot. 14 slots held by
@@ -71,7 +75,15 @@
 //! it emptied, would both create `a`. Allocating first costs the area's
 //! bytes on a lost race when another allocation came after it.
 //!
-//! **A creator that dies** (or drops its [`Claim`], or whose create fails)
+//! **A creator whose create fails** calls [`abandon`]: one CAS of its
+//! claim word to the abandoned word of the same hash. The entry's name
+//! was written before the create began, so a creator that READs the
+//! abandoned word and then the entry sees the name, and only a creator of
+//! that name claims the slot again (one CAS; it writes its own entry body
+//! and zeroes a root area of its own, the abandoned one's bytes stay
+//! unused). The slot never returns to empty, so the argument above holds.
+//!
+//! **A creator that dies** (or drops its [`Claim`])
 //! between claim and publish leaves the slot claimed: its name, and any
 //! name whose hash collides with it, is [`CatalogError::Busy`] for
 //! creators that are not members. A creator that is a member of the
@@ -104,6 +116,7 @@ pub const BUSY_RETRIES: u32 = 1_000_000;
 
 const CLAIMED: u64 = 1;
 const READY: u64 = 2;
+const ABANDONED: u64 = 3;
 
 /// A named root: where an index's root words live and what index it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -391,8 +404,8 @@ enum Held {
     /// The word read empty (not a state the protocol produces; taken as a
     /// slot to CAS again).
     Empty,
-    /// Its claimer was dead and this creator took the claim over
-    /// ([`takeover`]).
+    /// Its claimer was dead, or abandoned it, and this creator took the
+    /// claim over ([`takeover`], [`abandon`]).
     Taken,
 }
 
@@ -403,7 +416,8 @@ async fn holder(
     name: &str,
     h: u32,
     mut w: u64,
-    me: Option<(&Member, u64)>,
+    mine: u64,
+    me: Option<&Member>,
 ) -> Result<Held, CatalogError> {
     let mut watch = takeover::Watch::new();
     for _ in 0..BUSY_RETRIES {
@@ -413,6 +427,19 @@ async fn holder(
         if word_hash(w) != h {
             return Ok(Held::Other);
         }
+        if word_state(w) == ABANDONED {
+            // Issued after the word read abandoned: sees the name its
+            // creator wrote before its create began.
+            if read_entry(slot).await?.name != name {
+                return Ok(Held::Other);
+            }
+            let old = cas(place::entry(slot), w, mine).await?;
+            if old == w {
+                return Ok(Held::Taken);
+            }
+            w = old;
+            continue;
+        }
         if word_state(w) == READY {
             let e = read_entry(slot).await?;
             return Ok(if e.name == name {
@@ -421,7 +448,7 @@ async fn holder(
                 Held::Other
             });
         }
-        if let Some((m, mine)) = me {
+        if let Some(m) = me {
             match watch.take_if_dead(m, slot, w, mine).await? {
                 Ok(()) => return Ok(Held::Taken),
                 Err(now) if now != w => {
@@ -446,7 +473,7 @@ async fn take_slot(name: &str, h: u32, mine: u64, me: Option<&Member>) -> Result
             if w == 0 {
                 return Ok(slot);
             }
-            match holder(slot, name, h, w, me.map(|m| (m, mine))).await? {
+            match holder(slot, name, h, w, mine, me).await? {
                 Held::Other => break,
                 Held::Mine(e) => return Err(CatalogError::AlreadyExists(e)),
                 Held::Empty => continue,
@@ -528,6 +555,18 @@ pub async fn publish(claim: Claim) -> Result<Entry, CatalogError> {
     }
     write(place::entry(e.slot), w.to_le_bytes().to_vec()).await?;
     Ok(e)
+}
+
+/// Gives up `claim` after its index's create failed: one CAS of its
+/// claim word to the abandoned word of its name's hash, so the next
+/// creator of the name claims the slot again instead of finding it busy
+/// (module docs). Nothing happens if the claim was taken over meanwhile
+/// (presumed dead: `takeover`). Errors: the CAS's verb error (the slot
+/// then stays claimed).
+pub async fn abandon(claim: Claim) -> Result<(), CatalogError> {
+    let w = state_word(word_hash(claim.word), ABANDONED);
+    cas(place::entry(claim.entry.slot), claim.word, w).await?;
+    Ok(())
 }
 
 #[cfg(test)]

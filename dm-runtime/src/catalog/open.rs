@@ -2,7 +2,7 @@
 //! [`lookup`], [`claim_as`] and [`publish`] in the order a service's
 //! start-up needs them.
 
-use super::{claim_as, lookup, publish, CatalogError, Entry};
+use super::{abandon, claim_as, lookup, publish, CatalogError, Entry};
 use crate::lock::Member;
 use std::future::Future;
 
@@ -25,7 +25,12 @@ where
     }
     match claim_as(name, kind, root_bytes, tag, me).await {
         Ok(c) => {
-            create(c.entry.clone()).await?;
+            if let Err(e) = create(c.entry.clone()).await {
+                // The next creator of the name claims it again; if the
+                // CAS fails the name stays busy, as before abandoning.
+                let _ = abandon(c).await;
+                return Err(e);
+            }
             Ok((publish(c).await?, true))
         }
         Err(CatalogError::AlreadyExists(e)) => Ok((check_kind(e, kind)?, false)),
@@ -49,8 +54,8 @@ fn check_kind(e: Entry, kind: u64) -> Result<Entry, CatalogError> {
 /// entry's root area) and [`publish`] it. A creator that lost the race
 /// gets the winner's entry. The bool is true when this call created it.
 /// Errors: the name exists with another kind ([`CatalogError::KindMismatch`]),
-/// the errors of [`claim`](super::claim), and `create`'s (the name then stays busy:
-/// module docs).
+/// the errors of [`claim`](super::claim), and `create`'s (the claim is then
+/// [`abandon`]ed: the next creator of the name claims it again).
 pub async fn open_or_create<F, Fut, E>(
     name: &str,
     kind: u64,

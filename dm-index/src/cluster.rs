@@ -150,10 +150,7 @@ impl ClusterBuilder {
                     .into(),
             ));
         }
-        if let Some(w) = self
-            .lease
-            .and_then(|l| l.oversubscribed(self.cs as usize * self.cores_per_cs as usize))
-        {
+        if let Some(w) = self.lease.and_then(|l| l.oversubscribed(cores as usize)) {
             tracing::warn!("{w}");
         }
         let total = self.total_cs.unwrap_or(end as u16);

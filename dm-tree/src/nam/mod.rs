@@ -143,6 +143,15 @@ impl NamConfig {
     /// One partition per weight, each taking that share of the key-prefix
     /// space (Ziegler §6's skewed placement is `&[80, 12, 5, 3]`).
     pub fn weighted(weights: &[u32]) -> Self {
+        Self::split(weights, |acc, total| {
+            ((acc << 64) / total).min(u64::MAX as u128) as u64
+        })
+    }
+
+    /// One partition per weight (at most [`MAX_PARTITIONS`]), partition
+    /// `i + 1` starting at `at(acc, total)`: `acc` the weights of
+    /// partitions `0..=i`, `total` all of them (at least 1).
+    fn split(weights: &[u32], at: impl Fn(u128, u128) -> u64) -> Self {
         let mut c = NamConfig {
             parts: weights.len().clamp(1, MAX_PARTITIONS) as u16,
             ..Default::default()
@@ -151,7 +160,7 @@ impl NamConfig {
         let mut acc = 0u128;
         for (i, w) in weights.iter().take(c.parts as usize - 1).enumerate() {
             acc += *w as u128;
-            c.splits[i] = ((acc << 64) / total).min(u64::MAX as u128) as u64;
+            c.splits[i] = at(acc, total);
         }
         c
     }
@@ -176,18 +185,12 @@ impl NamConfig {
         if sorted.is_empty() {
             return Self::weighted(weights);
         }
-        let mut c = NamConfig {
-            parts: weights.len().clamp(1, MAX_PARTITIONS) as u16,
-            ..Default::default()
-        };
-        let total: u128 = weights.iter().map(|&w| w as u128).sum::<u128>().max(1);
-        let mut acc = 0u128;
-        for (i, w) in weights.iter().take(c.parts as usize - 1).enumerate() {
-            acc += *w as u128;
-            let at = (acc * sorted.len() as u128 / total) as usize;
-            c.splits[i] = sorted.get(at).map_or(u64::MAX, |k| prefix(k));
-        }
-        c
+        let n = sorted.len() as u128;
+        Self::split(weights, |acc, total| {
+            sorted
+                .get((acc * n / total) as usize)
+                .map_or(u64::MAX, |k| prefix(k))
+        })
     }
 
     /// Superblock bytes the headers take from `header_off` on each of

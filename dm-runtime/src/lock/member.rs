@@ -107,10 +107,8 @@ impl LeaseConfig {
     /// OS leaves a runnable thread, the heartbeat's included, waiting for
     /// several of its time slices (milliseconds each): a live CS can then
     /// miss a lease, and waiters take over locks whose holder is still
-    /// writing (module docs: the lease bounds a live CS's stalls). Seen on
-    /// a 2-CPU VM with 8 core threads on loopback: with a 1 ms lease a live
-    /// CS's locks were taken over and updates lost; with 10 ms, one
-    /// takeover of a live holder in six runs (docs/architecture.md).
+    /// writing (module docs: the lease bounds a live CS's stalls; what it
+    /// did on a 2-CPU VM: docs/experiments/recovery.md).
     pub fn oversubscribed(&self, busy_threads: usize) -> Option<String> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         (busy_threads > cpus).then(|| {

@@ -329,7 +329,8 @@ impl Cluster {
     }
 
     /// Opens `name`, creating it with `cfg` if no process has; `Catalog`
-    /// error if it exists with another kind, key width or node size.
+    /// error if it exists with another kind, key width or node size (the
+    /// radix family has none: [`IndexConfig::descriptor`]).
     pub fn open_or_create_index(&self, name: &str, cfg: IndexConfig) -> Result<Client, Error> {
         Ok(self.open_or_create(name, Some(cfg), true)?.0)
     }
@@ -348,16 +349,10 @@ impl Cluster {
         {
             if let Some(c) = &cfg {
                 if c.descriptor() != inst.config().descriptor() {
-                    let have = inst.config();
                     return Err(Error::Catalog(format!(
-                        "index {name:?} is a {} with {}-byte keys and {}-byte nodes, not a {} \
-                         with {}-byte keys and {}-byte nodes",
-                        have.kind,
-                        have.key_bytes,
-                        have.node_bytes,
-                        c.kind,
-                        c.key_bytes,
-                        c.node_bytes
+                        "index {name:?} is {}, not {}",
+                        inst.config().describe(),
+                        c.describe()
                     )));
                 }
             }

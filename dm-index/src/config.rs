@@ -22,7 +22,8 @@ pub struct IndexConfig {
     /// `u64::to_be_bytes`). [`IndexKind::key_rule`] gives the allowed range.
     pub key_bytes: usize,
     /// Node bytes of the B+trees and DEX, leaf bytes of Dolphin (default
-    /// 1024, Sherman §5.1). Ignored by the radix family.
+    /// 1024, Sherman §5.1). Ignored by the radix family, whose catalog
+    /// entries do not record it ([`IndexConfig::descriptor`]).
     pub node_bytes: usize,
     /// Index cache per compute server, bytes (default 64 MiB): Sherman's and
     /// FG+'s cache of leaf parents and top levels (Sherman §4.1), SMART's
@@ -227,22 +228,46 @@ impl IndexConfig {
 
     /// The catalog's kind descriptor: `kind code << 48 | key_bytes << 32 |
     /// node_bytes` (what a second process must agree on to open the index).
+    /// The radix family has no node size (SMART's nodes are sized by their
+    /// type, §4.1), so its descriptor records 0 there, and two processes
+    /// that set different (ignored) `node_bytes` open the same index.
     pub fn descriptor(&self) -> u64 {
         (self.kind.code() as u64) << 48
             | (self.key_bytes as u64 & 0xffff) << 32
-            | self.node_bytes as u64 & 0xffff_ffff
+            | self.recorded_node_bytes() as u64 & 0xffff_ffff
+    }
+
+    /// `node_bytes` where the kind uses it, else 0 ([`IndexConfig::descriptor`]).
+    fn recorded_node_bytes(&self) -> usize {
+        match self.kind.family() {
+            Family::Radix => 0,
+            _ => self.node_bytes,
+        }
     }
 
     /// The configuration a descriptor records, with local choices (cache
-    /// size, table sizes) at their defaults.
+    /// size, table sizes) at their defaults (and the radix family's
+    /// unused `node_bytes` at its default).
     pub fn from_descriptor(d: u64) -> Result<IndexConfig, Error> {
         let kind = IndexKind::from_code((d >> 48) as u8)
             .ok_or_else(|| Error::Catalog(format!("unknown index kind in descriptor {d:#x}")))?;
-        let cfg = IndexConfig::new(kind)
-            .with_key_bytes((d >> 32 & 0xffff) as usize)
-            .with_node_bytes((d & 0xffff_ffff) as usize);
+        let mut cfg = IndexConfig::new(kind).with_key_bytes((d >> 32 & 0xffff) as usize);
+        if kind.family() != Family::Radix {
+            cfg = cfg.with_node_bytes((d & 0xffff_ffff) as usize);
+        }
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// What the catalog records of this configuration, in words: "a
+    /// Sherman with 8-byte keys and 1024-byte nodes" (no node size for the
+    /// radix family).
+    pub fn describe(&self) -> String {
+        let mut s = format!("a {} with {}-byte keys", self.kind, self.key_bytes);
+        if self.kind.family() != Family::Radix {
+            s += &format!(" and {}-byte nodes", self.node_bytes);
+        }
+        s
     }
 
     /// Root-area bytes the index keeps in the superblock (the same offset
@@ -416,8 +441,45 @@ mod tests {
             let w = k.key_rule().max.min(16);
             let c = IndexConfig::new(k).with_key_bytes(w).with_node_bytes(512);
             let back = IndexConfig::from_descriptor(c.descriptor()).unwrap();
-            assert_eq!((back.kind, back.key_bytes, back.node_bytes), (k, w, 512));
+            let nodes = match k.family() {
+                Family::Radix => IndexConfig::new(k).node_bytes,
+                _ => 512,
+            };
+            assert_eq!((back.kind, back.key_bytes, back.node_bytes), (k, w, nodes));
         }
+    }
+
+    #[test]
+    fn the_radix_familys_ignored_node_size_is_not_recorded() {
+        for k in IndexKind::ALL {
+            let a = IndexConfig::new(k).with_node_bytes(512);
+            let b = IndexConfig::new(k).with_node_bytes(2048);
+            let radix = k.family() == Family::Radix;
+            assert_eq!(a.descriptor() == b.descriptor(), radix, "{k}");
+            assert_eq!(a.describe().contains("nodes"), !radix, "{k}");
+        }
+    }
+
+    /// Another process's index of another kind is named in words.
+    #[test]
+    fn a_kind_mismatch_across_processes_reads_in_words() {
+        let e = Error::from(dm_runtime::catalog::CatalogError::KindMismatch {
+            name: "users".into(),
+            want: IndexConfig::new(IndexKind::Smart).descriptor(),
+            found: IndexConfig::new(IndexKind::Sherman).descriptor(),
+        });
+        let want = "catalog name \"users\" is a sherman with 8-byte keys and 1024-byte nodes, \
+                    not a smart with 8-byte keys";
+        assert!(matches!(&e, Error::Catalog(m) if m == want), "{e:?}");
+        let odd = Error::from(dm_runtime::catalog::CatalogError::KindMismatch {
+            name: "x".into(),
+            want: 0xff << 48,
+            found: IndexConfig::new(IndexKind::Fg).descriptor(),
+        });
+        assert!(
+            matches!(&odd, Error::Catalog(m) if m.ends_with("not an index of kind 0xff000000000000")),
+            "{odd:?}"
+        );
     }
 
     #[test]

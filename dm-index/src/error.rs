@@ -135,8 +135,21 @@ impl From<dm_runtime::lock::LockError> for Error {
 
 impl From<dm_runtime::catalog::CatalogError> for Error {
     fn from(e: dm_runtime::catalog::CatalogError) -> Self {
+        use dm_runtime::catalog::CatalogError as C;
         match e {
-            dm_runtime::catalog::CatalogError::Verb(v) => v.into(),
+            C::Verb(v) => v.into(),
+            // The descriptors in words where they decode (`IndexConfig::describe`).
+            C::KindMismatch { name, want, found } => {
+                let words = |d: u64| match crate::IndexConfig::from_descriptor(d) {
+                    Ok(c) => c.describe(),
+                    Err(_) => format!("an index of kind {d:#x}"),
+                };
+                Error::Catalog(format!(
+                    "catalog name {name:?} is {}, not {}",
+                    words(found),
+                    words(want)
+                ))
+            }
             e => Error::Catalog(e.to_string()),
         }
     }

@@ -64,6 +64,15 @@ fn nodes_too_small_for_their_fences_are_refused_and_the_name_stays_free() {
         Err(e) => panic!("{e:?}"),
         Ok(_) => panic!("opened with another node size"),
     }
+    // The radix family ignores node_bytes, so it is no part of the name's
+    // kind: another value opens the same SMART index.
+    let smart = IndexConfig::new(IndexKind::Smart);
+    let ix = c.create_index("s", smart.clone()).unwrap();
+    ix.insert_blocking(&7u64.to_be_bytes(), 2).unwrap();
+    let again = c
+        .open_or_create_index("s", smart.with_node_bytes(512))
+        .unwrap();
+    assert_eq!(again.get_blocking(&7u64.to_be_bytes()).unwrap(), Some(2));
 }
 
 /// SMART's table of usize::MAX entries overflowed its allocation; DEX's

@@ -81,8 +81,9 @@ impl SmartTree {
     /// [`SmartTree::read_leaf`]). With RCU leaves (the ART baseline,
     /// `baseline`) a cached word may name a replaced leaf, so its slot is
     /// READ in the same round: `None` (cursor fresh, the cache entry
-    /// patched with the new word) if the slot has moved on; else the leaf
-    /// was current at that READ.
+    /// patched with the new word, or dropped under
+    /// [`crate::ArtCache::with_stale_hints_dropped`]) if the slot has moved
+    /// on; else the leaf was current at that READ.
     pub(crate) async fn read_current_leaf(
         &self,
         c: &mut Cursor,
@@ -95,7 +96,12 @@ impl SmartTree {
         let w = w?;
         let same = w == c.word;
         if let (false, Some(k), Some(h)) = (same, &self.cache, hit) {
-            k.patch(path, h, c.slot_a, c.word, w);
+            match k.drops_stale_hints() {
+                // The artifact's `search`: an invalid cached leaf drops
+                // the whole cached node (issue 34, smart-fig22a's ART).
+                true => k.invalidate(path, h),
+                false => k.patch(path, h, c.slot_a, c.word, w),
+            }
         }
         c.fresh(w);
         Ok(same.then_some(l?.0))

@@ -180,7 +180,10 @@ impl ArtCache {
     /// (`read_node`'s `!type_correct` with `from_cache` in the artifact's
     /// `Tree::insert` and `search`), and a type switch leaves this CS's
     /// copy of the parent slot as it was. The default refreshes the word
-    /// instead ([`crate::SmartTree`]'s `refresh_type_hint`). Off by
+    /// instead ([`crate::SmartTree`]'s `refresh_type_hint`). Under RCU
+    /// leaves (the ART rungs) a cached leaf address found replaced drops
+    /// its entry too, as the artifact's `search` does on an invalid leaf,
+    /// where the default patches the word ([`ArtCache::patch`]). Off by
     /// default; kept to measure the Dolphin paper's LOAD claim, whose
     /// SMART "invalidates a cached internal node" per insert (issue 34).
     pub fn with_stale_hints_dropped(mut self, on: bool) -> Self {

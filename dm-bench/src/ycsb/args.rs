@@ -218,7 +218,9 @@ pub struct Args {
     /// Radix family: the ART cache drops an entry whose node type hint
     /// proves stale, as the SMART artifact does (its `Tree::insert` and
     /// `search` invalidate a cached node whose READ found another type),
-    /// instead of refreshing the hint in place (the default). For the
+    /// instead of refreshing the hint in place (the default); under the
+    /// ART rungs' RCU leaves also an entry whose leaf address proves
+    /// replaced (the artifact's `search` on an invalid leaf). For the
     /// Dolphin paper's LOAD claim (issue 34), whose SMART "invalidates a
     /// cached internal node" per insert
     #[arg(long)]

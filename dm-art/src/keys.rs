@@ -90,6 +90,29 @@ impl KeyCodec {
         Ok(p)
     }
 
+    /// [`KeyCodec::path`] without a copy where the path is the key itself
+    /// (fixed-width keys): `key`, checked, else the path made in `buf`
+    /// (issue 32: a warm get's path was a copy into a `Path` and a move of
+    /// it).
+    pub fn path_in<'k>(
+        &self,
+        key: &'k [u8],
+        buf: &'k mut Path,
+    ) -> Result<&'k [u8], KeyLengthError> {
+        if self.variable {
+            *buf = self.path(key)?;
+            return Ok(buf);
+        }
+        if key.len() != self.max_key {
+            return Err(KeyLengthError {
+                got: key.len(),
+                max: self.max_key,
+                variable: false,
+            });
+        }
+        Ok(key)
+    }
+
     /// The key of a path made by [`KeyCodec::path`].
     pub fn key(&self, path: &[u8]) -> Vec<u8> {
         if self.variable {
@@ -118,6 +141,13 @@ mod tests {
         let f = KeyCodec::fixed(8);
         assert!(f.path(&[0; 7]).is_err());
         assert_eq!(f.path(&[7; 8]).unwrap().to_vec(), vec![7; 8]);
+        let mut buf = Path::new();
+        assert_eq!(f.path_in(&[7; 8], &mut buf).unwrap(), &[7; 8]);
+        assert!(f.path_in(&[7; 9], &mut buf).is_err());
+        let v = KeyCodec::variable(6);
+        let want = v.path(b"ab").unwrap();
+        assert_eq!(v.path_in(b"ab", &mut buf).unwrap(), &want[..]);
+        assert!(v.path_in(b"abcdefg", &mut buf).is_err());
     }
 
     proptest! {

@@ -145,12 +145,13 @@ impl SmartTree {
     /// a same-key search of another core of this CS that started after this
     /// one was invoked.
     pub async fn get(&self, key: &[u8]) -> ReadResult {
-        let path = self.path(key)?;
+        let mut buf = crate::keys::Path::new();
+        let path = self.cfg.keys.path_in(key, &mut buf)?;
         let Some(t) = &self.rdwc else {
-            return self.get_remote(key, &path).await;
+            return self.get_remote(key, path).await;
         };
         let lead = match t.join_read(key) {
-            Join::Alone => return self.get_remote(key, &path).await,
+            Join::Alone => return self.get_remote(key, path).await,
             Join::Lead(l) => l,
             Join::Follow(w) => match w.wait().await {
                 Ok(r) => return r,
@@ -163,7 +164,7 @@ impl SmartTree {
             yield_now().await;
         }
         lead.start_read();
-        let r = self.get_remote(key, &path).await;
+        let r = self.get_remote(key, path).await;
         lead.finish_read(&r);
         r
     }

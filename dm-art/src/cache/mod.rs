@@ -130,8 +130,6 @@ pub struct CacheStats {
 pub struct ArtCache {
     budget: usize,
     inner: Mutex<Store>,
-    hits: AtomicU64,
-    misses: AtomicU64,
     invalidations: AtomicU64,
     stale_leaves: AtomicU64,
     evictions: AtomicU64,
@@ -162,8 +160,6 @@ impl ArtCache {
         ArtCache {
             budget: budget_bytes,
             inner: Mutex::new(Store::default()),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
             invalidations: AtomicU64::new(0),
             stale_leaves: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -249,8 +245,8 @@ impl ArtCache {
     pub fn stats(&self) -> CacheStats {
         let g = self.inner.lock().unwrap();
         CacheStats {
-            hits: self.hits.load(Relaxed),
-            misses: self.misses.load(Relaxed),
+            hits: g.hits,
+            misses: g.misses,
             invalidations: self.invalidations.load(Relaxed),
             stale_leaves: self.stale_leaves.load(Relaxed),
             evictions: self.evictions.load(Relaxed),
@@ -265,7 +261,7 @@ impl ArtCache {
     /// path byte of the deepest entry on the path that has one, marked
     /// `cached` (module docs); `None` if no entry has.
     pub(crate) fn lookup(&self, path: &[u8]) -> Option<(Cursor, Hit)> {
-        let g = self.inner.lock().unwrap();
+        let mut g = self.inner.lock().unwrap();
         let top = path.len().min(g.lens.len());
         for l in (0..top).rev() {
             if g.lens[l] == 0 {
@@ -278,7 +274,6 @@ impl ArtCache {
             let Some(i) = e.position(b) else {
                 continue;
             };
-            self.hits.fetch_add(1, Relaxed);
             let c = Cursor {
                 slot_a: slot_addr(e.node, i),
                 owner: e.node,
@@ -290,9 +285,10 @@ impl ArtCache {
                 prefix_len: l,
                 node: e.node,
             };
+            g.hits += 1;
             return Some((c, hit));
         }
-        self.misses.fetch_add(1, Relaxed);
+        g.misses += 1;
         None
     }
 

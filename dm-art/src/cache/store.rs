@@ -278,6 +278,11 @@ pub(super) struct Store {
     pub(super) bytes: usize,
     next_stamp: u32,
     spare: Spare,
+    /// Lookups that found a start below the root, and that did not: counted
+    /// under the cache's mutex, which a lookup holds anyway (an atomic add
+    /// beside it was one more locked instruction per get; issue 32).
+    pub(super) hits: u64,
+    pub(super) misses: u64,
 }
 
 /// Heap slot arrays of dropped entries per size class ([`CLASSES`]), for

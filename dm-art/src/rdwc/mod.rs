@@ -370,7 +370,13 @@ impl Rdwc {
     }
 
     fn slot(&self, key: &[u8]) -> usize {
-        (hash(key) % self.entries.len() as u64) as usize
+        let n = self.entries.len() as u64;
+        // The same entry as `%`, without a 64-bit division where the table
+        // is a power of two (the default 1024; issue 32).
+        match n.is_power_of_two() {
+            true => (hash(key) & (n - 1)) as usize,
+            false => (hash(key) % n) as usize,
+        }
     }
 
     pub(crate) fn join_read(&self, key: &[u8]) -> Join<'_, ReadResult> {

@@ -216,7 +216,7 @@ impl NodeLocks {
             return Ok(LockWord::Word(a));
         }
         let lt = &self.table;
-        let slot = slot_hash(a) % lt.slots;
+        let slot = self.slot_of(a);
         let ms = a.ms();
         let base = if lt.device {
             GlobalAddr::device(ms, 0)
@@ -262,7 +262,19 @@ impl NodeLocks {
     /// (MS id above the slot number), so a hand-over always passes the remote
     /// lock the receiver asked for.
     fn local_key(&self, a: GlobalAddr) -> u64 {
-        local_key_of(a.ms(), slot_hash(a) % self.table.slots)
+        local_key_of(a.ms(), self.slot_of(a))
+    }
+
+    /// The GLT slot of the node at `a`: its hash modulo the slots, by a
+    /// mask where they are a power of two (the default 131,072: the same
+    /// slot without a 64-bit division, two of which an update took; issue
+    /// 32).
+    fn slot_of(&self, a: GlobalAddr) -> u64 {
+        let n = self.table.slots;
+        match n.is_power_of_two() {
+            true => slot_hash(a) & (n - 1),
+            false => slot_hash(a) % n,
+        }
     }
 
     /// Which lock guards the node at `a`: equal ids are one lock (a hash

@@ -24,6 +24,7 @@ use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -129,6 +130,14 @@ pub struct LocalLockTable {
     /// (never the other way round).
     spare: Mutex<Spare>,
     max_handover: u32,
+    /// Waiters queued in every shard (changed under their shard's mutex):
+    /// a holder that reads 0 asks no shard whether it can hand over
+    /// ([`LocalLockGuard::can_hand_over`]; issue 32: a mutex and a hash
+    /// lookup per uncontended release). A waiter queued meanwhile on
+    /// another core that this count does not show yet is as one that
+    /// queued just after the answer: the holder releases the remote lock
+    /// and its guard's drop grants the waiter a plain lock.
+    waiting: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -159,6 +168,7 @@ impl LocalLockTable {
                 .collect(),
             spare: Mutex::default(),
             max_handover,
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -193,6 +203,7 @@ impl LocalLockTable {
                 sp.cells.pop().unwrap_or_default()
             };
             s.waiters.push_back(c.clone());
+            self.waiting.fetch_add(1, Relaxed);
             c
         };
         tracing::trace!(key, "lock wait");
@@ -248,6 +259,7 @@ impl LocalLockTable {
         }
         match s.waiters.pop_front() {
             Some(c) => {
+                self.waiting.fetch_sub(1, Relaxed);
                 s.handovers = if hand_over { s.handovers + 1 } else { 0 };
                 drop(m);
                 let w = {
@@ -282,6 +294,7 @@ impl LocalLockTable {
         let s = m.get_mut(&key).expect("orphaned lock has a slot");
         match s.waiters.pop_front() {
             Some(c) => {
+                self.waiting.fetch_sub(1, Relaxed);
                 s.handovers += 1;
                 drop(m);
                 let w = {
@@ -315,9 +328,18 @@ impl LocalLockTable {
     }
 
     fn has_waiters(&self, key: u64) -> bool {
+        if self.waiting.load(Relaxed) == 0 {
+            return false;
+        }
         let m = self.shards[self.shard_of(key)].lock().unwrap();
         m.get(&key)
             .is_some_and(|s| !s.waiters.is_empty() && s.handovers < self.max_handover)
+    }
+
+    /// Waiters queued (the count [`LocalLockGuard::can_hand_over`] reads
+    /// first); for tests and leak checks.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Relaxed)
     }
 
     /// Keys with an entry (held locks); for tests and leak checks.
@@ -357,6 +379,7 @@ impl Drop for LockWait<'_> {
         if let Some(s) = m.get_mut(&self.key) {
             if let Some(i) = s.waiters.iter().position(|c| Arc::ptr_eq(c, &cell)) {
                 s.waiters.remove(i);
+                self.table.waiting.fetch_sub(1, Relaxed);
                 return;
             }
         }

@@ -93,11 +93,20 @@ fn local_locks_are_exact_per_key_and_orphaned_hand_overs_survive() {
             let waker = futures::task::noop_waker();
             let mut cx = std::task::Context::from_waker(&waker);
             assert!(waiter.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(t.waiting(), 1);
             assert!(g.can_hand_over());
             assert!(g.try_hand_over().is_ok());
+            assert_eq!(t.waiting(), 0, "the granted waiter left the queue");
             drop(waiter);
             // The next holder inherits the still-held remote lock.
             let next = t.lock(9).await;
+            // A waiter dropped while queued leaves the count, and the
+            // holder has nobody to hand over to.
+            let mut gone = Box::pin(t.lock(9));
+            assert!(gone.as_mut().poll(&mut cx).is_pending());
+            assert!(next.can_hand_over() && t.waiting() == 1);
+            drop(gone);
+            assert!(!next.can_hand_over() && t.waiting() == 0);
             next.handed_over()
         })
         .unwrap();

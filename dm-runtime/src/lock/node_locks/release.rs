@@ -1,7 +1,7 @@
 //! Releasing a node lock ([`NodeLocks::release`]): the write-back WRITEs,
 //! then the unlock (combined in one doorbell or not), or a HOCL hand-over.
 
-use super::super::cs_words::while_releasing;
+use super::super::cs_words::{while_releasing, CsHeld};
 use super::super::LockError;
 use super::{Held, LockWord, NodeLocks};
 use crate::{faa, masked_cas, write, Verbed};
@@ -39,7 +39,7 @@ impl NodeLocks {
                 near.push((a, d));
             }
         }
-        all_ok(far).await?;
+        all_ok(&mut far).await?;
         let combine = self.t.combine;
         let local = match local {
             Some(g) if g.can_hand_over() => {
@@ -68,7 +68,15 @@ impl NodeLocks {
             // every wake of a Sherman update).
             let mut all: Verbs = near.into_iter().map(|(a, d)| write(a, d)).collect();
             all.push(self.unlock_verb(word));
-            while_releasing(cs, all_ok(all)).await?;
+            // `while_releasing` written out: awaited in place, the verbs
+            // are not moved into a wrapper future's state (issue 32: a
+            // 150-byte copy per update).
+            let releasing = cs.map(CsHeld::releasing);
+            let r = all_ok(&mut all).await;
+            if let Some(h) = releasing {
+                h.done();
+            }
+            r?;
         } else {
             self.post_writes(near, false).await?;
             while_releasing(cs, self.unlock_word(word)).await?;
@@ -102,7 +110,8 @@ impl NodeLocks {
     /// before the next is posted.
     async fn post_writes(&self, writes: Writes, together: bool) -> Result<(), LockError> {
         if together {
-            all_ok(writes.into_iter().map(|(a, d)| write(a, d)).collect()).await?;
+            let mut all: Verbs = writes.into_iter().map(|(a, d)| write(a, d)).collect();
+            all_ok(&mut all).await?;
         } else {
             for (a, d) in writes {
                 write(a, d).await?;
@@ -143,8 +152,10 @@ type Verbs = SmallVec<[Verbed<()>; 3]>;
 
 /// Completes when every verb of `fs` has (the first error at once, as
 /// `try_join_all`, which allocated a `Vec` of futures per call): all are
-/// posted in order at the first poll, so they share one doorbell.
-fn all_ok(mut fs: Verbs) -> impl Future<Output = Result<(), dm_verbs::VerbError>> {
+/// posted in order at the first poll, so they share one doorbell. By
+/// reference: the verbs stay where the caller made them (moving them into
+/// the future was a copy per release; issue 32).
+fn all_ok(fs: &mut Verbs) -> impl Future<Output = Result<(), dm_verbs::VerbError>> + '_ {
     std::future::poll_fn(move |cx| {
         let mut i = 0;
         while i < fs.len() {

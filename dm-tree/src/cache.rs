@@ -64,6 +64,11 @@ type Bucket = smallvec::SmallVec<[(LowKey, Flat); 1]>;
 
 /// The first 8 bytes of `k`, zero-padded, as a big-endian word.
 fn low_word(k: &[u8]) -> u64 {
+    if let Some(w) = k.first_chunk::<8>() {
+        // A key of 8 bytes or more: one load, no `memcpy` call of a
+        // variable length (issue 32: one per warm lookup).
+        return u64::from_be_bytes(*w);
+    }
     let mut b = [0u8; 8];
     let n = k.len().min(8);
     b[..n].copy_from_slice(&k[..n]);

@@ -75,7 +75,10 @@ impl FgTree {
     ) -> Result<Option<(GlobalAddr, dm_runtime::ReadBuf, Held<'_>)>, TreeError> {
         let stale_ends = from_cache && self.cfg.sherman_cache == ShermanCache::Authors;
         loop {
-            let held = self.lock(a).await?;
+            // `NodeLocks::lock_and_read` directly, not through
+            // `FgTree::lock` and `NodeLocks::lock`: two async layers fewer
+            // to resume on every wake of the lock's verbs (issue 32).
+            let (held, _) = self.locks.lock_and_read(a, None).await?;
             // `read_until` directly, not through a wrapper future (issue 32).
             let img = self
                 .read_until_as(a, true, |b| match for_key {

@@ -574,6 +574,11 @@ impl FgTree {
     ) -> Result<(), TreeError> {
         let b = crate::two_level::slot_image(&self.g, version, slot, entry);
         let at = a.add(crate::two_level::slot_offset(&self.g, slot) as u64);
-        self.release(held, [(at, b)]).await
+        if self.cfg.node_read == NodeRead::Optimistic {
+            return self.release(held, [(at, b)]).await;
+        }
+        // `NodeLocks::release` directly, as `FgTree::release` would call
+        // it: one async layer fewer to resume (issue 32).
+        Ok(self.locks.release(held, [(at, b)]).await?)
     }
 }

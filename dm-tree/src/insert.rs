@@ -32,17 +32,24 @@ use std::pin::Pin;
 impl FgTree {
     /// Inserts `key -> value`, replacing the value if the key exists.
     pub async fn insert(&self, key: &[u8], value: u64) -> Result<(), TreeError> {
-        self.check_key(key)?;
         self.upsert(key, value, true).await.map(|_| ())
     }
 
     /// Replaces the value of an existing key; `false` if the key is absent.
-    pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, TreeError> {
-        self.check_key(key)?;
-        self.upsert(key, value, false).await
+    /// The upsert's own future, not one that wraps it (issue 32: a layer to
+    /// resume on every wake of an update's verbs).
+    pub fn update<'a>(
+        &'a self,
+        key: &'a [u8],
+        value: u64,
+    ) -> impl Future<Output = Result<bool, TreeError>> + 'a {
+        self.upsert(key, value, false)
     }
 
+    /// Checks `key`'s width, then updates it (or inserts it if
+    /// `may_insert`): `true` if it was present.
     async fn upsert(&self, key: &[u8], value: u64, may_insert: bool) -> Result<bool, TreeError> {
+        self.check_key(key)?;
         if self.cfg.design == Design::Coarse {
             return self.nam_upsert(key, value, may_insert).await;
         }

@@ -268,29 +268,20 @@ impl FgTree {
     /// The value stored under `key`, if any.
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, TreeError> {
         self.check_key(key)?;
-        if self.cfg.design == Design::Coarse {
-            return self.nam_get(key).await;
+        match self.cfg.design {
+            Design::Coarse => return self.nam_get(key).await,
+            Design::Hybrid => return self.nam_get_hybrid(key).await,
+            _ => {}
         }
-        if let Some(v) = self.get_cached(key).await? {
-            return Ok(v);
-        }
-        let (_, n) = self.leaf_from_root(key).await?;
-        Ok(n.find(key).ok().map(|i| n.entries[i].1))
-    }
-
-    /// A warm get: [`FgTree::find_leaf`]'s cache path
-    /// ([`FgTree::cached_walk`]: the same cache hits, misses and
-    /// invalidations) with each leaf image validated for `key` and searched
-    /// in place ([`View::for_key`]: no decoded node, issue 32). `None`:
-    /// the cache had no entry that led to the key's leaf; the caller
-    /// traverses from the root, as `find_leaf` does.
-    async fn get_cached(&self, key: &[u8]) -> Result<Option<Option<u64>>, TreeError> {
-        if self.cfg.design == Design::Hybrid {
-            return self.nam_get_hybrid(key).await.map(Some);
-        }
-        // `read_until` directly, validated by `View::for_key` (the key's
-        // slot whole, or every slot when the key is absent), not through a
-        // wrapper future: one future fewer to resume per READ (issue 32).
+        // A warm get: [`FgTree::find_leaf`]'s cache path
+        // ([`FgTree::cached_walk`]: the same cache hits, misses and
+        // invalidations) with each leaf image validated for `key` and
+        // searched in place ([`View::for_key`]: the key's slot whole, or
+        // every slot when the key is absent; no decoded node). Awaited
+        // here, and `read_until` directly: no wrapper future to resume per
+        // READ (issue 32). `None`: the cache had no entry that led to the
+        // key's leaf, and the get traverses from the root, as `find_leaf`
+        // does.
         let found = self
             .cached_walk(key, |a| {
                 self.read_until(a, move |b| {
@@ -298,6 +289,10 @@ impl FgTree {
                 })
             })
             .await?;
-        Ok(found.map(|(_, _, value)| value))
+        if let Some((_, _, v)) = found {
+            return Ok(v);
+        }
+        let (_, n) = self.leaf_from_root(key).await?;
+        Ok(n.find(key).ok().map(|i| n.entries[i].1))
     }
 }

@@ -192,7 +192,11 @@ impl FgTree {
         let mut b = dm_verbs::buf::take(self.g.node_bytes - 8);
         b.extend_from_slice(&img[8..]);
         drop(img);
-        self.release(held, [(a.add(8), b)]).await
+        if self.cfg.node_read == crate::NodeRead::Optimistic {
+            return self.release(held, [(a.add(8), b)]).await;
+        }
+        // `NodeLocks::release` directly (as `write_slot_unlock`; issue 32).
+        Ok(self.locks.release(held, [(a.add(8), b)]).await?)
     }
 
     /// Inserts separator `sep -> right` at `level`, after `left` split.

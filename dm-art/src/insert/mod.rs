@@ -61,8 +61,14 @@ impl SmartTree {
 
     /// Overwrites the value of `key` if present; `false` (and nothing
     /// written) if absent.
-    pub async fn update(&self, key: &[u8], value: u64) -> Result<bool, ArtError> {
-        self.combined(key, Mode::Update(value)).await
+    /// The combined write's own future, not one that wraps it (issue 32: a
+    /// layer to resume on every wake of an update's verbs).
+    pub fn update<'a>(
+        &'a self,
+        key: &'a [u8],
+        value: u64,
+    ) -> impl std::future::Future<Output = Result<bool, ArtError>> + 'a {
+        self.combined(key, Mode::Update(value))
     }
 
     /// Removes `key`; `false` if it was absent. See the module docs: the

@@ -261,6 +261,17 @@ pub struct Leaf {
     pub value: u64,
 }
 
+/// A validated leaf image read in place ([`LeafGeometry::view`]): the
+/// fields of [`Leaf`], the key borrowed from the image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafView<'b> {
+    pub rev: GlobalAddr,
+    pub valid: bool,
+    pub seq: u64,
+    pub key: &'b [u8],
+    pub value: u64,
+}
+
 pub const LEAF_OFF_META: usize = 8;
 pub const LEAF_OFF_CSUM: usize = 16;
 pub const LEAF_OFF_KEY: usize = 24;
@@ -356,6 +367,19 @@ impl LeafGeometry {
     /// mid-write) or the key length is impossible. The lock word and the
     /// reverse pointer are outside the checksum (they change on their own).
     pub fn decode(&self, b: &[u8]) -> Option<Leaf> {
+        let v = self.view(b)?;
+        Some(Leaf {
+            rev: v.rev,
+            valid: v.valid,
+            seq: v.seq,
+            key: crate::keys::Path::from_slice(v.key),
+            value: v.value,
+        })
+    }
+
+    /// [`LeafGeometry::decode`] without copying the key: the same checks,
+    /// the fields read in place (a warm get's leaf, issue 32).
+    pub fn view<'b>(&self, b: &'b [u8]) -> Option<LeafView<'b>> {
         if b.len() < self.bytes() {
             return None;
         }
@@ -369,11 +393,11 @@ impl LeafGeometry {
         }
         let vo = LEAF_OFF_KEY + self.kp;
         let meta = u64::from_le_bytes(b[LEAF_OFF_META..LEAF_OFF_META + 8].try_into().unwrap());
-        Some(Leaf {
+        Some(LeafView {
             rev: GlobalAddr::from_u64(u64::from_le_bytes(b[..8].try_into().unwrap())),
             valid: meta & 1 == 1,
             seq: meta >> 16,
-            key: crate::keys::Path::from_slice(&b[LEAF_OFF_KEY..LEAF_OFF_KEY + len]),
+            key: &b[LEAF_OFF_KEY..LEAF_OFF_KEY + len],
             value: u64::from_le_bytes(b[vo..vo + 8].try_into().unwrap()),
         })
     }

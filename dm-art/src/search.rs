@@ -182,17 +182,20 @@ impl SmartTree {
             match Slot::decode(c.word) {
                 Slot::Empty => return Ok(None),
                 Slot::Leaf { addr, .. } => {
-                    let l = if self.leaf_needs_slot(&c) {
+                    let (rev, found) = if self.leaf_needs_slot(&c) {
                         match self.read_current_leaf(&mut c, addr, path, hit).await? {
-                            Some(l) => l,
+                            Some(l) => (
+                                l.rev,
+                                (l.key[..] == *key).then_some(l.valid.then_some(l.value)),
+                            ),
                             None => continue,
                         }
                     } else {
-                        self.read_leaf(addr).await?.0
+                        self.read_leaf_for(addr, key).await?
                     };
-                    self.reverse_check(&c, l.rev, path, hit);
-                    if l.key[..] == *key {
-                        return Ok(l.valid.then_some(l.value));
+                    self.reverse_check(&c, rev, path, hit);
+                    if let Some(v) = found {
+                        return Ok(v);
                     }
                     if self.confirm(&mut c, path, hit).await? {
                         return Ok(None);

@@ -401,6 +401,30 @@ impl SmartTree {
         Err(ArtError::Corrupt(a))
     }
 
+    /// [`SmartTree::read_leaf`] for a search of `key`: the leaf validated
+    /// in place ([`crate::layout::LeafGeometry::view`], no decoded key):
+    /// its reverse pointer, and `Some(value if valid)` if it holds `key`,
+    /// `None` if it holds another key (issue 32: a warm get's `Leaf` was a
+    /// key copy and two moves of it).
+    pub(crate) async fn read_leaf_for(
+        &self,
+        a: GlobalAddr,
+        key: &[u8],
+    ) -> Result<(GlobalAddr, Option<Option<u64>>), ArtError> {
+        let n = self.leaf.bytes();
+        for _ in 0..MAX_RETRIES {
+            let b = read(a, n as u32).await?;
+            match self.leaf.view(&b) {
+                Some(v) => {
+                    return Ok((v.rev, (v.key == key).then_some(v.valid.then_some(v.value))))
+                }
+                None => self.rejected.set(self.rejected.get() + 1),
+            }
+            yield_now().await;
+        }
+        Err(ArtError::Corrupt(a))
+    }
+
     /// A leaf READ's bytes `b` as the leaf and its lock word, or `None`
     /// (counted as rejected) if the image does not validate: torn, or
     /// mid-update.

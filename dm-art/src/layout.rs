@@ -272,6 +272,19 @@ pub struct LeafView<'b> {
     pub value: u64,
 }
 
+impl LeafView<'_> {
+    /// The decoded leaf (its key copied).
+    pub fn to_leaf(&self) -> Leaf {
+        Leaf {
+            rev: self.rev,
+            valid: self.valid,
+            seq: self.seq,
+            key: crate::keys::Path::from_slice(self.key),
+            value: self.value,
+        }
+    }
+}
+
 pub const LEAF_OFF_META: usize = 8;
 pub const LEAF_OFF_CSUM: usize = 16;
 pub const LEAF_OFF_KEY: usize = 24;
@@ -367,14 +380,7 @@ impl LeafGeometry {
     /// mid-write) or the key length is impossible. The lock word and the
     /// reverse pointer are outside the checksum (they change on their own).
     pub fn decode(&self, b: &[u8]) -> Option<Leaf> {
-        let v = self.view(b)?;
-        Some(Leaf {
-            rev: v.rev,
-            valid: v.valid,
-            seq: v.seq,
-            key: crate::keys::Path::from_slice(v.key),
-            value: v.value,
-        })
+        Some(self.view(b)?.to_leaf())
     }
 
     /// [`LeafGeometry::decode`] without copying the key: the same checks,

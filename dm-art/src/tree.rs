@@ -389,35 +389,42 @@ impl SmartTree {
 
     /// READs the leaf a slot names until its checksum validates; returns it
     /// with the lock word of the same READ.
-    pub(crate) async fn read_leaf(&self, a: GlobalAddr) -> Result<(Leaf, u64), ArtError> {
-        let n = self.leaf.bytes();
-        for _ in 0..MAX_RETRIES {
-            let b = read(a, n as u32).await?;
-            if let Some(l) = self.validate_leaf(&b) {
-                return Ok(l);
-            }
-            yield_now().await;
-        }
-        Err(ArtError::Corrupt(a))
-    }
-
-    /// [`SmartTree::read_leaf`] for a search of `key`: the leaf validated
-    /// in place ([`crate::layout::LeafGeometry::view`], no decoded key):
-    /// its reverse pointer, and `Some(value if valid)` if it holds `key`,
-    /// `None` if it holds another key (issue 32: a warm get's `Leaf` was a
-    /// key copy and two moves of it).
-    pub(crate) async fn read_leaf_for(
+    pub(crate) fn read_leaf(
         &self,
         a: GlobalAddr,
-        key: &[u8],
-    ) -> Result<(GlobalAddr, Option<Option<u64>>), ArtError> {
+    ) -> impl std::future::Future<Output = Result<(Leaf, u64), ArtError>> + '_ {
+        self.read_leaf_as(a, |b, v| (v.to_leaf(), self.leaf_lock_word(b)))
+    }
+
+    /// [`SmartTree::read_leaf`] for a search of `key`, the leaf read in
+    /// place (no decoded key): its reverse pointer, and `Some(value if
+    /// valid)` if it holds `key`, `None` if it holds another key (issue 32:
+    /// a warm get's `Leaf` was a key copy and two moves of it).
+    pub(crate) fn read_leaf_for<'a>(
+        &'a self,
+        a: GlobalAddr,
+        key: &'a [u8],
+    ) -> impl std::future::Future<Output = Result<(GlobalAddr, Option<Option<u64>>), ArtError>> + 'a
+    {
+        self.read_leaf_as(a, move |_, v| {
+            (v.rev, (v.key == key).then_some(v.valid.then_some(v.value)))
+        })
+    }
+
+    /// READs the leaf at `a` until its image validates
+    /// ([`crate::layout::LeafGeometry::view`]; each image that does not is
+    /// counted as rejected, and the READ repeats after a yield), then
+    /// `f` of the image and its view.
+    async fn read_leaf_as<T>(
+        &self,
+        a: GlobalAddr,
+        f: impl Fn(&[u8], crate::layout::LeafView<'_>) -> T,
+    ) -> Result<T, ArtError> {
         let n = self.leaf.bytes();
         for _ in 0..MAX_RETRIES {
             let b = read(a, n as u32).await?;
             match self.leaf.view(&b) {
-                Some(v) => {
-                    return Ok((v.rev, (v.key == key).then_some(v.valid.then_some(v.value))))
-                }
+                Some(v) => return Ok(f(&b, v)),
                 None => self.rejected.set(self.rejected.get() + 1),
             }
             yield_now().await;
@@ -430,15 +437,18 @@ impl SmartTree {
     /// mid-update.
     pub(crate) fn validate_leaf(&self, b: &[u8]) -> Option<(Leaf, u64)> {
         match self.leaf.decode(b) {
-            Some(l) => {
-                let lo = self.leaf.lock_off();
-                Some((l, u64::from_le_bytes(b[lo..lo + 8].try_into().unwrap())))
-            }
+            Some(l) => Some((l, self.leaf_lock_word(b))),
             None => {
                 self.rejected.set(self.rejected.get() + 1);
                 None
             }
         }
+    }
+
+    /// The lock word of leaf image `b` (outside its checksum).
+    fn leaf_lock_word(&self, b: &[u8]) -> u64 {
+        let lo = self.leaf.lock_off();
+        u64::from_le_bytes(b[lo..lo + 8].try_into().unwrap())
     }
 
     /// The slot word naming a leaf at `a` under partial key `partial`.

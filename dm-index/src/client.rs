@@ -104,13 +104,7 @@ impl Client {
         let n = &self.inner;
         // The width first: routing a malformed key by owner would send it
         // to another process as `NotOwner`.
-        let w = n.inst.config().key_bytes;
-        if key.len() != w {
-            return Err(Error::KeyLength {
-                got: key.len(),
-                want: crate::KeyRule { min: w, max: w },
-            });
-        }
+        crate::KeyRule::exact(n.inst.config().key_bytes).check_key(key)?;
         let h = hash(key);
         match n.inst.owner(key) {
             Some(cs) if n.local_cs.contains(&cs) => {

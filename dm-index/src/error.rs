@@ -94,10 +94,7 @@ impl From<dm_tree::TreeError> for Error {
         match e {
             T::KeyLength { got, want } => Error::KeyLength {
                 got,
-                want: KeyRule {
-                    min: want,
-                    max: want,
-                },
+                want: KeyRule::exact(want),
             },
             T::BadConfig(s) => Error::BadConfig(s),
             T::Corrupt(a) => Error::Corrupt(a),

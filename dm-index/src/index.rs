@@ -394,16 +394,7 @@ impl Index {
 
     /// `Err(KeyLength)` unless `key` has the index's width.
     fn check(&self, key: &[u8]) -> Result<(), Error> {
-        if key.len() != self.width {
-            return Err(Error::KeyLength {
-                got: key.len(),
-                want: KeyRule {
-                    min: self.width,
-                    max: self.width,
-                },
-            });
-        }
-        Ok(())
+        KeyRule::exact(self.width).check_key(key)
     }
 
     /// Counts one finished operation and the verbs its task posted since

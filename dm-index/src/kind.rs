@@ -68,6 +68,27 @@ pub struct KeyRule {
 }
 
 impl KeyRule {
+    /// The rule of an open index: keys of exactly `width` bytes.
+    pub fn exact(width: usize) -> KeyRule {
+        KeyRule {
+            min: width,
+            max: width,
+        }
+    }
+
+    /// `Err(KeyLength)` if `key` is shorter than `min` or longer than
+    /// `max` bytes: the check every operation of [`crate::Index`] and
+    /// [`crate::Client::core_of`] makes first.
+    pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
+        if key.len() < self.min || key.len() > self.max {
+            return Err(Error::KeyLength {
+                got: key.len(),
+                want: *self,
+            });
+        }
+        Ok(())
+    }
+
     /// `Err(BadConfig)` if `key_bytes` is outside the rule.
     pub fn check_width(&self, kind: IndexKind, key_bytes: usize) -> Result<(), Error> {
         if key_bytes < self.min || key_bytes > self.max {

@@ -369,14 +369,10 @@ impl Rdwc {
         }
     }
 
+    /// The key's entry: its hash modulo the entries
+    /// ([`dm_runtime::hint::table_index`]: a mask for the default 1,024).
     fn slot(&self, key: &[u8]) -> usize {
-        let n = self.entries.len() as u64;
-        // The same entry as `%`, without a 64-bit division where the table
-        // is a power of two (the default 1024; issue 32).
-        match n.is_power_of_two() {
-            true => (hash(key) & (n - 1)) as usize,
-            false => (hash(key) % n) as usize,
-        }
+        dm_runtime::hint::table_index(hash(key), self.entries.len() as u64) as usize
     }
 
     pub(crate) fn join_read(&self, key: &[u8]) -> Join<'_, ReadResult> {

@@ -265,16 +265,10 @@ impl NodeLocks {
         local_key_of(a.ms(), self.slot_of(a))
     }
 
-    /// The GLT slot of the node at `a`: its hash modulo the slots, by a
-    /// mask where they are a power of two (the default 131,072: the same
-    /// slot without a 64-bit division, two of which an update took; issue
-    /// 32).
+    /// The GLT slot of the node at `a`: its hash modulo the slots
+    /// ([`crate::hint::table_index`]: a mask for the default 131,072).
     fn slot_of(&self, a: GlobalAddr) -> u64 {
-        let n = self.table.slots;
-        match n.is_power_of_two() {
-            true => slot_hash(a) & (n - 1),
-            false => slot_hash(a) % n,
-        }
+        crate::hint::table_index(slot_hash(a), self.table.slots)
     }
 
     /// Which lock guards the node at `a`: equal ids are one lock (a hash

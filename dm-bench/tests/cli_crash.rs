@@ -121,6 +121,56 @@ fn a_cas_reported_from_its_second_execution_applies_once() {
     }
 }
 
+/// Lock words released at a waiter's request (`ABANDONED`, `lock::ask`)
+/// come back to the lock CAS's retry loop. With soft-RoCE's failed CASes
+/// that write their word back (`--faults writeback`: the word names a core
+/// whose holder let go, and a waiter has it released), two tasks of one
+/// core retried on such a word; the retry that posted second kept the
+/// own-tag ledger's number of its first CAS, so the other's take looked
+/// like an unreported CAS of its own, and both held the lock (fg lost an
+/// insert at seed 77012 of the full fault set and removed one key twice
+/// at seed 77039 here; nam-hybrid failed seed 77027, sherman-onchip
+/// 77065). 24 clients on 64 keys make such retries frequent.
+#[test]
+fn retries_on_a_released_word_hold_the_lock_once() {
+    for index in ["fg", "nam-hybrid", "sherman-onchip", "sherman"] {
+        let (ok, text, v) = bench(&[
+            "check",
+            "--index",
+            index,
+            "--faults",
+            "torn,delay,writeback,crash",
+            "--clients",
+            "24",
+            "--keys",
+            "64",
+            "--seeds",
+            "80",
+            "--first-seed",
+            "77000",
+        ]);
+        assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
+        assert_eq!(v["linearizable"], true, "{index}: {text}");
+    }
+    let (ok, text, v) = bench(&[
+        "check",
+        "--index",
+        "fg",
+        "--faults",
+        "torn,delay,writeback,crash",
+        "--clients",
+        "8",
+        "--keys",
+        "16",
+        "--seeds",
+        "1",
+        "--first-seed",
+        "77241",
+    ]);
+    assert!(ok, "fg: {text}");
+    assert_eq!(v["linearizable"], true, "fg: {text}");
+}
+
 #[test]
 fn crash_histories_round_trip_with_their_cut_off_operations() {
     let dir = tempfile::tempdir().unwrap();

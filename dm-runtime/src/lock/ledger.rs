@@ -52,6 +52,8 @@ pub(super) fn ledger<R>(key: (u64, u64), f: impl FnOnce(&mut Entry) -> R) -> R {
 
 /// A lock CAS in flight: in the ledger until dropped (also on error or
 /// cancellation), with its post number and the entry's epoch at posting.
+/// One per CAS posted: a retry is a new post and takes a new one (its
+/// place in post order is what [`InFlight::unexplained`] reasons from).
 pub(super) struct InFlight {
     key: (u64, u64),
     post: u64,

@@ -408,7 +408,7 @@ impl NodeLocks {
         Ok(match word {
             LockWord::Word(w) => {
                 let key = (self.tag, w.to_u64());
-                let in_flight = InFlight::new(key);
+                let mut in_flight = InFlight::new(key);
                 // A free word is 0, or ABANDONED: released at a waiter's
                 // request (`super::ask`), what it guarded may be half done.
                 // Each CAS expects the free value the last one found, until
@@ -418,6 +418,17 @@ impl NodeLocks {
                 let mut h = cas(w, expect, self.tag).await?;
                 while (h == 0 || h == ABANDONED) && h != expect {
                     expect = h;
+                    // The retry is a new post: it goes in the ledger behind
+                    // the CASes of ours posted since the first one. Kept
+                    // under the first one's number, it counted as the
+                    // earliest in flight, so when another task's retry,
+                    // posted before it, took the word, this one's own-tag
+                    // result looked unexplained and both tasks held the
+                    // lock (`check --index fg --faults
+                    // torn,delay,writeback,crash --clients 8 --keys 16
+                    // --first-seed 77241`: two removes of one key).
+                    drop(in_flight);
+                    in_flight = InFlight::new(key);
                     h = cas(w, expect, self.tag).await?;
                 }
                 if h == expect {

@@ -130,10 +130,14 @@ fn a_cas_reported_from_its_second_execution_applies_once() {
 /// like an unreported CAS of its own, and both held the lock (fg lost an
 /// insert at seed 77012 of the full fault set and removed one key twice
 /// at seed 77039 here; nam-hybrid failed seed 77027, sherman-onchip
-/// 77065). 24 clients on 64 keys make such retries frequent.
+/// 77065). And a retry that took the word took it after the READ posted
+/// with the first CAS had run, so that image could predate another
+/// holder's writes: Dolphin updated a key such an image still showed after
+/// another holder had removed it, and brought it back (seed 77082). 24
+/// clients on 64 keys make such retries frequent.
 #[test]
-fn retries_on_a_released_word_hold_the_lock_once() {
-    for index in ["fg", "nam-hybrid", "sherman-onchip", "sherman"] {
+fn retries_on_a_released_word_hold_the_lock_once_and_read_under_it() {
+    for index in ["fg", "nam-hybrid", "sherman-onchip", "sherman", "dolphin"] {
         let (ok, text, v) = bench(&[
             "check",
             "--index",
@@ -145,7 +149,7 @@ fn retries_on_a_released_word_hold_the_lock_once() {
             "--keys",
             "64",
             "--seeds",
-            "80",
+            "100",
             "--first-seed",
             "77000",
         ]);

@@ -335,19 +335,28 @@ impl NodeLocks {
             let mut joined = None;
             let mut stale = false;
             if !taken {
+                let mut retried = false;
                 let holder = match read_at {
                     Some((at, len)) if at.ms() == word.ms() => {
                         let (h, d) = futures::join!(
-                            self.try_take(a, word, attempt, &mut cs, &mut stale),
+                            self.try_take(a, word, attempt, &mut cs, &mut stale, &mut retried),
                             read(at, len)
                         );
                         let h = h?;
-                        if h == 0 {
+                        // The READ executed right after the first CAS (one
+                        // QP, one doorbell): an image under the lock only
+                        // if that CAS took it. A retry that took the word
+                        // came after it, when another holder may have
+                        // written the node in between: READ again below.
+                        if h == 0 && !retried {
                             joined = Some(d);
                         }
                         h
                     }
-                    _ => self.try_take(a, word, attempt, &mut cs, &mut stale).await?,
+                    _ => {
+                        self.try_take(a, word, attempt, &mut cs, &mut stale, &mut retried)
+                            .await?
+                    }
                 };
                 taken = holder == 0
                     || (self.names_this_cs(word, holder)
@@ -396,7 +405,9 @@ impl NodeLocks {
 
     /// One attempt at the remote lock word of the node at `a`: the holder
     /// seen (0: taken by this attempt; `*stale` set if it was taken back
-    /// from this handle's own name, [`Held::taken_stale`]).
+    /// from this handle's own name, [`Held::taken_stale`]; `*retried` set
+    /// if it posted more than one CAS, so the holder seen is a later CAS's
+    /// than the first).
     async fn try_take<'s>(
         &'s self,
         a: GlobalAddr,
@@ -404,6 +415,7 @@ impl NodeLocks {
         attempt: u32,
         cs: &mut Option<CsHeld<'s>>,
         stale: &mut bool,
+        retried: &mut bool,
     ) -> Result<u64, LockError> {
         Ok(match word {
             LockWord::Word(w) => {
@@ -429,6 +441,7 @@ impl NodeLocks {
                     // --first-seed 77241`: two removes of one key).
                     drop(in_flight);
                     in_flight = InFlight::new(key);
+                    *retried = true;
                     h = cas(w, expect, self.tag).await?;
                 }
                 if h == expect {

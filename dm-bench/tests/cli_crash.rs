@@ -175,6 +175,36 @@ fn retries_on_a_released_word_hold_the_lock_once_and_read_under_it() {
     assert_eq!(v["linearizable"], true, "fg: {text}");
 }
 
+/// A release request (`lock::ask`) CASes its core's name to `ABANDONED`.
+/// soft-RoCE runs a duplicated CAS a second time before it reports it
+/// (`--faults redo`): when a task of that core took the word again with
+/// the same name in between, the second execution freed it under the
+/// task, and another CS took it too (sherman-onchip, seed 84039 here). A
+/// lock CAS now waits while a request of its core on the word is in
+/// flight. 64 clients on 32 keys with every fault.
+#[test]
+fn a_lock_cas_waits_for_its_cores_release_request() {
+    let (ok, text, v) = bench(&[
+        "check",
+        "--index",
+        "sherman-onchip",
+        "--faults",
+        "torn,delay,unreported,replay,redo,writeback,crash",
+        "--clients",
+        "64",
+        "--keys",
+        "32",
+        "--cores",
+        "4",
+        "--seeds",
+        "60",
+        "--first-seed",
+        "84000",
+    ]);
+    assert!(ok, "a failing seed is printed for replay:\n{text}");
+    assert_eq!(v["linearizable"], true, "{text}");
+}
+
 #[test]
 fn crash_histories_round_trip_with_their_cut_off_operations() {
     let dir = tempfile::tempdir().unwrap();

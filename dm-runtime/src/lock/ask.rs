@@ -282,7 +282,7 @@ impl Owners {
         if (exec.is_some() && !free()) || self.stopped.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        let in_flight = InFlight::new(key);
+        let in_flight = InFlight::new_ask(key);
         let old = cas(w, name, ABANDONED).await?;
         ledger(key, |e| e.epoch += 1);
         drop(in_flight);

@@ -18,6 +18,8 @@ pub(super) struct Entry {
     pub(super) in_flight: smallvec::SmallVec<[u64; 8]>,
     next_post: u64,
     pub(super) epoch: u64,
+    /// Release requests of this core on the word in flight (`super::ask`).
+    asks: u32,
 }
 
 thread_local! {
@@ -58,17 +60,52 @@ pub(super) struct InFlight {
     key: (u64, u64),
     post: u64,
     epoch: u64,
+    /// A release request's CAS (`super::ask`), counted in `Entry::asks`.
+    ask: bool,
+    /// A release request of this core on the word was in flight when this
+    /// entry was made ([`InFlight::asking`]).
+    asking: bool,
 }
 
 impl InFlight {
     pub(super) fn new(key: (u64, u64)) -> Self {
-        let (post, epoch) = ledger(key, |e| {
+        Self::make(key, false)
+    }
+
+    /// The entry of a release request's CAS (`super::ask`).
+    pub(super) fn new_ask(key: (u64, u64)) -> Self {
+        Self::make(key, true)
+    }
+
+    fn make(key: (u64, u64), ask: bool) -> Self {
+        let (post, epoch, asking) = ledger(key, |e| {
             let p = e.next_post;
             e.next_post += 1;
             e.in_flight.push(p);
-            (p, e.epoch)
+            let asking = e.asks > 0;
+            e.asks += ask as u32;
+            (p, e.epoch, asking)
         });
-        InFlight { key, post, epoch }
+        InFlight {
+            key,
+            post,
+            epoch,
+            ask,
+            asking,
+        }
+    }
+
+    /// Whether a release request of this core on the word was in flight
+    /// when this entry was made. A lock CAS then waits for it to complete
+    /// before it posts: soft-RoCE runs a duplicated CAS a second time
+    /// before it reports it (`--faults redo`), and the request's second
+    /// execution, which expects this core's name, would free the word
+    /// again after a task of ours had taken it with that name (`check
+    /// --index sherman-onchip --faults torn,delay,unreported,replay,redo,
+    /// writeback,crash --clients 64 --keys 32 --cores 4 --first-seed
+    /// 84039`).
+    pub(super) fn asking(&self) -> bool {
+        self.asking
     }
 
     /// True if this CAS's own-tag result cannot be explained by anything the
@@ -84,7 +121,10 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        ledger(self.key, |e| e.in_flight.retain(|p| *p != self.post));
+        ledger(self.key, |e| {
+            e.in_flight.retain(|p| *p != self.post);
+            e.asks -= self.ask as u32;
+        });
     }
 }
 

@@ -421,6 +421,11 @@ impl NodeLocks {
             LockWord::Word(w) => {
                 let key = (self.tag, w.to_u64());
                 let mut in_flight = InFlight::new(key);
+                while in_flight.asking() {
+                    drop(in_flight);
+                    yield_now().await;
+                    in_flight = InFlight::new(key);
+                }
                 // A free word is 0, or ABANDONED: released at a waiter's
                 // request (`super::ask`), what it guarded may be half done.
                 // Each CAS expects the free value the last one found, until
@@ -441,6 +446,11 @@ impl NodeLocks {
                     // --first-seed 77241`: two removes of one key).
                     drop(in_flight);
                     in_flight = InFlight::new(key);
+                    while in_flight.asking() {
+                        drop(in_flight);
+                        yield_now().await;
+                        in_flight = InFlight::new(key);
+                    }
                     *retried = true;
                     h = cas(w, expect, self.tag).await?;
                 }

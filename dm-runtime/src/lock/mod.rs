@@ -121,7 +121,15 @@
 //! take or free a word a live task holds; `check --faults
 //! torn,delay,unreported,replay,crash` over 50 seeds found none, and the
 //! incarnation word, which an FAA used to move (a replay made a live CS
-//! look restarted), now moves by CAS.
+//! look restarted), now moves by CAS. A duplicate that runs before its
+//! CAS is reported (`Faults::redo_cas_prob`) is waited out for release
+//! requests: a lock CAS does not post while a request of its own core on
+//! the word is in flight (the ledger's `InFlight::asking`), since a
+//! request's second execution after this core took the word again freed
+//! it under the taker (`check --index sherman-onchip --faults
+//! torn,delay,unreported,replay,redo,writeback,crash --clients 64 --keys
+//! 32 --cores 4`, seed 84039). A replay after the report is not: only
+//! lock words that tell one take from the next would make it fail.
 //!
 //! **Dead holders** (issue 33, not in the papers): a CS that joined the
 //! membership table ([`member`]: an incarnation and a heartbeat word per CS

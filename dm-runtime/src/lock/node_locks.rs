@@ -406,8 +406,8 @@ impl NodeLocks {
     /// One attempt at the remote lock word of the node at `a`: the holder
     /// seen (0: taken by this attempt; `*stale` set if it was taken back
     /// from this handle's own name, [`Held::taken_stale`]; `*retried` set
-    /// if it posted more than one CAS, so the holder seen is a later CAS's
-    /// than the first).
+    /// if the holder seen is not that of a CAS posted at its first poll: it
+    /// posted more than one, or waited before its first).
     async fn try_take<'s>(
         &'s self,
         a: GlobalAddr,
@@ -422,6 +422,9 @@ impl NodeLocks {
                 let key = (self.tag, w.to_u64());
                 let mut in_flight = InFlight::new(key);
                 while in_flight.asking() {
+                    // A READ joined with this attempt goes out while this
+                    // waits, before the CAS: not an image under the lock.
+                    *retried = true;
                     drop(in_flight);
                     yield_now().await;
                     in_flight = InFlight::new(key);

@@ -412,8 +412,8 @@ impl SmartTree {
     }
 
     /// READs the leaf at `a` until its image validates
-    /// ([`crate::layout::LeafGeometry::view`]; each image that does not is
-    /// counted as rejected, and the READ repeats after a yield), then
+    /// ([`SmartTree::view_leaf`]; after an image that does not, the READ
+    /// repeats after a yield), then
     /// `f` of the image and its view.
     async fn read_leaf_as<T>(
         &self,
@@ -423,9 +423,8 @@ impl SmartTree {
         let n = self.leaf.bytes();
         for _ in 0..MAX_RETRIES {
             let b = read(a, n as u32).await?;
-            match self.leaf.view(&b) {
-                Some(v) => return Ok(f(&b, v)),
-                None => self.rejected.set(self.rejected.get() + 1),
+            if let Some(v) = self.view_leaf(&b) {
+                return Ok(f(&b, v));
             }
             yield_now().await;
         }
@@ -436,13 +435,17 @@ impl SmartTree {
     /// (counted as rejected) if the image does not validate: torn, or
     /// mid-update.
     pub(crate) fn validate_leaf(&self, b: &[u8]) -> Option<(Leaf, u64)> {
-        match self.leaf.decode(b) {
-            Some(l) => Some((l, self.leaf_lock_word(b))),
-            None => {
-                self.rejected.set(self.rejected.get() + 1);
-                None
-            }
+        Some((self.view_leaf(b)?.to_leaf(), self.leaf_lock_word(b)))
+    }
+
+    /// [`crate::layout::LeafGeometry::view`] of leaf image `b`; an image
+    /// that does not validate is counted as rejected.
+    fn view_leaf<'b>(&self, b: &'b [u8]) -> Option<crate::layout::LeafView<'b>> {
+        let v = self.leaf.view(b);
+        if v.is_none() {
+            self.rejected.set(self.rejected.get() + 1);
         }
+        v
     }
 
     /// The lock word of leaf image `b` (outside its checksum).

@@ -137,31 +137,16 @@ fn a_cas_reported_from_its_second_execution_applies_once() {
 /// clients on 64 keys make such retries frequent.
 #[test]
 fn retries_on_a_released_word_hold_the_lock_once_and_read_under_it() {
+    let shape = ["--clients", "24", "--keys", "64"];
+    let seeds = ["--seeds", "100", "--first-seed", "77000"];
     for index in ["fg", "nam-hybrid", "sherman-onchip", "sherman", "dolphin"] {
-        let (ok, text, v) = bench(&[
-            "check",
-            "--index",
+        linearizable(
             index,
-            "--faults",
             "torn,delay,writeback,crash",
-            "--clients",
-            "24",
-            "--keys",
-            "64",
-            "--seeds",
-            "100",
-            "--first-seed",
-            "77000",
-        ]);
-        assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
-        assert_eq!(v["linearizable"], true, "{index}: {text}");
+            &[&shape[..], &seeds].concat(),
+        );
     }
-    let (ok, text, v) = bench(&[
-        "check",
-        "--index",
-        "fg",
-        "--faults",
-        "torn,delay,writeback,crash",
+    let one = [
         "--clients",
         "8",
         "--keys",
@@ -170,9 +155,8 @@ fn retries_on_a_released_word_hold_the_lock_once_and_read_under_it() {
         "1",
         "--first-seed",
         "77241",
-    ]);
-    assert!(ok, "fg: {text}");
-    assert_eq!(v["linearizable"], true, "fg: {text}");
+    ];
+    linearizable("fg", "torn,delay,writeback,crash", &one);
 }
 
 /// A release request (`lock::ask`) CASes its core's name to `ABANDONED`.
@@ -184,47 +168,26 @@ fn retries_on_a_released_word_hold_the_lock_once_and_read_under_it() {
 /// flight. 64 clients on 32 keys with every fault.
 #[test]
 fn a_lock_cas_waits_for_its_cores_release_request() {
-    let (ok, text, v) = bench(&[
-        "check",
-        "--index",
-        "sherman-onchip",
-        "--faults",
-        "torn,delay,unreported,replay,redo,writeback,crash",
-        "--clients",
-        "64",
-        "--keys",
-        "32",
-        "--cores",
-        "4",
-        "--seeds",
-        "60",
-        "--first-seed",
-        "84000",
-    ]);
-    assert!(ok, "a failing seed is printed for replay:\n{text}");
-    assert_eq!(v["linearizable"], true, "{text}");
+    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
+    let onchip = ["--clients", "64", "--keys", "32", "--cores", "4"];
+    let seeds = ["--seeds", "60", "--first-seed", "84000"];
+    linearizable("sherman-onchip", ALL, &[&onchip[..], &seeds].concat());
     // While it waits, the READ joined with the attempt goes out before the
     // CAS: the image is not one under the lock, and is READ again. Dolphin
     // removed one key twice from such an image (seed 85029 here).
-    let (ok, text, v) = bench(&[
-        "check",
-        "--index",
-        "dolphin",
-        "--faults",
-        "torn,delay,unreported,replay,redo,writeback,crash",
-        "--clients",
-        "48",
-        "--keys",
-        "48",
-        "--cores",
-        "3",
-        "--seeds",
-        "20",
-        "--first-seed",
-        "85020",
-    ]);
-    assert!(ok, "dolphin: a failing seed is printed for replay:\n{text}");
-    assert_eq!(v["linearizable"], true, "dolphin: {text}");
+    let dolphin = ["--clients", "48", "--keys", "48", "--cores", "3"];
+    let seeds = ["--seeds", "20", "--first-seed", "85020"];
+    linearizable("dolphin", ALL, &[&dolphin[..], &seeds].concat());
+}
+
+/// `check --index index --faults faults` with `args` exits 0 and reports a
+/// linearizable history.
+fn linearizable(index: &str, faults: &str, args: &[&str]) {
+    let mut all = vec!["check", "--index", index, "--faults", faults];
+    all.extend_from_slice(args);
+    let (ok, text, v) = bench(&all);
+    assert!(ok, "{index}: a failing seed is printed for replay:\n{text}");
+    assert_eq!(v["linearizable"], true, "{index}: {text}");
 }
 
 #[test]

@@ -76,11 +76,16 @@ impl KeyRule {
         }
     }
 
+    /// Whether a key of `len` bytes is within `min..=max`.
+    fn admits(&self, len: usize) -> bool {
+        (self.min..=self.max).contains(&len)
+    }
+
     /// `Err(KeyLength)` if `key` is shorter than `min` or longer than
     /// `max` bytes: the check every operation of [`crate::Index`] and
     /// [`crate::Client::core_of`] makes first.
     pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
-        if key.len() < self.min || key.len() > self.max {
+        if !self.admits(key.len()) {
             return Err(Error::KeyLength {
                 got: key.len(),
                 want: *self,
@@ -91,7 +96,7 @@ impl KeyRule {
 
     /// `Err(BadConfig)` if `key_bytes` is outside the rule.
     pub fn check_width(&self, kind: IndexKind, key_bytes: usize) -> Result<(), Error> {
-        if key_bytes < self.min || key_bytes > self.max {
+        if !self.admits(key_bytes) {
             return Err(Error::BadConfig(format!(
                 "{} takes keys of {}..={} bytes, not {key_bytes}",
                 kind.name(),

@@ -1,18 +1,17 @@
 //! [`NodeLocks`]: where a node's lock word lives, how it is taken (local
-//! queue first under HOCL, then CAS with back-off; a slot left naming
-//! this CS is taken back under HOCL, dead holders' locks through
-//! `super::lease`) and released (`release.rs`: combined or not, or handed
+//! queue first under HOCL, then CAS with back-off, one attempt in
+//! `take.rs`; a slot left naming this CS is taken back under HOCL, dead
+//! holders' locks through `super::lease`) and released (`release.rs`: combined or not, or handed
 //! over); see the [module docs](super) for the protocol.
 
-use super::ask::ABANDONED;
 use super::config::{LockTableConfig, LockTechniques};
 use super::cs_words::CsHeld;
 use super::lease::LeaseWatch;
-use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
+use super::ledger::{ledger, LEDGER_TAKEOVERS};
 use super::member::{Holder, Member};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::LocalLockTable;
-use crate::{cas, masked_cas, read, rpc, write, yield_now};
+use crate::{read, rpc, write, yield_now};
 use dm_verbs::ms::RPC_ALLOC_CHUNK;
 use dm_verbs::GlobalAddr;
 use std::cell::{Cell, RefCell};
@@ -403,103 +402,6 @@ impl NodeLocks {
         Err(LockError::LockStuck(a))
     }
 
-    /// One attempt at the remote lock word of the node at `a`: the holder
-    /// seen (0: taken by this attempt; `*stale` set if it was taken back
-    /// from this handle's own name, [`Held::taken_stale`]; `*retried` set
-    /// if the holder seen is not that of a CAS posted at its first poll: it
-    /// posted more than one, or waited before its first).
-    async fn try_take<'s>(
-        &'s self,
-        a: GlobalAddr,
-        word: LockWord,
-        attempt: u32,
-        cs: &mut Option<CsHeld<'s>>,
-        stale: &mut bool,
-        retried: &mut bool,
-    ) -> Result<u64, LockError> {
-        Ok(match word {
-            LockWord::Word(w) => {
-                let key = (self.tag, w.to_u64());
-                let mut in_flight = InFlight::new(key);
-                while in_flight.asking() {
-                    // A READ joined with this attempt goes out while this
-                    // waits, before the CAS: not an image under the lock.
-                    *retried = true;
-                    drop(in_flight);
-                    yield_now().await;
-                    in_flight = InFlight::new(key);
-                }
-                // A free word is 0, or ABANDONED: released at a waiter's
-                // request (`super::ask`), what it guarded may be half done.
-                // Each CAS expects the free value the last one found, until
-                // one takes the word or finds a name (a CAS that finds the
-                // other free value was raced: someone took and freed it).
-                let mut expect = 0;
-                let mut h = cas(w, expect, self.tag).await?;
-                while (h == 0 || h == ABANDONED) && h != expect {
-                    expect = h;
-                    // The retry is a new post: it goes in the ledger behind
-                    // the CASes of ours posted since the first one. Kept
-                    // under the first one's number, it counted as the
-                    // earliest in flight, so when another task's retry,
-                    // posted before it, took the word, this one's own-tag
-                    // result looked unexplained and both tasks held the
-                    // lock (`check --index fg --faults
-                    // torn,delay,writeback,crash --clients 8 --keys 16
-                    // --first-seed 77241`: two removes of one key).
-                    drop(in_flight);
-                    in_flight = InFlight::new(key);
-                    while in_flight.asking() {
-                        drop(in_flight);
-                        yield_now().await;
-                        in_flight = InFlight::new(key);
-                    }
-                    *retried = true;
-                    h = cas(w, expect, self.tag).await?;
-                }
-                if h == expect {
-                    // Taken (a request's word counted by its server).
-                    *stale |= expect == ABANDONED;
-                    h = 0;
-                }
-                if h == self.tag && attempt.is_power_of_two() {
-                    tracing::trace!(
-                        word = format_args!("{:#x}", w.to_u64()),
-                        tag = format_args!("{:#x}", self.tag),
-                        attempt,
-                        unexplained = in_flight.unexplained(),
-                        "lock CAS found this handle's own tag"
-                    );
-                }
-                if h == self.tag && in_flight.unexplained() {
-                    self.count_takeover();
-                    tracing::warn!(
-                        node = ?a,
-                        attempt,
-                        "lock word holds this handle's tag but no task here holds or took it \
-                         (a CAS of ours took it unreported); taking it"
-                    );
-                    *stale = true;
-                    h = 0;
-                }
-                drop(in_flight);
-                if h == 0 {
-                    self.note_taken(w);
-                }
-                h
-            }
-            LockWord::Lane { word: w, shift } => {
-                let m = 0xffffu64 << shift;
-                let reg = self.lane_begin(w, shift);
-                let h = (masked_cas(w, 0, self.lane_id() << shift, m, m).await? & m) >> shift;
-                if h == 0 {
-                    *cs = reg.map(|r| r.took());
-                }
-                h
-            }
-        })
-    }
-
     /// Under HOCL with a host-memory lock table (one per tree, so only this
     /// tree's handles take its slots): whether the lock value `holder`
     /// names this CS as it is now (any of its cores, this incarnation).
@@ -601,5 +503,6 @@ mod held;
 mod lanes;
 mod owner;
 mod release;
+mod take;
 
 pub use held::Held;

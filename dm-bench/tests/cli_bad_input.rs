@@ -345,6 +345,10 @@ fn sizes_beyond_the_machine_are_refused_before_allocating() {
             more_memory,
         ),
         (
+            &["ycsb", "--warmup", "4000000000", "--keys", "10"],
+            "--warmup 4000000000) would take about",
+        ),
+        (
             &["ycsb", "--cs", "65535", "--threads", "65535"],
             "at most 4096",
         ),

@@ -146,14 +146,28 @@ pub(crate) fn check_sizes(a: &Args) -> Result<()> {
     if a.trace_dir.is_none() {
         // Longer keys are refused later (at most 255 bytes).
         let kb = key_bytes(a).min(1 << 10) as u128;
-        fits_memory(
-            &format!(
-                "the load's keys and the run's operations (--keys {}, --ops {})",
-                a.keys, a.ops
+        let (what, fix) = match a.warmup {
+            0 => (
+                format!(
+                    "the load's keys and the run's operations (--keys {}, --ops {})",
+                    a.keys, a.ops
+                ),
+                "take fewer --keys or --ops",
             ),
+            w => (
+                format!(
+                    "the load's keys and the run's and warm-up's operations \
+                     (--keys {}, --ops {}, --warmup {w})",
+                    a.keys, a.ops
+                ),
+                "take fewer --keys, --ops or --warmup",
+            ),
+        };
+        fits_memory(
+            &what,
             a.keys as u128 * (per_key(&a.index) + 2 * kb)
                 + (a.ops as u128 + a.warmup as u128) * (OP_BYTES + 2 * kb),
-            "take fewer --keys or --ops",
+            fix,
         )?;
     }
     Ok(())

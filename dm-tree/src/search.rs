@@ -252,7 +252,7 @@ impl FgTree {
     /// on these keys READs the parent afresh instead of locking, READing
     /// and releasing the old leaf again, as a reader drops it
     /// ([`FgTree::cached_walk`]). Keeping it cost our Sherman's insert load
-    /// about 7% (docs/experiments/README.md, smart-fig14).
+    /// about 7% (docs/experiments/claims-smart.md, smart-fig14).
     pub(crate) fn moved_right(
         &self,
         key: &[u8],

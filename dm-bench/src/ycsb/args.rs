@@ -117,7 +117,7 @@ pub struct Args {
     /// Sherman's upsert mixes: draw the upserts' keys uniformly from the
     /// key space while reads and ranges keep `--theta` (Sherman's Table 3
     /// states only that "the targeted range follows the skewed access
-    /// pattern"; docs/experiments/README.md, sherman-table3).
+    /// pattern"; docs/experiments/claims-sherman.md, sherman-table3).
     #[arg(long)]
     pub upsert_uniform: bool,
     #[arg(long, default_value_t = 1)]

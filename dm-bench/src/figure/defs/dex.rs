@@ -127,7 +127,7 @@ const SMART_FIFO: &str = "smart-dense-fifo";
 /// spends 49.9% of its time in the FIFO in the read-intensive row at 144
 /// threads (the paper: 49% of its cycles); 600 ns gives 47.7%, 700 ns
 /// 58.0%, and the first calibration's 950 ns, 47% on the model of
-/// 2026-11-27, gives 71.9% on the present one (docs/experiments/README.md,
+/// 2026-11-27, gives 71.9% on the present one (docs/experiments/claims-dex.md,
 /// dex-fig6).
 const FIFO_HOLD_NS: u64 = 650;
 

@@ -271,7 +271,7 @@ fn ladder_and_176(quick: bool, theta: f64, at: [(&str, &str); 2], extra: &str) -
 /// The cause of Fig. 5's end-to-end claims (issue 34), on mix series
 /// `series`: the client count of Fig. 6's p99 cause and the processing
 /// units of Table 1's ([`NIC_PUS_T1`]). The middle rungs' split it does
-/// not give (docs/experiments/README.md).
+/// not give (docs/experiments/claims-sherman.md, sherman-fig5).
 const fn fig5_pus(series: &'static str) -> Cause {
     Cause {
         what: "the paper runs 176 client threads (§5), on NICs whose processing units let a hot lock's queued CASes hold back other QPs' verbs (modelled, the count calibrated to Table 1's FG collapse); at our 528 without units FG+ collapses deeper, at 176 without them it does not collapse",

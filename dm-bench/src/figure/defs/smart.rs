@@ -108,7 +108,7 @@ const fn over(
 
 /// [`over`], with [`AT_PEAK`] as its cause: only the claims it explains
 /// (LOAD and A over ART move further from the paper at the peak, D needs
-/// [`d_chunks`] too; docs/experiments/README.md gives those numbers).
+/// [`d_chunks`] too; docs/experiments/claims-smart.md gives those numbers).
 /// Over Sherman the paper's side is also the published Sherman's cache
 /// use ([`PEAK_AUTHORS`]).
 const fn over_at_peak(

@@ -3,7 +3,7 @@
 //! of a run without warm-up, a loose guard that includes the first
 //! operations' cache admissions, and `allocs_per_op_by_kind` after a
 //! warm-up, which must not grow with the run's length. Measured in
-//! `docs/experiments/allocs.md`. The strict test (0 allocations in warm
+//! `docs/experiments/allocs.md` and `allocs-asserted.md`. The strict test (0 allocations in warm
 //! gets and updates, one thread from warm-up to measurement) is
 //! `dm-index/tests/warm_allocs.rs`.
 
@@ -221,7 +221,7 @@ fn inserts_barely_allocate() {
 /// one reused `ScanBuf` (`Index::scan_into`, issue 32). YCSB E (95% scans
 /// of 1 to 100 entries, 50.5 on average), loopback, 20,000 keys, 20,000
 /// operations after a 5,000 operation warm-up. Measured allocations per
-/// scan, before -> after (`docs/experiments/allocs.md`): fg 60.6 -> 5.6,
+/// scan, before -> after (`docs/experiments/cpu-ratios-2026-11-28b.md`): fg 60.6 -> 5.6,
 /// sherman 70.5 -> 15.5, dex 58.0 -> 5.5, nam-coarse 57.0 -> 2.0,
 /// nam-hybrid 57.2 -> 2.2, smart 166.3 -> 62.4, dolphin 192.5 -> 66.3
 /// (dense keys 80.1 -> 12.0). Then rounds of leaf READs joined inline
@@ -265,7 +265,7 @@ fn scans_allocate_nothing_per_returned_entry() {
 /// probability 0.1) answers a get, an update of a present key, or an
 /// update of an absent key that may not insert from the image in place,
 /// without decoding the leaf (a heap allocation per entry: 30 per get and
-/// 32 per operation on YCSB A before, `docs/experiments/allocs.md`).
+/// 32 per operation on YCSB A before, `docs/experiments/allocs-asserted.md`).
 /// 100,000 keys in a 1 MiB cache, one coroutine: three of four operations
 /// miss. The leaves a miss admits decode with one allocation, not one per
 /// entry (measured 0.12 per op on C and 0.17 on A, against 2.67 and 5.11

@@ -21,7 +21,7 @@
 //! reached its high-water mark (one more buffer, once in 480,000 measured
 //! operations) at operation 1,215,312, just past a warm-up of 1.2 million,
 //! hence 1.6 million. `dm-bench ycsb` reports the same per operation kind
-//! with each phase on fresh threads (`docs/experiments/allocs.md`).
+//! with each phase on fresh threads (`docs/experiments/allocs-asserted.md`).
 
 use dm_index::{IndexConfig, IndexKind, Instance, Root, Site};
 use dm_runtime::{spawn, yield_now, ExecConfig, Executor, ScanBuf};

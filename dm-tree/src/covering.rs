@@ -58,7 +58,7 @@ impl FgTree {
     /// it is; an absent key still needs every slot whole. Take the image
     /// through [`View::validated_for`] then, never [`View::validated`].
     /// Hashing every slot of a 1 KB leaf was a quarter of a loopback
-    /// Sherman update's CPU (docs/experiments/allocs.md).
+    /// Sherman update's CPU (docs/experiments/allocs-asserted.md).
     ///
     /// `from_cache`: `a` is the index cache's; under [`ShermanCache::Authors`]
     /// a key beyond its high fence then releases the lock and ends in `None`

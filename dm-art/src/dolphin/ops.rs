@@ -252,7 +252,7 @@ impl DolphinTree {
     /// ([`LeafView`]). A get walks on its own rather than through `reach`
     /// with a lockless hold: through `reach` its future carries the
     /// writers' lock futures, and a loopback YCSB C get cost 1.15-1.22x
-    /// the CPU (paired runs, docs/experiments/allocs.md).
+    /// the CPU (paired runs, docs/experiments/allocs-asserted.md).
     pub async fn get(&self, key: &[u8]) -> Result<Option<u64>, ArtError> {
         let k = key_u64(key)?;
         let path = k.to_be_bytes();

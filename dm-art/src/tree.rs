@@ -28,7 +28,7 @@ pub(crate) const MAX_RETRIES: u32 = 1_000_000;
 /// allocated and has not published (a spare leaf or node), so no other
 /// writer can have put it in the slot: `got == new` means this CAS took
 /// the slot while its completion reported the value found by a second
-/// execution (soft-RoCE, docs/rdma.md, "Node locks taken without the CAS
+/// execution (soft-RoCE, docs/rdma-guest-findings.md, "Node locks taken without the CAS
 /// reporting it"). Read as a failure, the spare would be reused and its
 /// published image overwritten: keys under it lost (a guest `ycsb --index
 /// art` step, 2026-11-27). On `sim` only with `Faults::unreported_cas_prob`

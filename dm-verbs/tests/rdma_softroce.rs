@@ -336,7 +336,7 @@ fn device_memory_when_the_nic_has_it() {
     m.stop();
 }
 
-/// The promise every index relies on (docs/rdma.md, "READs that tear
+/// The promise every index relies on (docs/rdma-guest-findings.md, "READs that tear
 /// inside a word"): a READ longer than a word that races CASes on one of
 /// its words returns each word whole, old or new, never a mix. One thread
 /// swaps a word between two values by CAS while another READs the

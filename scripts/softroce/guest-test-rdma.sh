@@ -110,9 +110,9 @@ pair() {
 # (issue 33). Every client is a member (--lease-ms): rxe in this guest
 # sometimes executes a retransmitted lock CAS a second time, and members
 # ask the core a word names to release it (dm_runtime::lock::ask;
-# docs/rdma.md, "Node locks taken without the CAS reporting it"). The
+# docs/rdma-guest-findings.md, "Node locks taken without the CAS reporting it"). The
 # last rerun, art's ycsb step, went with its cause: a CAS reported from
-# its second execution (docs/rdma.md, "A CAS reported from its second
+# its second execution (docs/rdma-sim-faults.md, "A CAS reported from its second
 # execution").
 run_step() {
   w0=$(date +%s.%N)

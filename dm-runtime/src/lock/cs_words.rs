@@ -5,7 +5,7 @@
 //! **Why.** Some lock words name only a CS, not a core: SMART's
 //! rear-embedded leaf lock (`dm_art::layout::lock_taken`, 15 bits of name)
 //! and the 16-bit lanes of the global lock table. On soft-RoCE a lock CAS
-//! can take a word while its completion reports a failure (docs/rdma.md,
+//! can take a word while its completion reports a failure (docs/rdma-guest-findings.md,
 //! "Node locks taken without the CAS reporting it"). The word then names
 //! this CS's live incarnation, so no lease ever expires, and the per-core
 //! own-tag ledger (`super::ledger`) cannot tell it from a word held by

@@ -108,7 +108,7 @@
 //! flight, and under HOCL the word's local lock is free). The waiter never
 //! takes the word itself: an earlier design in which it did, on the
 //! owner's answer (`lock::peer` in 7fb0394..20dc733), lost keys on
-//! soft-RoCE (docs/rdma.md, "A lost key in the nam-hybrid kill step").
+//! soft-RoCE (docs/rdma-guest-findings.md, "A lost key in the nam-hybrid kill step").
 //! Handles without a member do not ask: a word left naming another core
 //! waits for that core's next attempt on it (its ledger).
 //!

@@ -80,7 +80,7 @@ pub enum TearGranularity {
     /// 4-byte halves of words, in READs longer than 8 bytes (an 8-byte READ
     /// stays whole): soft-RoCE in a TCG guest whose CPU has ERMS or FSRM,
     /// which copies a long READ's payload a byte at a time while a CAS
-    /// changes a word in it (docs/rdma.md, "READs that tear inside a
+    /// changes a word in it (docs/rdma-guest-findings.md, "READs that tear inside a
     /// word"). Weaker than any RNIC; no index is built for it, and the
     /// radix family (SMART and its ART rungs, which follow slot words read
     /// out of node images) fails under it (`dm-bench check --faults

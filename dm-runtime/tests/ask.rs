@@ -146,8 +146,9 @@ fn scenario(c: Case) -> Seen {
         }
         let w = word_of(c, &b, x).await;
         if !matches!(c.owner, Owner::Holds(_)) {
-            // The owner's name, left in the word: incarnation 1, (0 << 16 | 1) + 1.
-            let name = 1u64 << 32 | 2;
+            // The owner's name, left in the word: incarnation 1 above bit
+            // 48, take count 0, (0 << 16 | 1) + 1.
+            let name = 1u64 << 48 | 2;
             dm_runtime::write(w, name.to_le_bytes().to_vec())
                 .await
                 .unwrap();

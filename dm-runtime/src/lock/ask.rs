@@ -58,7 +58,7 @@
 pub const ABANDONED: u64 = u64::MAX;
 
 use super::cs_words::CsWords;
-use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS};
+use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS, TAKE_BITS};
 use super::member::{Holder, Member};
 use super::node_locks::local_key_of;
 use super::{LockCounters, LockError, LockEvent};
@@ -201,15 +201,17 @@ impl Owners {
         }
     }
 
-    /// Asks the owner of `name` (this CS, this incarnation) to release the
+    /// Asks the owner of the name in `value` (this CS, this incarnation;
+    /// `value` as the word holds it, take count included) to release the
     /// word `w` if no task of it holds it: a job on the owner's core, or,
     /// for a retired name, served here. A request to a core that is gone
     /// is dropped (the asker asks again after a lease).
     pub(super) async fn request(
         self: &Arc<Self>,
-        name: u64,
+        value: u64,
         w: GlobalAddr,
     ) -> Result<(), LockError> {
+        let name = value & !TAKE_BITS;
         let live = {
             let mut m = self.map.lock().unwrap();
             match m.get(&name) {
@@ -227,7 +229,7 @@ impl Owners {
                 exec,
                 Box::new(move || {
                     drop(crate::spawn(async move {
-                        if let Err(e) = o.serve(name, w, Some(exec)).await {
+                        if let Err(e) = o.serve(value, w, Some(exec)).await {
                             tracing::warn!(error = %e, "a release request failed");
                         }
                     }));
@@ -235,7 +237,7 @@ impl Owners {
             );
             return Ok(());
         }
-        let r = self.serve(name, w, None).await;
+        let r = self.serve(value, w, None).await;
         let mut m = self.map.lock().unwrap();
         if matches!(m.get(&name), Some(Owner::Releasing)) {
             m.remove(&name);
@@ -243,10 +245,15 @@ impl Owners {
         r.map(|_| ())
     }
 
-    /// Releases `w` from `name` if no task holds it (module docs): on the
+    /// Releases `w` from `value` if no task holds it (module docs): on the
     /// owner's executor `exec`, or, for a retired name (`None`), anywhere.
-    /// Whether it released it.
-    async fn serve(&self, name: u64, w: GlobalAddr, exec: Option<u32>) -> Result<bool, LockError> {
+    /// Whether it released it. The CAS expects `value` with its take
+    /// count: executed again after the core took the word once more
+    /// (soft-RoCE's re-executed duplicates), it finds that take's count
+    /// and fails, where a CAS of the bare name freed the word under the
+    /// new holder (`dm-runtime/tests/ask_replay.rs`).
+    async fn serve(&self, value: u64, w: GlobalAddr, exec: Option<u32>) -> Result<bool, LockError> {
+        let name = value & !TAKE_BITS;
         let key = (name, w.to_u64());
         let counters = match exec {
             Some(e) => {
@@ -283,11 +290,11 @@ impl Owners {
             return Ok(false);
         }
         let in_flight = InFlight::new_ask(key);
-        let old = cas(w, name, ABANDONED).await?;
+        let old = cas(w, value, ABANDONED).await?;
         ledger(key, |e| e.epoch += 1);
         drop(in_flight);
         drop(guard);
-        let released = old == name;
+        let released = old == value;
         if released {
             LEDGER_TAKEOVERS.fetch_add(1, Ordering::Relaxed);
             if let Some(c) = counters {
@@ -295,7 +302,7 @@ impl Owners {
             }
             tracing::warn!(
                 word = format_args!("{:#x}", w.to_u64()),
-                name = format_args!("{name:#x}"),
+                name = format_args!("{value:#x}"),
                 "released a lock word left naming this core (no task here held it), \
                  as a waiter asked"
             );

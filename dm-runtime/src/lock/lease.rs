@@ -16,7 +16,7 @@
 use super::cs_words::CsHeld;
 use super::ledger::InFlight;
 use super::member::{Holder, Member};
-use super::node_locks::LockWord;
+use super::node_locks::{Attempt, LockWord};
 use super::{LockError, LockEvent, NodeLocks};
 use crate::{cas, masked_cas, now_ns};
 use dm_verbs::GlobalAddr;
@@ -151,7 +151,7 @@ impl NodeLocks {
         word: LockWord,
         value: u64,
         attempt: u32,
-        cs: &mut Option<CsHeld<'s>>,
+        t: &mut Attempt<'s>,
     ) -> Result<bool, LockError> {
         let Some(me) = self.member() else {
             return Ok(false);
@@ -163,7 +163,7 @@ impl NodeLocks {
         let Some(ns) = watch.dead(me, value, h).await? else {
             match word {
                 LockWord::Word(w) => {
-                    if value != self.tag() && watch.ask_due(value, me.lease().lease_ns) {
+                    if !self.is_own(value) && watch.ask_due(value, me.lease().lease_ns) {
                         me.ask_release(w, value).await?;
                     }
                 }
@@ -176,7 +176,7 @@ impl NodeLocks {
             }
             return Ok(false);
         };
-        if !self.cas_stale(word, value, cs).await? {
+        if !self.cas_stale(word, value, &mut t.cs, &mut t.name).await? {
             watch.reset();
             return Ok(false);
         }
@@ -193,14 +193,17 @@ impl NodeLocks {
         Ok(true)
     }
 
-    /// One CAS of `stale` to this handle's name on `word`: whether it took.
-    /// A member's lane taken is registered in its CS ledger before the
-    /// CAS and held in `cs` (`node_locks/lanes.rs`).
+    /// One CAS of `stale` to this handle's name on `word`: whether it took
+    /// (`*name`: the value it wrote in a 64-bit word,
+    /// [`NodeLocks::take_name`]). A member's lane taken is registered in
+    /// its CS ledger before the CAS and held in `cs`
+    /// (`node_locks/lanes.rs`).
     pub(super) async fn cas_stale<'s>(
         &'s self,
         word: LockWord,
         stale: u64,
         cs: &mut Option<CsHeld<'s>>,
+        name: &mut u64,
     ) -> Result<bool, LockError> {
         Ok(match word {
             LockWord::Word(w) => {
@@ -209,8 +212,10 @@ impl NodeLocks {
                 // after it and completed first must not read this one's
                 // success as unreported.
                 let in_flight = InFlight::new((self.tag(), w.to_u64()));
-                let took = cas(w, stale, self.tag()).await? == stale;
+                let mine = self.take_name();
+                let took = cas(w, stale, mine).await? == stale;
                 if took {
+                    *name = mine;
                     self.note_taken(w);
                 }
                 drop(in_flight);

@@ -5,7 +5,7 @@
 //! without its success being reported.
 
 use rustc_hash::FxHashMap;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One (tag, lock word) in this thread's ledger (see the module docs).
@@ -26,6 +26,23 @@ thread_local! {
     // FxHash: a lock takes and releases go through this map 3-4 times, and
     // SipHash of the 16-byte key was 2.8% of an fg YCSB A run (issue 32).
     static LEDGER: RefCell<FxHashMap<(u64, u64), Entry>> = RefCell::new(FxHashMap::default());
+    /// The last take count a member's name carried ([`next_take`]).
+    static TAKES: Cell<u16> = const { Cell::new(0) };
+}
+
+/// Bits 32..48 of a member's 64-bit lock word: the take count
+/// (`super::member`, "Holder names in lock words").
+pub(super) const TAKE_BITS: u64 = 0xffff << 32;
+
+/// The take count for this thread's next take of a member's 64-bit lock
+/// word, shifted into place: one count per thread, so every handle of a
+/// core names each of its takes apart (it wraps after 65,536 takes).
+pub(super) fn next_take() -> u64 {
+    TAKES.with(|t| {
+        let n = t.get().wrapping_add(1);
+        t.set(n);
+        (n as u64) << 32
+    })
 }
 
 /// Locks of this process taken over through the own-tag ledger.
@@ -138,4 +155,7 @@ impl Drop for InFlight {
 /// only when no task of this thread holds or is taking a lock.
 pub fn forget_thread_ledger() {
     LEDGER.with(|l| l.borrow_mut().clear());
+    // A seed replayed alone (`check --first-seed S --seeds 1`) then names
+    // its takes as it did among the others.
+    TAKES.with(|t| t.set(0));
 }

@@ -18,10 +18,17 @@
 //! | 16 | 6 x 8 | release requests: the address of a lock word that names this CS, 0 for a free slot (`super::ask`) | a waiter sets one (CAS 0 -> address), the CS's heartbeat clears it (CAS address -> 0) |
 //!
 //! ## Holder names in lock words
-//! - 64-bit lock words (FG+'s in-node word, 64-bit GLT slots): `incarnation
-//!   << 32 | ((cs << 16 | core) + 1)`. A handle without a [`Member`] writes
-//!   incarnation 0 (the lock word it always wrote) and its locks are never
-//!   taken over: nothing says whether it is alive.
+//! - 64-bit lock words (FG+'s in-node word, 64-bit GLT slots): `i16 << 48
+//!   | take << 32 | ((cs << 16 | core) + 1)` with `i16 = (incarnation - 1)
+//!   % 65535 + 1` ([`word_inc`]) and `take` a 16-bit count of the takes of
+//!   the core's thread, so a word names each take apart: a CAS that expects
+//!   a name, executed again after the core took the word once more (a
+//!   release request's, soft-RoCE's re-executed duplicates), finds another
+//!   value and fails (`super::ask`). The holder is the name without
+//!   `take`. A handle without a [`Member`] writes its tag alone (`i16` and
+//!   `take` 0, the lock word it always wrote) and its locks are never taken
+//!   over: nothing says whether it is alive. A word names an incarnation
+//!   modulo 65535, as a lane modulo 63 (below).
 //! - 16-bit GLT lanes (masked CAS, Sherman §4.3): `(i6 << 10 | cs) + 1`
 //!   with `i6 = (incarnation - 1) % 63 + 1` (1..=63; 0 for a handle without
 //!   a member), so members with lanes need `cs < 1024`. A lane names an
@@ -310,11 +317,12 @@ pub struct Holder {
 }
 
 impl Holder {
-    /// The holder a 64-bit lock word names.
+    /// The holder a 64-bit lock word names (its incarnation as [`word_inc`]
+    /// gives it).
     pub fn of_word(v: u64) -> Holder {
         Holder {
             cs: (((v as u32).wrapping_sub(1)) >> 16) as u16,
-            inc: (v >> 32) as u32,
+            inc: (v >> 48) as u32,
             short: false,
         }
     }
@@ -335,13 +343,26 @@ impl Holder {
         self.inc != 0 && self.cs == cs && self.is(inc)
     }
 
-    /// Whether an incarnation `inc` read from the record is this holder's.
+    /// Whether an incarnation `inc` read from the record is this holder's
+    /// (modulo 63 for a `short` holder, else modulo 65535: a holder read
+    /// from a 64-bit word carries [`word_inc`], one made from a record
+    /// the full incarnation).
     pub fn is(&self, inc: u64) -> bool {
         if self.short {
             short_inc(inc as u32) as u32 == self.inc
         } else {
-            inc == self.inc as u64
+            word_inc(inc as u32) == word_inc(self.inc)
         }
+    }
+}
+
+/// An incarnation as a 64-bit lock word holds it (16 bits above its take
+/// count, module docs): 1..=65535, 0 for none.
+pub fn word_inc(inc: u32) -> u32 {
+    if inc == 0 {
+        0
+    } else {
+        (inc - 1) % 65535 + 1
     }
 }
 

@@ -32,7 +32,8 @@
 //! All of this is [`NodeLocks`], one per handle, so the radix family's
 //! baselines take the very same locks (SMART §5.1.3).
 //!
-//! Lock values: 64-bit words hold the taker's tag (`(cs << 16 | core) + 1`);
+//! Lock values: 64-bit words hold the taker's tag (`(cs << 16 | core) + 1`;
+//! a member's with its incarnation and a take count above it, below);
 //! 16-bit lanes hold `cs + 1` (the paper's CS id). A 64-bit slot is released
 //! by WRITE 0. A lane is released by a masked CAS `cs + 1 -> 0` on its lane,
 //! posted in the same doorbell: a 2-byte WRITE racing another lane's masked
@@ -116,28 +117,35 @@
 //! re-executed duplicates): a replayed lock CAS `0 -> name` leaves a word
 //! naming a holder that holds nothing, which the ledgers and release
 //! requests above recover. A replayed CAS whose expected value can come
-//! back (a takeover's stale name, a release request's `name ->`
-//! [`ask::ABANDONED`]) could
-//! take or free a word a live task holds; `check --faults
-//! torn,delay,unreported,replay,crash` over 50 seeds found none, and the
-//! incarnation word, which an FAA used to move (a replay made a live CS
-//! look restarted), now moves by CAS. A duplicate that runs before its
-//! CAS is reported (`Faults::redo_cas_prob`) is waited out for release
-//! requests: a lock CAS does not post while a request of its own core on
-//! the word is in flight (the ledger's `InFlight::asking`), since a
-//! request's second execution after this core took the word again freed
-//! it under the taker (`check --index sherman-onchip --faults
+//! back could take or free a word a live task holds: a takeover's `stale
+//! -> mine`, a release request's `name ->` [`ask::ABANDONED`]. So a
+//! member's 64-bit words name each take apart: `i16 << 48 | take << 32 |
+//! tag`, with a 16-bit take count of the core's thread
+//! ([`member`], "Holder names in lock words"); the ledgers, the owner table
+//! and the lease read the name without the count, and the CASes that
+//! expect a name expect the exact value they found. A request's CAS
+//! executed again after its core took the word once more finds the new
+//! take's count and fails (`dm-runtime/tests/ask_replay.rs`: with the bare
+//! name it freed the word under the new holder, and a waiter took it while
+//! that holder held it). The incarnation word, which an FAA used to move
+//! (a replay made a live CS look restarted), moves by CAS. A duplicate
+//! that runs before its CAS is reported (`Faults::redo_cas_prob`) is
+//! waited out for release requests as well: a lock CAS does not post
+//! while a request of its own core on the word is in flight (the ledger's
+//! `InFlight::asking`; `check --index sherman-onchip --faults
 //! torn,delay,unreported,replay,redo,writeback,crash --clients 64 --keys
-//! 32 --cores 4`, seed 84039). A replay after the report is not: only
-//! lock words that tell one take from the next would make it fail.
+//! 32 --cores 4`, seed 84039). What stays open: a count wraps after 65,536
+//! takes of one thread, so a duplicate held back that long could still
+//! find its value again; and handles without a member write the bare tag
+//! (they never ask or take over).
 //!
 //! **Dead holders** (issue 33, not in the papers): a CS that joined the
 //! membership table ([`member`]: an incarnation and a heartbeat word per CS
 //! on MS 0) names its incarnation in its lock words (64-bit words:
-//! `incarnation << 32 | tag`; 16-bit lanes: `(incarnation mod 63) << 10 |
-//! cs`, plus 1), and [`NodeLocks::set_member`] turns on takeover: a waiter
-//! that keeps finding one member's name for a lease READs the holder's
-//! record, and once the heartbeat stood still for another lease (or the
+//! `(incarnation mod 65535) << 48 | take << 32 | tag`; 16-bit lanes:
+//! `(incarnation mod 63) << 10 | cs`, plus 1), and
+//! [`NodeLocks::set_member`] turns on takeover: a waiter that keeps
+//! finding one member's name for a lease READs the holder's record, and once the heartbeat stood still for another lease (or the
 //! incarnation moved on) CASes the stale name to its own. Counted as
 //! [`LockStats::recovered`] with the time each took
 //! ([`LockCounters::recovery_ns`]). No verb is added before a lease has

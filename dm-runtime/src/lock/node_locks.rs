@@ -7,8 +7,8 @@
 use super::config::{LockTableConfig, LockTechniques};
 use super::cs_words::CsHeld;
 use super::lease::LeaseWatch;
-use super::ledger::{ledger, LEDGER_TAKEOVERS};
-use super::member::{Holder, Member};
+use super::ledger::{ledger, next_take, LEDGER_TAKEOVERS, TAKE_BITS};
+use super::member::{word_inc, Holder, Member};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::LocalLockTable;
 use crate::{read, rpc, write, yield_now};
@@ -65,9 +65,11 @@ fn slot_hash(a: GlobalAddr) -> u64 {
 pub struct NodeLocks {
     t: LockTechniques,
     table: LockTableConfig,
-    /// Lock-word value this handle writes when it takes a lock (non-zero):
-    /// `(cs << 16 | core) + 1`, with the member's incarnation above bit 32
-    /// once [`NodeLocks::set_member`] ran.
+    /// This handle's name in a 64-bit lock word (non-zero): `(cs << 16 |
+    /// core) + 1`, with the member's incarnation ([`super::member::word_inc`])
+    /// above bit 48 once [`NodeLocks::set_member`] ran. A member's takes
+    /// write it with a take count in bits 32..48 ([`NodeLocks::take_name`]);
+    /// the own-tag ledger and the owner table know it without.
     tag: u64,
     /// The CS's membership, if it joined: lock words then name the
     /// incarnation, and locks of dead members are taken over ([`super::member`]).
@@ -165,7 +167,7 @@ impl NodeLocks {
             )));
         }
         self.unregister_owner();
-        self.tag = (m.incarnation() as u64) << 32 | base;
+        self.tag = (word_inc(m.incarnation()) as u64) << 48 | base;
         self.member = Some(m);
         Ok(())
     }
@@ -175,9 +177,27 @@ impl NodeLocks {
         self.member.as_ref()
     }
 
-    /// The value this handle's 64-bit lock words hold while it holds them.
+    /// This handle's name, without a take count (the own-tag ledger's and
+    /// the owner table's key).
     pub(super) fn tag(&self) -> u64 {
         self.tag
+    }
+
+    /// The value a take of a 64-bit lock word writes: a member's name with
+    /// this thread's next take count ([`super::member`], "Holder names in
+    /// lock words"), so a CAS that expects an earlier take's value fails on
+    /// a word taken again; the tag alone without a member.
+    pub(super) fn take_name(&self) -> u64 {
+        match self.member {
+            Some(_) => self.tag | next_take(),
+            None => self.tag,
+        }
+    }
+
+    /// Whether the 64-bit lock value `v` is this handle's name, from any
+    /// take.
+    pub(super) fn is_own(&self, v: u64) -> bool {
+        v & !TAKE_BITS == self.tag
     }
 
     /// Uses `local` (one per CS, shared by its cores) as the local lock table
@@ -316,10 +336,9 @@ impl NodeLocks {
             self.counters.count(LockEvent::Waited);
         }
         let mut taken = local.as_ref().is_some_and(|g| g.handed_over());
-        // A member's lane hold in the CS ledger (`lanes.rs`).
-        let mut cs: Option<CsHeld<'_>> = None;
+        let mut t = Attempt::default();
         if taken {
-            cs = self.lane_adopt(word);
+            t.cs = self.lane_adopt(word);
             self.counters.count(LockEvent::HandedOver);
             tracing::trace!(
                 word = format_args!("{:#x}", word.raw()),
@@ -332,42 +351,36 @@ impl NodeLocks {
         for attempt in 1..=MAX_LOCK_ATTEMPTS {
             // The READ that went out with the winning CAS, if one did.
             let mut joined = None;
-            let mut stale = false;
+            t.reset();
             if !taken {
-                let mut retried = false;
                 let holder = match read_at {
                     Some((at, len)) if at.ms() == word.ms() => {
-                        let (h, d) = futures::join!(
-                            self.try_take(a, word, attempt, &mut cs, &mut stale, &mut retried),
-                            read(at, len)
-                        );
+                        let (h, d) =
+                            futures::join!(self.try_take(a, word, attempt, &mut t), read(at, len));
                         let h = h?;
                         // The READ executed right after the first CAS (one
                         // QP, one doorbell): an image under the lock only
                         // if that CAS took it. A retry that took the word
                         // came after it, when another holder may have
                         // written the node in between: READ again below.
-                        if h == 0 && !retried {
+                        if h == 0 && !t.retried {
                             joined = Some(d);
                         }
                         h
                     }
-                    _ => {
-                        self.try_take(a, word, attempt, &mut cs, &mut stale, &mut retried)
-                            .await?
-                    }
+                    _ => self.try_take(a, word, attempt, &mut t).await?,
                 };
                 taken = holder == 0
                     || (self.names_this_cs(word, holder)
                         && self
-                            .take_from_this_cs(a, word, holder, attempt, &mut cs)
+                            .take_from_this_cs(a, word, holder, attempt, &mut t)
                             .await?)
-                    || self.claim_own_lane(a, word, holder, &mut cs).await?
+                    || self.claim_own_lane(a, word, holder, &mut t.cs).await?
                     || (self.member.is_some()
                         && self
-                            .take_over_if_dead(&mut watch, a, word, holder, attempt, &mut cs)
+                            .take_over_if_dead(&mut watch, a, word, holder, attempt, &mut t)
                             .await?);
-                stale |= taken && holder != 0;
+                t.stale |= taken && holder != 0;
                 if !taken {
                     self.counters.count(LockEvent::CasFailed);
                     if attempt.is_multiple_of(LOCK_WARN_EVERY) {
@@ -383,8 +396,9 @@ impl NodeLocks {
             self.counters.count(LockEvent::Acquired);
             // Held before the READ: a task dropped while it is in flight
             // lets the word go in the ledger (`Unreleased`).
-            let mut held = self.held(word, local, cs);
-            held.stale = stale;
+            let mut held = self.held(word, local, t.cs.take());
+            held.stale = t.stale;
+            held.name = t.name;
             let data = match (joined, read_at) {
                 (Some(d), _) => Some(d),
                 (None, Some((at, len))) => Some(read(at, len).await),
@@ -429,17 +443,17 @@ impl NodeLocks {
     }
 
     /// Takes over a slot left named by this CS ([`NodeLocks::names_this_cs`])
-    /// with one CAS of `holder` to this handle's name; counted as a takeover
-    /// (as the own-tag ledger's).
+    /// with one CAS of `holder` to this handle's name (`t.name`: the value
+    /// written); counted as a takeover (as the own-tag ledger's).
     async fn take_from_this_cs<'s>(
         &'s self,
         a: GlobalAddr,
         word: LockWord,
         holder: u64,
         attempt: u32,
-        cs: &mut Option<CsHeld<'s>>,
+        t: &mut Attempt<'s>,
     ) -> Result<bool, LockError> {
-        if !self.cas_stale(word, holder, cs).await? {
+        if !self.cas_stale(word, holder, &mut t.cs, &mut t.name).await? {
             return Ok(false);
         }
         self.count_takeover();
@@ -479,6 +493,32 @@ impl NodeLocks {
         let cs = ((self.tag & 0xffff_ffff) - 1) >> 16;
         // A member is of this handle's CS (`set_member` checks it).
         self.member.as_ref().map_or(cs + 1, |m| m.lane_name())
+    }
+}
+
+/// What one lock attempt learns besides the holder it saw
+/// ([`NodeLocks::try_take`], the takeovers), kept across attempts only for
+/// `cs`.
+#[derive(Default)]
+pub(super) struct Attempt<'s> {
+    /// A member's lane hold in the CS ledger (`lanes.rs`).
+    pub(super) cs: Option<CsHeld<'s>>,
+    /// Taken from a name that was not released ([`Held::taken_stale`]).
+    pub(super) stale: bool,
+    /// The holder seen is not that of a CAS posted at the attempt's first
+    /// poll: it posted more than one, or waited before its first.
+    pub(super) retried: bool,
+    /// The value a 64-bit word holds once taken (a member's take count
+    /// included; [`NodeLocks::take_name`]).
+    pub(super) name: u64,
+}
+
+impl Attempt<'_> {
+    /// Before the next attempt (the lane hold stays).
+    fn reset(&mut self) {
+        self.stale = false;
+        self.retried = false;
+        self.name = 0;
     }
 }
 

@@ -25,6 +25,9 @@ pub struct Held<'t> {
     pub(super) cs: Option<CsHeld<'t>>,
     /// Taken from a name that was not released ([`Held::taken_stale`]).
     pub(super) stale: bool,
+    /// The value a 64-bit lock word holds while held (a member's take
+    /// count included); 0 for a lane or a lock received by hand-over.
+    pub(super) name: u64,
 }
 
 impl Held<'_> {
@@ -113,6 +116,7 @@ impl NodeLocks {
             local,
             cs,
             stale: false,
+            name: 0,
             unreleased: Unreleased {
                 word: word.raw(),
                 tag: match word {

@@ -28,6 +28,7 @@ impl NodeLocks {
             local,
             mut unreleased,
             cs,
+            name,
             ..
         } = held;
         let mut far = Verbs::new();
@@ -52,7 +53,7 @@ impl NodeLocks {
                         return Ok(());
                     }
                     Err(g) => {
-                        while_releasing(cs, self.unlock_word(word)).await?;
+                        while_releasing(cs, self.unlock_word(word, name)).await?;
                         unreleased.let_go("released");
                         drop(g);
                         return Ok(());
@@ -67,7 +68,7 @@ impl NodeLocks {
             // futures (issue 32: callgrind counted the join's layers on
             // every wake of a Sherman update).
             let mut all: Verbs = near.into_iter().map(|(a, d)| write(a, d)).collect();
-            all.push(self.unlock_verb(word));
+            all.push(self.unlock_verb(word, name));
             // `while_releasing` written out: awaited in place, the verbs
             // are not moved into a wrapper future's state (issue 32: a
             // 150-byte copy per update).
@@ -79,7 +80,7 @@ impl NodeLocks {
             r?;
         } else {
             self.post_writes(near, false).await?;
-            while_releasing(cs, self.unlock_word(word)).await?;
+            while_releasing(cs, self.unlock_word(word, name)).await?;
         }
         unreleased.let_go("released");
         drop(local);
@@ -120,16 +121,19 @@ impl NodeLocks {
         Ok(())
     }
 
-    async fn unlock_word(&self, w: LockWord) -> Result<(), LockError> {
-        Ok(self.unlock_verb(w).await?)
+    async fn unlock_word(&self, w: LockWord, name: u64) -> Result<(), LockError> {
+        Ok(self.unlock_verb(w, name).await?)
     }
 
-    /// The verb that frees lock word `w`, its result dropped.
-    fn unlock_verb(&self, w: LockWord) -> Verbed<()> {
+    /// The verb that frees lock word `w`, held under `name`
+    /// ([`Held`]'s), its result dropped.
+    fn unlock_verb(&self, w: LockWord, name: u64) -> Verbed<()> {
         match w {
-            LockWord::Word(a) if self.t.unlock_faa => {
-                // The word holds our tag: adding its negation leaves 0.
-                faa(a, self.tag.wrapping_neg()).discard()
+            LockWord::Word(a) if self.t.unlock_faa && name != 0 => {
+                // The word holds `name`: adding its negation leaves 0.
+                // (FG's FAA release runs without HOCL, so a lock is never
+                // received by hand-over, where the name is the giver's.)
+                faa(a, name.wrapping_neg()).discard()
             }
             LockWord::Word(a) => {
                 let mut zero = dm_verbs::buf::take(8);

@@ -180,6 +180,21 @@ fn a_lock_cas_waits_for_its_cores_release_request() {
     linearizable("dolphin", ALL, &[&dolphin[..], &seeds].concat());
 }
 
+/// SMART's rear lock word taken at the image's `seq` by this CS, which no
+/// task of it holds, is claimed at once. soft-RoCE's failed CAS that
+/// stores the word it read (`--faults writeback`) can put such a word back
+/// after the WRITE that stored `seq + 1` and freed it: the claimer decided
+/// on its image of `seq`, READ before that WRITE, and removed a key a
+/// second time (seed 101147 here). A write under a stale word now READs
+/// the leaf again. 64 clients on 32 keys with every fault.
+#[test]
+fn a_claimed_rear_lock_writes_on_the_leaf_read_under_it() {
+    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
+    let shape = ["--clients", "64", "--keys", "32", "--cores", "4"];
+    let seeds = ["--seeds", "20", "--first-seed", "101140"];
+    linearizable("smart", ALL, &[&shape[..], &seeds].concat());
+}
+
 /// `check --index index --faults faults` with `args` exits 0 and reports a
 /// linearizable history.
 fn linearizable(index: &str, faults: &str, args: &[&str]) {

@@ -161,9 +161,10 @@ impl SmartTree {
     /// its stale value instead when [`Self::stale_rear`] says nobody holds
     /// it: a dead member's lock taken at the image's `seq` (a holder's
     /// WRITE either freed the lock at `seq + 1` or, handing it over, left
-    /// it taken at the `seq` it wrote, so the image is current), a word
-    /// naming this CS that no task of it
-    /// holds ([`dm_runtime::lock::CsWords`]), or a word no writer leaves.
+    /// it taken at the `seq` it wrote), a word naming this CS that no task
+    /// of it holds ([`dm_runtime::lock::CsWords`]), or a word no writer
+    /// leaves; the leaf is then READ again under the lock
+    /// ([`Self::write_after_stale`]).
     /// Every lock CAS of a member is in its CS ledger from post to the
     /// WRITE's completion. Counted ([`dm_runtime::lock::LockStats`]): the
     /// acquisition, a failed CAS, an image whose lock word was not free (a
@@ -197,12 +198,14 @@ impl SmartTree {
                 };
                 let got = cas(lock_a, lock, lock_taken(l.seq, self.rear_name())).await?;
                 if got == lock {
-                    let held = match stale {
-                        Some(s) => reg.map(|r| self.took_stale(a, lock, s, r)),
-                        None => reg.map(|r| r.took()),
+                    let Some(s) = stale else {
+                        let held = reg.map(|r| r.took());
+                        self.count_lock(LockEvent::Acquired);
+                        return self.locked_write(a, l, decided, 0, held, wc).await;
                     };
+                    let held = reg.map(|r| self.took_stale(a, lock, s, r));
                     self.count_lock(LockEvent::Acquired);
-                    return self.locked_write(a, l, decided, 0, held, wc).await;
+                    return self.write_after_stale(a, mode, held, wc).await;
                 }
                 watch = StaleWatch::default();
                 self.count_lock(LockEvent::CasFailed);
@@ -211,6 +214,35 @@ impl SmartTree {
             (l, lock) = self.read_leaf(a).await?;
         }
         Err(ArtError::LockStuck(a))
+    }
+
+    /// The write of leaf `a` under its rear lock, taken from a stale word
+    /// ([`Self::stale_rear`]) and held: the leaf is READ again and `mode`
+    /// decided on that image, not on the one the word was found on. A
+    /// stale word taken at the image's `seq` says the image is current only
+    /// while a word always follows its leaf's last WRITE, and soft-RoCE's
+    /// failed CAS that stores the word it read breaks that (`--faults
+    /// writeback`): it put a word taken at `seq` back after the WRITE that
+    /// stored `seq + 1` and freed it had landed, this CS's next writer
+    /// claimed that word on the image of `seq` READ before the WRITE, and
+    /// removed a key a second time (`dm-bench check --index smart --faults
+    /// torn,delay,unreported,replay,redo,writeback,crash --clients 64 --keys
+    /// 32 --cores 4 --first-seed 101147`). Held, the leaf changes under
+    /// nobody else; a write that changes nothing frees the word at the
+    /// image's `seq`.
+    async fn write_after_stale(
+        &self,
+        a: GlobalAddr,
+        mode: Mode,
+        held: Option<CsHeld<'_>>,
+        wc: Option<&Lead<'_>>,
+    ) -> WriteResult {
+        let (l, _) = self.read_leaf(a).await?;
+        let Some(decided) = mode.decide(&l) else {
+            while_releasing(held, self.free_rear_word(a, l.seq)).await?;
+            return Ok(false);
+        };
+        self.locked_write(a, l, decided, 0, held, wc).await
     }
 
     /// The WRITE of leaf `a` under its rear lock, held (image `l`, on which

@@ -195,6 +195,31 @@ fn a_claimed_rear_lock_writes_on_the_leaf_read_under_it() {
     linearizable("smart", ALL, &[&shape[..], &seeds].concat());
 }
 
+/// Every index with all seven faults at two crowded shapes, 10 seeds each:
+/// more clients on fewer keys and more cores than the default shape, where
+/// lock CASes retry, wait for release requests and race a crashed CS's
+/// recovery. A sample of `scripts/soak.sh`'s shapes (which found the bugs
+/// the tests above pin), small enough for CI.
+#[test]
+fn every_index_is_linearizable_at_crowded_shapes() {
+    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
+    for index in RECOVERING {
+        for (shape, first) in [
+            (
+                ["--clients", "64", "--keys", "32", "--cores", "4"],
+                "400000",
+            ),
+            (
+                ["--clients", "48", "--keys", "48", "--cores", "3"],
+                "400100",
+            ),
+        ] {
+            let seeds = ["--seeds", "10", "--first-seed", first];
+            linearizable(index, ALL, &[&shape[..], &seeds].concat());
+        }
+    }
+}
+
 /// `check --index index --faults faults` with `args` exits 0 and reports a
 /// linearizable history.
 fn linearizable(index: &str, faults: &str, args: &[&str]) {

@@ -43,8 +43,9 @@
 //!   checksum); DEX's leaves belong to one CS's partition instead, the NAM
 //!   MS-side trees to the MS's serialised handlers.
 //! - `(cs, core)` is unique per handle: it is the lock tag,
-//!   `(cs << 16 | core) + 1` (with the CS's incarnation above bit 32 once it
-//!   joined a membership), so at most one thread may run handles of a given
+//!   `(cs << 16 | core) + 1` (with the CS's incarnation and a take count
+//!   above bit 32 once it joined a membership: `dm_runtime::lock::member`),
+//!   so at most one thread may run handles of a given
 //!   pair at a time (the own-tag ledger of [`dm_runtime::lock`] relies on it).
 //!
 //! ## A compute server that dies (issue 33)

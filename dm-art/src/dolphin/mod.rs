@@ -82,7 +82,8 @@
 //! held for ever. In **lease mode** ([`DolphinTree::with_member`], every CS
 //! joined to the membership table) the same 8-byte word at the leaf's end
 //! is taken as an FG+-style node lock instead (`dm_runtime::lock::
-//! NodeLocks`: CAS `0 -> (incarnation << 32 | tag)`, the leaf READ in the
+//! NodeLocks`: CAS `0 -> name` (the CS's incarnation, a take count and
+//! the tag: `dm_runtime::lock::member`), the leaf READ in the
 //! CAS's doorbell, WRITE 0 to release, command combination on), by
 //! updates, inserts, removes and splits alike; gets and scans take no lock,
 //! as before. A dead holder's lock is taken over after the lease

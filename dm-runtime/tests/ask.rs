@@ -100,10 +100,7 @@ fn scenario(c: Case) -> Seen {
     let (m, l, p, rel) = (m0.clone(), local0.clone(), phase.clone(), released.clone());
     // The owner: CS 0, core 1, on its own core.
     r.spawn_on(c1, async move {
-        while m.borrow().is_none() {
-            yield_now().await;
-        }
-        let member = m.borrow().clone().unwrap();
+        let member = common::member_once_set(&m).await;
         let a = handle(c, &member, 1, &l);
         // Its first lock registers its name on this core.
         let h = a.lock(y).await.unwrap();

@@ -63,10 +63,7 @@ fn scenario(waiter_cs: u16) -> Seen {
     let left_w = left.clone();
     // The owner: CS 0, core 1.
     r.spawn_on(c1, async move {
-        while m.borrow().is_none() {
-            yield_now().await;
-        }
-        let member = m.borrow().clone().unwrap();
+        let member = common::member_once_set(&m).await;
         let a = handle(&member, 1);
         // A task that holds the word and is dropped (a cancelled future):
         // the word stays named by this core, and its ledger shows no holder.

@@ -51,10 +51,7 @@ fn scenario(waiter_cs: u16, drop_it: bool, hold_leases: u64) -> (u64, (u64, u64)
     let phase = Rc::new(Cell::new(0u8));
     let (m, p) = (m0.clone(), phase.clone());
     r.spawn_on(c1, async move {
-        while m.borrow().is_none() {
-            yield_now().await;
-        }
-        let member = m.borrow().clone().unwrap();
+        let member = common::member_once_set(&m).await;
         let a = handle(&member, 1);
         let h = a.lock(x).await.unwrap();
         p.set(1);

@@ -3,10 +3,12 @@
 #![allow(dead_code)]
 
 use dm_runtime::lock::{LeaseConfig, LockError, LockTableConfig, LockTechniques, Member};
-use dm_runtime::{spawn, JoinHandle, SimRuntime};
+use dm_runtime::{spawn, yield_now, JoinHandle, SimRuntime};
 use dm_verbs::loopback::{LoopbackConfig, LoopbackFabric};
 use dm_verbs::sim::{SimConfig, SimFabric};
 use dm_verbs::MsConfig;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 pub fn small_cfg() -> SimConfig {
@@ -80,5 +82,16 @@ impl TwoMembers {
         self.m1.stop();
         let [a, b] = self.beats;
         let _ = (a.await, b.await);
+    }
+}
+
+/// A member another task of the same sim thread joins and leaves in `m`:
+/// waits (yielding) until it is there.
+pub async fn member_once_set(m: &Rc<RefCell<Option<Arc<Member>>>>) -> Arc<Member> {
+    loop {
+        if let Some(member) = m.borrow().clone() {
+            return member;
+        }
+        yield_now().await;
     }
 }

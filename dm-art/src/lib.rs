@@ -65,7 +65,9 @@
 //!   WRITE) is taken too: one naming the taker's own CS that the CS's
 //!   ledger (`dm_runtime::lock::CsWords`) shows untouched, at once; one
 //!   naming another live CS, released by that CS when asked; one no
-//!   writer leaves, after a lease (`insert/leaf.rs`, docs/rdma.md).
+//!   writer leaves, after a lease (`insert/leaf.rs`, docs/rdma.md). A
+//!   writer that takes such a word READs the leaf again under it (a word
+//!   can fall behind its leaf: docs/rdma-sim-faults.md).
 //!   The lock-free ART takes no locks. Dolphin recovers in its lease mode
 //!   ([`DolphinTree::with_member`]): the leaf lock word becomes a
 //!   `NodeLocks` node lock naming its holder (Spear's FAA shares are

@@ -195,6 +195,24 @@ fn a_claimed_rear_lock_writes_on_the_leaf_read_under_it() {
     linearizable("smart", ALL, &[&shape[..], &seeds].concat());
 }
 
+/// A normal insert that CASes a slot past its node's capacity grows the
+/// header after (type switch): readers READ the header's capacity only. A
+/// writer of the same partial key that found the slot filled first wrote
+/// under it at once, while that header was still small (the first
+/// writer's CS had died in between), and its insert returned unseen: its
+/// own update then found the key absent (seed 701319 here, for the two
+/// rungs with lock-free internal nodes whose leaves the soak used). It now
+/// grows the header first.
+#[test]
+fn a_writer_following_a_slot_past_the_capacity_grows_the_node_first() {
+    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
+    let shape = ["--clients", "16", "--keys", "8", "--cores", "4"];
+    let seeds = ["--seeds", "10", "--first-seed", "701315"];
+    for index in ["lockfree-art", "smart-inplace"] {
+        linearizable(index, ALL, &[&shape[..], &seeds].concat());
+    }
+}
+
 /// Every index with all seven faults at two crowded shapes, 10 seeds each:
 /// more clients on fewer keys and more cores than the default shape, where
 /// lock CASes retry, wait for release requests and race a crashed CS's

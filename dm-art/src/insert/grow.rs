@@ -21,7 +21,8 @@ impl SmartTree {
     /// inserted (this CS's ART cache entry of the node takes the slots the
     /// CASes saw filled: [`crate::cache::ArtCache::note_filled`]);
     /// `Some((slot, word))` when someone inserted partial key `path[p]`
-    /// first: the walk follows that slot.
+    /// first: the walk follows that slot, once the header covers it (a
+    /// slot past the capacity is grown into here, [`Self::type_switch`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn normal_insert(
         &self,
@@ -55,6 +56,18 @@ impl SmartTree {
             }
             if got as u8 == b {
                 spare.lost(0, None);
+                // A writer of this partial key filled the slot first. Past
+                // the capacity, readers do not see the slot until the
+                // header grows: that writer may not have switched it yet
+                // (its CAS in flight, or its CS died in between), so this
+                // one does before it writes under the slot, or its write
+                // would return unseen (`check --index lockfree-art --faults
+                // torn,delay,unreported,replay,redo,writeback,crash
+                // --clients 16 --keys 8 --cores 4 --first-seed 701319`:
+                // an insert, then its own update found the key absent).
+                if i >= capacity(n.header.ty) {
+                    self.type_switch(addr, i, n.header_word, c, path).await?;
+                }
                 return Ok(Some((sa, got)));
             }
             seen.push(got);

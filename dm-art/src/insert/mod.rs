@@ -22,6 +22,12 @@
 //!    the leading prefix bytes (a read-modify-CAS loop on the whole word, as
 //!    plain RDMA has no masked CAS), so concurrent trims and type switches
 //!    compose in any order.
+//! 4. **Nothing is written under a slot readers cannot see**: readers READ
+//!    a node's slots up to its header's capacity, and a slot filled past it
+//!    becomes visible when the header grows (type switch). The writer that
+//!    filled it grows the header before it returns, and so does a writer
+//!    that follows it (same partial key) before it writes under it: the
+//!    first writer's switch may still be in flight, or its CS dead.
 //!
 //! ## Removal
 //! `remove` clears the leaf's valid bit under its lock (the digest's

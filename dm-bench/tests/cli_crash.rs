@@ -137,26 +137,17 @@ fn a_cas_reported_from_its_second_execution_applies_once() {
 /// clients on 64 keys make such retries frequent.
 #[test]
 fn retries_on_a_released_word_hold_the_lock_once_and_read_under_it() {
-    let shape = ["--clients", "24", "--keys", "64"];
-    let seeds = ["--seeds", "100", "--first-seed", "77000"];
+    const FAULTS: &str = "torn,delay,writeback,crash";
     for index in ["fg", "nam-hybrid", "sherman-onchip", "sherman", "dolphin"] {
-        linearizable(
+        linearizable_at(
             index,
-            "torn,delay,writeback,crash",
-            &[&shape[..], &seeds].concat(),
+            FAULTS,
+            &["--clients", "24", "--keys", "64"],
+            100,
+            77000,
         );
     }
-    let one = [
-        "--clients",
-        "8",
-        "--keys",
-        "16",
-        "--seeds",
-        "1",
-        "--first-seed",
-        "77241",
-    ];
-    linearizable("fg", "torn,delay,writeback,crash", &one);
+    linearizable_at("fg", FAULTS, &["--clients", "8", "--keys", "16"], 1, 77241);
 }
 
 /// A release request (`lock::ask`) CASes its core's name to `ABANDONED`.
@@ -168,16 +159,11 @@ fn retries_on_a_released_word_hold_the_lock_once_and_read_under_it() {
 /// flight. 64 clients on 32 keys with every fault.
 #[test]
 fn a_lock_cas_waits_for_its_cores_release_request() {
-    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
-    let onchip = ["--clients", "64", "--keys", "32", "--cores", "4"];
-    let seeds = ["--seeds", "60", "--first-seed", "84000"];
-    linearizable("sherman-onchip", ALL, &[&onchip[..], &seeds].concat());
+    linearizable_at("sherman-onchip", ALL_FAULTS, &CROWDED_64_32, 60, 84000);
     // While it waits, the READ joined with the attempt goes out before the
     // CAS: the image is not one under the lock, and is READ again. Dolphin
     // removed one key twice from such an image (seed 85029 here).
-    let dolphin = ["--clients", "48", "--keys", "48", "--cores", "3"];
-    let seeds = ["--seeds", "20", "--first-seed", "85020"];
-    linearizable("dolphin", ALL, &[&dolphin[..], &seeds].concat());
+    linearizable_at("dolphin", ALL_FAULTS, &CROWDED_48_48, 20, 85020);
 }
 
 /// SMART's rear lock word taken at the image's `seq` by this CS, which no
@@ -189,10 +175,7 @@ fn a_lock_cas_waits_for_its_cores_release_request() {
 /// the leaf again. 64 clients on 32 keys with every fault.
 #[test]
 fn a_claimed_rear_lock_writes_on_the_leaf_read_under_it() {
-    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
-    let shape = ["--clients", "64", "--keys", "32", "--cores", "4"];
-    let seeds = ["--seeds", "20", "--first-seed", "101140"];
-    linearizable("smart", ALL, &[&shape[..], &seeds].concat());
+    linearizable_at("smart", ALL_FAULTS, &CROWDED_64_32, 20, 101140);
 }
 
 /// A normal insert that CASes a slot past its node's capacity grows the
@@ -205,11 +188,9 @@ fn a_claimed_rear_lock_writes_on_the_leaf_read_under_it() {
 /// grows the header first.
 #[test]
 fn a_writer_following_a_slot_past_the_capacity_grows_the_node_first() {
-    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
     let shape = ["--clients", "16", "--keys", "8", "--cores", "4"];
-    let seeds = ["--seeds", "10", "--first-seed", "701315"];
     for index in ["lockfree-art", "smart-inplace"] {
-        linearizable(index, ALL, &[&shape[..], &seeds].concat());
+        linearizable_at(index, ALL_FAULTS, &shape, 10, 701315);
     }
 }
 
@@ -220,22 +201,25 @@ fn a_writer_following_a_slot_past_the_capacity_grows_the_node_first() {
 /// the tests above pin), small enough for CI.
 #[test]
 fn every_index_is_linearizable_at_crowded_shapes() {
-    const ALL: &str = "torn,delay,unreported,replay,redo,writeback,crash";
     for index in RECOVERING {
-        for (shape, first) in [
-            (
-                ["--clients", "64", "--keys", "32", "--cores", "4"],
-                "400000",
-            ),
-            (
-                ["--clients", "48", "--keys", "48", "--cores", "3"],
-                "400100",
-            ),
-        ] {
-            let seeds = ["--seeds", "10", "--first-seed", first];
-            linearizable(index, ALL, &[&shape[..], &seeds].concat());
-        }
+        linearizable_at(index, ALL_FAULTS, &CROWDED_64_32, 10, 400000);
+        linearizable_at(index, ALL_FAULTS, &CROWDED_48_48, 10, 400100);
     }
+}
+
+/// Every fault `check` injects: soft-RoCE's anomalies and a CS crash.
+const ALL_FAULTS: &str = "torn,delay,unreported,replay,redo,writeback,crash";
+/// 64 clients on 32 keys with 4 cores, where the lock bugs above showed.
+const CROWDED_64_32: [&str; 6] = ["--clients", "64", "--keys", "32", "--cores", "4"];
+/// 48 clients on 48 keys with 3 cores.
+const CROWDED_48_48: [&str; 6] = ["--clients", "48", "--keys", "48", "--cores", "3"];
+
+/// [`linearizable`] over `seeds` seeds from `first` at cluster shape
+/// `shape` (`check`'s flags).
+fn linearizable_at(index: &str, faults: &str, shape: &[&str], seeds: u64, first: u64) {
+    let (n, f) = (seeds.to_string(), first.to_string());
+    let seeds = ["--seeds", n.as_str(), "--first-seed", f.as_str()];
+    linearizable(index, faults, &[shape, &seeds[..]].concat());
 }
 
 /// `check --index index --faults faults` with `args` exits 0 and reports a

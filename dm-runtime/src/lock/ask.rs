@@ -58,7 +58,7 @@
 pub const ABANDONED: u64 = u64::MAX;
 
 use super::cs_words::CsWords;
-use super::ledger::{ledger, InFlight, LEDGER_TAKEOVERS, TAKE_BITS};
+use super::ledger::{ledger, name_of, InFlight, LEDGER_TAKEOVERS};
 use super::member::{Holder, Member};
 use super::node_locks::local_key_of;
 use super::{LockCounters, LockError, LockEvent};
@@ -211,7 +211,7 @@ impl Owners {
         value: u64,
         w: GlobalAddr,
     ) -> Result<(), LockError> {
-        let name = value & !TAKE_BITS;
+        let name = name_of(value);
         let live = {
             let mut m = self.map.lock().unwrap();
             match m.get(&name) {
@@ -253,7 +253,7 @@ impl Owners {
     /// and fails, where a CAS of the bare name freed the word under the
     /// new holder (`dm-runtime/tests/ask_replay.rs`).
     async fn serve(&self, value: u64, w: GlobalAddr, exec: Option<u32>) -> Result<bool, LockError> {
-        let name = value & !TAKE_BITS;
+        let name = name_of(value);
         let key = (name, w.to_u64());
         let counters = match exec {
             Some(e) => {

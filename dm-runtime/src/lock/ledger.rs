@@ -32,7 +32,13 @@ thread_local! {
 
 /// Bits 32..48 of a member's 64-bit lock word: the take count
 /// (`super::member`, "Holder names in lock words").
-pub(super) const TAKE_BITS: u64 = 0xffff << 32;
+const TAKE_BITS: u64 = 0xffff << 32;
+
+/// The holder's name in the 64-bit lock value `v`, without its take count:
+/// the own-tag ledger's and the owner table's key.
+pub(super) fn name_of(v: u64) -> u64 {
+    v & !TAKE_BITS
+}
 
 /// The take count for this thread's next take of a member's 64-bit lock
 /// word, shifted into place: one count per thread, so every handle of a

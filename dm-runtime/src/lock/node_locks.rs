@@ -7,7 +7,7 @@
 use super::config::{LockTableConfig, LockTechniques};
 use super::cs_words::CsHeld;
 use super::lease::LeaseWatch;
-use super::ledger::{ledger, next_take, LEDGER_TAKEOVERS, TAKE_BITS};
+use super::ledger::{ledger, name_of, next_take, LEDGER_TAKEOVERS};
 use super::member::{word_inc, Holder, Member};
 use super::{LockCounters, LockError, LockEvent};
 use crate::sync::LocalLockTable;
@@ -197,7 +197,7 @@ impl NodeLocks {
     /// Whether the 64-bit lock value `v` is this handle's name, from any
     /// take.
     pub(super) fn is_own(&self, v: u64) -> bool {
-        v & !TAKE_BITS == self.tag
+        name_of(v) == self.tag
     }
 
     /// Uses `local` (one per CS, shared by its cores) as the local lock table
